@@ -1,0 +1,41 @@
+# muster: `make demo` runs the embedded stack and a demo; `make test` runs every test.
+PYTHON ?= python3.11
+VENV   := .venv
+BIN    := $(VENV)/bin
+STAMP  := $(VENV)/.installed
+DATA   ?= .muster
+
+.PHONY: setup demo test unit lint bench migrate clean
+
+setup: $(STAMP)
+
+$(STAMP): pyproject.toml
+	$(PYTHON) -m venv $(VENV)
+	$(BIN)/pip install --quiet --upgrade pip
+	$(BIN)/pip install --quiet -e '.[dev]'
+	touch $(STAMP)
+
+migrate: setup
+	mkdir -p $(DATA)
+	MUSTER_STORE_URL=sqlite+aiosqlite:///$(abspath $(DATA))/muster.db $(BIN)/muster migrate
+
+demo: setup
+	$(BIN)/muster demo --data-dir $(DATA)
+
+test: setup
+	$(BIN)/python -m pytest -q -p no:cacheprovider $(PYTEST_ARGS)
+
+unit: setup
+	$(BIN)/python -m pytest -q tests/unit
+
+lint: setup
+	$(BIN)/ruff check libs services tests bench migrations
+	$(BIN)/mypy
+
+bench: setup
+	$(BIN)/python -m bench.store_appends
+	$(BIN)/python -m bench.e2e_submit
+	$(BIN)/python -m bench.replay
+
+clean:
+	rm -rf $(VENV) $(DATA)

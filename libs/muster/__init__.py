@@ -1,0 +1,1 @@
+"""muster: queueing, fair sharing and atomic provisioning for accelerator batch workloads."""

@@ -1,0 +1,1 @@
+"""The functional core: pure, deterministic, no I/O, no clock, no asyncio."""

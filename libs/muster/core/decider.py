@@ -1,0 +1,42 @@
+"""The shape every service's core has: fold events into state, decide, name a deadline.
+
+``evolve`` is total (it never re-checks rules, so replay always succeeds) and
+mutates the state it owns; ``decide`` is pure: it reads the state, including the
+logical time ``state.now``, and returns the events to append. The same deciders
+run in the services (over the store and Kafka) and in the simulation harness
+(over an in-memory log with a virtual clock).
+"""
+
+from __future__ import annotations
+
+from typing import Protocol, TypeVar
+
+from muster.core.events import Envelope, NewEvent
+
+S = TypeVar("S")
+
+
+class Clocked(Protocol):
+    now: float
+
+
+class Decider(Protocol[S]):
+    name: str  # producer name, and owner of the ``timer-<name>`` stream
+    categories: frozenset[str]  # stream categories this decider folds
+    snapshot_format: str  # bump when the state's shape changes: old snapshots are ignored
+
+    def initial(self) -> S: ...
+
+    def evolve(self, state: S, envelope: Envelope) -> S: ...
+
+    def decide(self, state: S) -> list[NewEvent]: ...
+
+    def next_deadline(self, state: S) -> float | None:
+        """The earliest logical time after ``state.now`` at which ``decide`` would act."""
+        ...
+
+
+def advance(state: Clocked, envelope: Envelope) -> None:
+    """Logical time only moves forward, carried by the events themselves."""
+    if envelope.occurred_at > state.now:
+        state.now = envelope.occurred_at

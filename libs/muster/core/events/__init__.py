@@ -1,0 +1,33 @@
+"""Event types, the envelope, and (de)serialisation with upcasting."""
+
+from muster.core.events import node, provisioning, queue, timer, workload
+from muster.core.events.base import (
+    Envelope,
+    Event,
+    NewEvent,
+    StreamAppend,
+    UnknownEventType,
+    category_of,
+    decode_payload,
+    encode_payload,
+    event_class,
+    registered_types,
+)
+
+__all__ = [
+    "Envelope",
+    "Event",
+    "NewEvent",
+    "StreamAppend",
+    "UnknownEventType",
+    "category_of",
+    "decode_payload",
+    "encode_payload",
+    "event_class",
+    "node",
+    "provisioning",
+    "queue",
+    "registered_types",
+    "timer",
+    "workload",
+]

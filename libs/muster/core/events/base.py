@@ -1,0 +1,136 @@
+"""The event envelope, the type registry and versioned (de)serialisation.
+
+Every event class is a frozen dataclass registered under a stable wire type and
+a schema version. A stored type is never renamed in place: a new version gets
+an upcaster that rewrites the old payload, so old logs always decode.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import Any, ClassVar, TypeVar
+
+from muster.core.codec import from_plain, to_plain
+
+E = TypeVar("E", bound="Event")
+Upcaster = Callable[[dict[str, Any]], dict[str, Any]]
+
+
+class UnknownEventType(LookupError):
+    """A stored event's type is not registered in this build."""
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Event:
+    """Base of all domain events: past-tense facts, never changed once stored."""
+
+    TYPE: ClassVar[str] = ""
+    VERSION: ClassVar[int] = 1
+
+
+_TYPES: dict[str, type[Event]] = {}
+_UPCASTERS: dict[tuple[str, int], Upcaster] = {}
+
+
+def event_class(wire_type: str, version: int = 1) -> Callable[[type[E]], type[E]]:
+    """Register an event class under its wire type (``category.name``)."""
+
+    def register(cls: type[E]) -> type[E]:
+        if wire_type in _TYPES:
+            raise ValueError(f"event type {wire_type} registered twice")
+        cls.TYPE = wire_type
+        cls.VERSION = version
+        _TYPES[wire_type] = cls
+        return cls
+
+    return register
+
+
+def upcaster(wire_type: str, from_version: int) -> Callable[[Upcaster], Upcaster]:
+    """Register a function turning a ``from_version`` payload into the next version's."""
+
+    def register(fn: Upcaster) -> Upcaster:
+        _UPCASTERS[(wire_type, from_version)] = fn
+        return fn
+
+    return register
+
+
+def registered_types() -> dict[str, type[Event]]:
+    return dict(_TYPES)
+
+
+def encode_payload(event: Event) -> dict[str, Any]:
+    return to_plain(event)  # type: ignore[no-any-return]
+
+
+def decode_payload(wire_type: str, schema_version: int, payload: dict[str, Any]) -> Event:
+    cls = _TYPES.get(wire_type)
+    if cls is None:
+        raise UnknownEventType(wire_type)
+    version = schema_version
+    while version < cls.VERSION:
+        payload = _UPCASTERS[(wire_type, version)](payload)
+        version += 1
+    return from_plain(cls, payload)
+
+
+def category_of(stream_id: str) -> str:
+    """Streams are named ``<category>-<id>``; the category picks the Kafka topic."""
+    return stream_id.split("-", 1)[0]
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class NewEvent:
+    """An event a decision wants appended, before the store gives it a position."""
+
+    stream_id: str
+    event: Event
+    occurred_at: float
+    causation_id: str | None = None
+    correlation_id: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class StreamAppend:
+    """Events for one stream; ``expected_version`` is its current version (0: new), None: any."""
+
+    stream_id: str
+    expected_version: int | None
+    events: Sequence[NewEvent]
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Envelope:
+    """A stored event with everything the store knows about it."""
+
+    position: int
+    event_id: str
+    stream_id: str
+    stream_version: int
+    type: str
+    schema_version: int
+    occurred_at: float
+    recorded_at: float
+    causation_id: str | None
+    correlation_id: str | None
+    producer: str
+    event: Event
+
+    @property
+    def category(self) -> str:
+        return category_of(self.stream_id)
+
+    def to_wire(self) -> dict[str, Any]:
+        data = {f.name: getattr(self, f.name) for f in dataclasses.fields(self) if f.name != "event"}
+        data["payload"] = encode_payload(self.event)
+        return data
+
+    @classmethod
+    def from_wire(cls, data: dict[str, Any]) -> Envelope:
+        fields = {k: v for k, v in data.items() if k != "payload"}
+        event = decode_payload(data["type"], data["schema_version"], data["payload"])
+        fields["schema_version"] = event.VERSION
+        return cls(event=event, **fields)

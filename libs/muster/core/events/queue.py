@@ -1,0 +1,107 @@
+"""Queue configuration (``config-*``) and admission decisions (``admission-*``). Written by queue."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Literal
+
+from muster.core.events.base import Event, event_class
+from muster.core.model.queues import ClusterQueueSpec, LocalQueueSpec, ResourceFlavorSpec
+
+# One decision stream for the whole cluster: its version is the single-writer guard
+# that keeps two queue replicas from admitting against the same quota.
+ADMISSION_STREAM = "admission-cluster"
+
+
+def config_stream(kind: str, name: str) -> str:
+    return f"config-{kind}-{name}"
+
+
+@event_class("config.resource_flavor_configured")
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ResourceFlavorConfigured(Event):
+    spec: ResourceFlavorSpec
+
+
+@event_class("config.cluster_queue_configured")
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ClusterQueueConfigured(Event):
+    spec: ClusterQueueSpec
+
+
+@event_class("config.local_queue_configured")
+@dataclass(frozen=True, slots=True, kw_only=True)
+class LocalQueueConfigured(Event):
+    spec: LocalQueueSpec
+
+
+@event_class("admission.pending")
+@dataclass(frozen=True, slots=True, kw_only=True)
+class WorkloadPending(Event):
+    """The reason a workload waits changed (recorded on change of reason, not every cycle)."""
+
+    workload_id: str
+    reason: str
+    message: str
+
+
+@event_class("admission.quota_reserved")
+@dataclass(frozen=True, slots=True, kw_only=True)
+class QuotaReserved(Event):
+    workload_id: str
+    cluster_queue: str
+    # pod set -> resource -> flavor
+    flavors: Mapping[str, Mapping[str, str]]
+    # flavor -> resource -> quantity charged
+    usage: Mapping[str, Mapping[str, int]]
+    # pod set -> node selector, with the labels of its flavors (Kueue injects them)
+    node_selectors: Mapping[str, Mapping[str, str]]
+    attempt: int
+    message: str
+
+
+@event_class("admission.admitted")
+@dataclass(frozen=True, slots=True, kw_only=True)
+class WorkloadAdmitted(Event):
+    workload_id: str
+    cluster_queue: str
+    attempt: int
+    # pod name -> node name: where each pod of the gang runs
+    placements: Mapping[str, str]
+    message: str
+
+
+@event_class("admission.evicted")
+@dataclass(frozen=True, slots=True, kw_only=True)
+class WorkloadEvicted(Event):
+    """Quota released and the workload requeued (it keeps its queue position)."""
+
+    workload_id: str
+    reason: str
+    message: str
+    preemptor: str | None = None
+
+
+@event_class("admission.finished")
+@dataclass(frozen=True, slots=True, kw_only=True)
+class WorkloadFinished(Event):
+    workload_id: str
+    outcome: Literal["Succeeded", "Failed"]
+    reason: str
+    message: str
+
+
+@event_class("admission.cancelled")
+@dataclass(frozen=True, slots=True, kw_only=True)
+class WorkloadCancelled(Event):
+    workload_id: str
+    message: str
+
+
+@event_class("admission.rejected")
+@dataclass(frozen=True, slots=True, kw_only=True)
+class WorkloadRejected(Event):
+    workload_id: str
+    reason: str
+    message: str

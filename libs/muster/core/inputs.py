@@ -1,0 +1,62 @@
+"""The events that come from outside the deciders: configuration and submissions.
+
+The CLI (``muster apply``), intake and the simulation harness all build them here,
+so the services and the harness see identical inputs.
+"""
+
+from __future__ import annotations
+
+import hashlib
+
+import orjson
+
+from muster.core.codec import to_plain
+from muster.core.events import Event, NewEvent
+from muster.core.events import provisioning as pev
+from muster.core.events import queue as qev
+from muster.core.events import workload as wev
+from muster.core.model.cluster import ClusterSpec
+from muster.core.model.workload import WorkloadSpec
+
+
+def configuration(spec: ClusterSpec, at: float) -> list[NewEvent]:
+    """The cloud and every queue object of a cluster description, one stream each."""
+    items: list[tuple[str, Event]] = [(pev.cloud_stream(spec.name), pev.CloudConfigured(spec=spec))]
+    items += [(qev.config_stream("flavor", f.name), qev.ResourceFlavorConfigured(spec=f))
+              for f in spec.resource_flavors]
+    items += [(qev.config_stream("clusterqueue", q.name), qev.ClusterQueueConfigured(spec=q))
+              for q in spec.cluster_queues]
+    items += [(qev.config_stream("localqueue", f"{q.namespace}.{q.name}"),
+               qev.LocalQueueConfigured(spec=q)) for q in spec.local_queues]
+    return [NewEvent(stream_id=s, event=e, occurred_at=at) for s, e in items]
+
+
+def digest(spec: WorkloadSpec) -> str:
+    """A stable digest of a submission: the same key with another body is a conflict."""
+    return hashlib.sha256(orjson.dumps(to_plain(spec), option=orjson.OPT_SORT_KEYS)).hexdigest()
+
+
+def workload_id(namespace: str, idempotency_key: str) -> str:
+    """Ids derive from the key, so a retried submission lands on the same stream."""
+    return hashlib.sha256(f"{namespace}/{idempotency_key}".encode()).hexdigest()[:16]
+
+
+def submission(
+    workload: str, spec: WorkloadSpec, at: float, idempotency_key: str | None = None
+) -> NewEvent:
+    return NewEvent(
+        stream_id=wev.stream(workload),
+        event=wev.WorkloadSubmitted(workload_id=workload, spec=spec,
+                                    idempotency_key=idempotency_key, request_digest=digest(spec)),
+        occurred_at=at,
+        correlation_id=workload,
+    )
+
+
+def cancellation(workload: str, at: float) -> NewEvent:
+    return NewEvent(
+        stream_id=wev.stream(workload),
+        event=wev.WorkloadCancelRequested(workload_id=workload),
+        occurred_at=at,
+        correlation_id=workload,
+    )

@@ -1,0 +1,1 @@
+"""Domain model: resources, workloads, queues, the cluster description."""

@@ -1,0 +1,91 @@
+"""The cluster description: cloud zones, node pools, capacity over time, quotas, queues.
+
+One document describes both what the simulated cloud can provision and how the
+queues are configured, so `muster sim` and the embedded services start from the
+same file (docs/cluster-description.md).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+
+from muster.core.model.queues import (
+    ClusterQueueSpec,
+    LocalQueueSpec,
+    ResourceFlavorSpec,
+    Taint,
+)
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class CapacityStep:
+    """From ``at`` seconds after the cloud starts, a zone can hold this many nodes of a pool."""
+
+    at: float
+    zones: Mapping[str, int]
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class NodePool:
+    name: str
+    machine_type: str
+    allocatable: Mapping[str, int]  # per node
+    labels: Mapping[str, str] = field(default_factory=dict)
+    taints: tuple[Taint, ...] = ()
+    accelerator: str | None = None
+    queued_provisioning: bool = True
+    max_nodes: int = 1000
+    provisioning_delay_seconds: float = 0.0
+    zones: tuple[str, ...] = ()  # empty: every zone of the cluster
+    capacity: tuple[CapacityStep, ...] = ()  # empty: max_nodes in every zone, always
+
+    def node_labels(self, zone: str) -> dict[str, str]:
+        return {
+            **self.labels,
+            "cloud.google.com/gke-nodepool": self.name,
+            "node.kubernetes.io/instance-type": self.machine_type,
+            "topology.kubernetes.io/zone": zone,
+        }
+
+    def zones_or(self, cluster_zones: tuple[str, ...]) -> tuple[str, ...]:
+        return self.zones or cluster_zones
+
+    def capacity_at(self, elapsed: float, zones: tuple[str, ...]) -> dict[str, int]:
+        """Nodes each zone can hold after ``elapsed`` seconds: later steps override earlier."""
+        if not self.capacity:
+            return {zone: self.max_nodes for zone in zones}
+        current: dict[str, int] = {}
+        for step in self.capacity:
+            if step.at <= elapsed:
+                current.update(step.zones)
+        return current
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class RegionalQuota:
+    """A cloud quota such as NVIDIA_A100_GPUS: at most ``limit`` of ``resource`` in the region."""
+
+    name: str
+    resource: str
+    limit: int
+    node_pools: tuple[str, ...] = ()  # empty: every pool
+
+    def covers(self, pool: str) -> bool:
+        return not self.node_pools or pool in self.node_pools
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ClusterSpec:
+    name: str
+    region: str
+    zones: tuple[str, ...]
+    node_pools: tuple[NodePool, ...] = ()
+    quotas: tuple[RegionalQuota, ...] = ()
+    resource_flavors: tuple[ResourceFlavorSpec, ...] = ()
+    cluster_queues: tuple[ClusterQueueSpec, ...] = ()
+    local_queues: tuple[LocalQueueSpec, ...] = ()
+    booking_seconds: float = 600.0
+
+    def pool(self, name: str) -> NodePool | None:
+        return next((p for p in self.node_pools if p.name == name), None)

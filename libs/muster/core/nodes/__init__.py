@@ -1,0 +1,1 @@
+"""Simulated nodes: registration and pods that run for their declared duration (pure)."""

@@ -1,0 +1,74 @@
+"""The node agent's decider for simulated nodes.
+
+Register nodes once they are Ready, stop pods whose workload or node went away,
+start the pods placed on registered nodes, and end each pod at its finish time
+with the exit code its workload declared.
+"""
+
+from __future__ import annotations
+
+from muster.core.events import Envelope, Event, NewEvent
+from muster.core.events import node as nev
+from muster.core.model.workload import Runtime
+from muster.core.nodes.state import NodeAgentState, evolve
+
+
+class NodeAgentDecider:
+    categories = frozenset({"workload", "admission", "provisioning", "node", "timer"})
+    snapshot_format = "node-agent-state-v1"
+
+    def __init__(self, shard: int = 0, shards: int = 1) -> None:
+        if not 0 <= shard < shards:
+            raise ValueError(f"shard {shard} is not in 0..{shards - 1}")
+        self.shard, self.shards = shard, shards
+        self.name = "node-agent" if shards == 1 else f"node-agent-{shard}"
+
+    def initial(self) -> NodeAgentState:
+        return NodeAgentState(shard=self.shard, shards=self.shards)
+
+    def evolve(self, state: NodeAgentState, envelope: Envelope) -> NodeAgentState:
+        return evolve(state, envelope)
+
+    def decide(self, state: NodeAgentState) -> list[NewEvent]:
+        out: list[tuple[str, str, Event]] = []  # (node, workload, event)
+        for name in sorted(state.unregistered):
+            spec = state.unregistered[name]
+            out.append((name, "", nev.NodeRegistered(
+                node=name, allocatable=spec.allocatable, labels=spec.labels, agent=self.name)))
+        for key in sorted(state.stopping):
+            pod = state.pods[key]
+            out.append((pod.node, pod.workload_id, nev.PodStopped(
+                node=pod.node, workload_id=pod.workload_id, attempt=pod.attempt, pod=pod.name,
+                reason=state.stopping[key])))
+        stopping = set(state.stopping)
+        for name in sorted(state.doomed):
+            if not any(p.node == name for k, p in state.pods.items() if k not in stopping):
+                out.append((name, "", nev.NodeRemoved(node=name, reason=state.doomed[name])))
+        for key in sorted(state.pods):
+            pod = state.pods[key]
+            if key in stopping:
+                continue
+            runtime = state.runtimes.get(pod.workload_id, Runtime())
+            if pod.finishes_at is None and pod.node in state.nodes:
+                out.append((pod.node, pod.workload_id, nev.PodStarted(
+                    node=pod.node, workload_id=pod.workload_id, attempt=pod.attempt,
+                    pod=pod.name, finishes_at=state.now + runtime.duration_seconds)))
+            elif pod.finishes_at is not None and pod.finishes_at <= state.now:
+                out.append((pod.node, pod.workload_id, _exit(pod.node, pod.workload_id,
+                                                             pod.attempt, pod.name, runtime)))
+        return [
+            NewEvent(stream_id=nev.stream(node), event=event, occurred_at=state.now,
+                     correlation_id=workload or None)
+            for node, workload, event in out
+        ]
+
+    def next_deadline(self, state: NodeAgentState) -> float | None:
+        return min((p.finishes_at for p in state.pods.values()
+                    if p.finishes_at is not None and p.finishes_at > state.now), default=None)
+
+
+def _exit(node: str, workload_id: str, attempt: int, pod: str, runtime: Runtime) -> Event:
+    if runtime.exit_code == 0:
+        return nev.PodSucceeded(node=node, workload_id=workload_id, attempt=attempt, pod=pod)
+    return nev.PodFailed(node=node, workload_id=workload_id, attempt=attempt, pod=pod,
+                         exit_code=runtime.exit_code, reason="Error")

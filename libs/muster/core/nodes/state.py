@@ -1,0 +1,152 @@
+"""A node agent's state: the nodes it runs and the pods on them."""
+
+from __future__ import annotations
+
+import zlib
+from dataclasses import dataclass, field
+from functools import singledispatch
+
+from muster.core.decider import advance
+from muster.core.events import Envelope, Event
+from muster.core.events import node as nev
+from muster.core.events import provisioning as pev
+from muster.core.events import queue as qev
+from muster.core.events import workload as wev
+from muster.core.model.workload import Runtime
+
+
+def owns(node: str, shard: int, shards: int) -> bool:
+    """Nodes are spread over agents by a stable hash, so every replay agrees."""
+    return zlib.crc32(node.encode()) % shards == shard
+
+
+@dataclass(slots=True)
+class Pod:
+    workload_id: str
+    attempt: int
+    name: str
+    node: str
+    finishes_at: float | None = None  # set once started
+
+
+@dataclass(slots=True)
+class NodeAgentState:
+    shard: int = 0
+    shards: int = 1
+    now: float = 0.0
+    runtimes: dict[str, Runtime] = field(default_factory=dict)  # workload -> runtime
+    unregistered: dict[str, pev.NodeSpec] = field(default_factory=dict)
+    nodes: set[str] = field(default_factory=set)  # registered, not yet removed
+    doomed: dict[str, str] = field(default_factory=dict)  # node -> why it goes away
+    creating: dict[str, tuple[pev.NodeSpec, ...]] = field(default_factory=dict)  # request -> nodes
+    pods: dict[tuple[str, int, str], Pod] = field(default_factory=dict)  # to start or running
+    stopping: dict[tuple[str, int, str], str] = field(default_factory=dict)  # pod -> reason
+
+
+def evolve(state: NodeAgentState, envelope: Envelope) -> NodeAgentState:
+    advance(state, envelope)
+    _apply(envelope.event, state)
+    return state
+
+
+@singledispatch
+def _apply(event: Event, state: NodeAgentState) -> None:
+    """Other events only move the clock."""
+
+
+@_apply.register
+def _(event: wev.WorkloadSubmitted, state: NodeAgentState) -> None:
+    state.runtimes[event.workload_id] = event.spec.runtime
+
+
+@_apply.register
+def _(event: pev.NodesCreating, state: NodeAgentState) -> None:
+    mine = tuple(n for n in event.nodes if owns(n.name, state.shard, state.shards))
+    if mine:
+        state.creating[event.request_id] = mine
+
+
+@_apply.register
+def _(event: pev.ProvisioningProvisioned, state: NodeAgentState) -> None:
+    for node in state.creating.pop(event.request_id, ()):
+        state.unregistered[node.name] = node
+
+
+@_apply.register
+def _(event: pev.NodesDeleted, state: NodeAgentState) -> None:
+    state.creating.pop(event.request_id, None)
+    for name in event.nodes:
+        state.unregistered.pop(name, None)
+        if name in state.nodes:
+            state.doomed[name] = event.reason
+    for key, pod in state.pods.items():
+        if pod.node in event.nodes:
+            state.stopping[key] = f"node {pod.node} removed"
+
+
+@_apply.register
+def _(event: nev.NodeRegistered, state: NodeAgentState) -> None:
+    state.unregistered.pop(event.node, None)
+    state.nodes.add(event.node)
+
+
+@_apply.register
+def _(event: nev.NodeRemoved, state: NodeAgentState) -> None:
+    state.nodes.discard(event.node)
+    state.doomed.pop(event.node, None)
+
+
+@_apply.register
+def _(event: qev.WorkloadAdmitted, state: NodeAgentState) -> None:
+    for pod, node in event.placements.items():
+        if owns(node, state.shard, state.shards):
+            key = (event.workload_id, event.attempt, pod)
+            state.pods[key] = Pod(event.workload_id, event.attempt, pod, node)
+
+
+def _stop_workload(workload_id: str, reason: str, state: NodeAgentState) -> None:
+    for key in state.pods:
+        if key[0] == workload_id:
+            state.stopping[key] = reason
+
+
+@_apply.register
+def _(event: qev.WorkloadEvicted, state: NodeAgentState) -> None:
+    _stop_workload(event.workload_id, f"workload evicted: {event.reason}", state)
+
+
+@_apply.register
+def _(event: qev.WorkloadCancelled, state: NodeAgentState) -> None:
+    _stop_workload(event.workload_id, "workload cancelled", state)
+
+
+@_apply.register
+def _(event: qev.WorkloadFinished, state: NodeAgentState) -> None:
+    _stop_workload(event.workload_id, f"workload finished: {event.outcome}", state)
+
+
+@_apply.register
+def _(event: nev.PodStarted, state: NodeAgentState) -> None:
+    pod = state.pods.get((event.workload_id, event.attempt, event.pod))
+    if pod is not None:
+        pod.finishes_at = event.finishes_at
+
+
+def _end_pod(state: NodeAgentState, workload_id: str, attempt: int, name: str) -> None:
+    state.pods.pop((workload_id, attempt, name), None)
+    state.stopping.pop((workload_id, attempt, name), None)
+
+
+@_apply.register
+def _(event: nev.PodSucceeded, state: NodeAgentState) -> None:
+    _end_pod(state, event.workload_id, event.attempt, event.pod)
+
+
+@_apply.register
+def _(event: nev.PodFailed, state: NodeAgentState) -> None:
+    _end_pod(state, event.workload_id, event.attempt, event.pod)
+
+
+@_apply.register
+def _(event: nev.PodStopped, state: NodeAgentState) -> None:
+    _end_pod(state, event.workload_id, event.attempt, event.pod)

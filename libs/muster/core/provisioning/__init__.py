@@ -1,0 +1,1 @@
+"""Provisioning requests against the simulated cloud: all nodes in one zone, or none (pure)."""

@@ -1,0 +1,1 @@
+"""Quota accounting and the admission cycle (pure)."""

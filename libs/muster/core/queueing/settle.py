@@ -1,0 +1,56 @@
+"""Settle workloads that hold quota: cancel, admit once provisioned, finish, or reject.
+
+Each rule looks at one workload and returns at most one event; the order of
+``state.active`` does not matter because the rules are per workload, and the
+output is sorted by submission order so the log is deterministic.
+"""
+
+from __future__ import annotations
+
+from muster.core.events import Event, NewEvent
+from muster.core.events import queue as qev
+from muster.core.queueing.state import QueueState, WorkloadEntry
+
+
+def settle(state: QueueState) -> list[NewEvent]:
+    out: list[NewEvent] = []
+    for wl in sorted((state.workloads[w] for w in state.active), key=lambda w: w.order):
+        event = _next_step(wl)
+        if event is not None:
+            out.append(NewEvent(
+                stream_id=qev.ADMISSION_STREAM, event=event, occurred_at=state.now,
+                correlation_id=wl.id,
+            ))
+    return out
+
+
+def _next_step(wl: WorkloadEntry) -> Event | None:
+    if wl.cancel_requested:
+        return qev.WorkloadCancelled(workload_id=wl.id, message="cancelled on request")
+    if wl.status == "QuotaReserved":
+        if wl.provisioning_failed is not None:
+            reason, message = wl.provisioning_failed
+            return qev.WorkloadRejected(
+                workload_id=wl.id, reason="ProvisioningFailed", message=f"{reason}: {message}"
+            )
+        if wl.placements is not None:
+            return qev.WorkloadAdmitted(
+                workload_id=wl.id,
+                cluster_queue=wl.cluster_queue or "",
+                attempt=wl.attempt,
+                placements=wl.placements,
+                message=f"Admitted by ClusterQueue {wl.cluster_queue}",
+            )
+    if wl.status == "Admitted":
+        if wl.pods_failed:
+            pod, why = sorted(wl.pods_failed.items())[0]
+            return qev.WorkloadFinished(
+                workload_id=wl.id, outcome="Failed", reason="PodFailed",
+                message=f"pod {pod} failed: {why}",
+            )
+        if len(wl.pods_succeeded) >= wl.spec.pod_count:
+            return qev.WorkloadFinished(
+                workload_id=wl.id, outcome="Succeeded", reason="Succeeded",
+                message=f"all {wl.spec.pod_count} pods succeeded",
+            )
+    return None

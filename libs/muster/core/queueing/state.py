@@ -1,0 +1,226 @@
+"""The queue's state: configuration, workloads and quota usage, folded from events."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from functools import singledispatch
+from typing import Literal
+
+from muster.core.decider import advance
+from muster.core.events import Envelope, Event
+from muster.core.events import node as nev
+from muster.core.events import provisioning as pev
+from muster.core.events import queue as qev
+from muster.core.events import workload as wev
+from muster.core.model.queues import ClusterQueueSpec, LocalQueueSpec, ResourceFlavorSpec
+from muster.core.model.workload import WorkloadSpec
+
+Status = Literal["Pending", "QuotaReserved", "Admitted", "Finished", "Cancelled", "Rejected"]
+TERMINAL: frozenset[str] = frozenset({"Finished", "Cancelled", "Rejected"})
+Usage = dict[str, dict[str, int]]  # flavor -> resource -> quantity
+
+
+@dataclass(slots=True)
+class WorkloadEntry:
+    id: str
+    spec: WorkloadSpec
+    order: int  # position of the submission: FIFO order, kept across requeues
+    submitted_at: float
+    status: Status = "Pending"
+    cluster_queue: str | None = None
+    attempt: int = 0
+    usage: Usage = field(default_factory=dict)
+    pending_reason: tuple[str, str] | None = None  # (reason, message) last recorded
+    cancel_requested: bool = False
+    placements: dict[str, str] | None = None  # pod -> node, once provisioned
+    provisioning_failed: tuple[str, str] | None = None
+    pods_succeeded: set[str] = field(default_factory=set)
+    pods_failed: dict[str, str] = field(default_factory=dict)  # pod -> reason
+
+    @property
+    def holds_quota(self) -> bool:
+        return self.status in ("QuotaReserved", "Admitted")
+
+
+@dataclass(slots=True)
+class QueueState:
+    now: float = 0.0
+    flavors: dict[str, ResourceFlavorSpec] = field(default_factory=dict)
+    cluster_queues: dict[str, ClusterQueueSpec] = field(default_factory=dict)
+    local_queues: dict[str, LocalQueueSpec] = field(default_factory=dict)
+    workloads: dict[str, WorkloadEntry] = field(default_factory=dict)
+    pending: set[str] = field(default_factory=set)  # waiting for quota
+    usage: dict[str, Usage] = field(default_factory=dict)  # cluster queue -> usage
+    # Holding quota or asked to cancel: the workloads whose progress `settle` checks.
+    active: set[str] = field(default_factory=set)
+
+    def cluster_queue_of(self, spec: WorkloadSpec) -> str | None:
+        lq = self.local_queues.get(f"{spec.namespace}/{spec.queue_name}")
+        return lq.cluster_queue if lq else None
+
+
+def request_id(workload_id: str, attempt: int) -> str:
+    """One provisioning request per quota reservation: nodes are never reused across them."""
+    return f"{workload_id}.{attempt}"
+
+
+def evolve(state: QueueState, envelope: Envelope) -> QueueState:
+    advance(state, envelope)
+    _apply(envelope.event, state)
+    return state
+
+
+@singledispatch
+def _apply(event: Event, state: QueueState) -> None:
+    """Events the queue does not act on only move its clock."""
+
+
+@_apply.register
+def _(event: qev.ResourceFlavorConfigured, state: QueueState) -> None:
+    state.flavors[event.spec.name] = event.spec
+
+
+@_apply.register
+def _(event: qev.ClusterQueueConfigured, state: QueueState) -> None:
+    state.cluster_queues[event.spec.name] = event.spec
+    state.usage.setdefault(event.spec.name, {})
+
+
+@_apply.register
+def _(event: qev.LocalQueueConfigured, state: QueueState) -> None:
+    state.local_queues[event.spec.key] = event.spec
+
+
+@_apply.register
+def _(event: wev.WorkloadSubmitted, state: QueueState) -> None:
+    # `order` is fixed by the submission's place in the log; see `submission_order`.
+    state.workloads[event.workload_id] = WorkloadEntry(
+        id=event.workload_id, spec=event.spec, order=len(state.workloads),
+        submitted_at=state.now,
+    )
+    state.pending.add(event.workload_id)
+
+
+@_apply.register
+def _(event: wev.WorkloadCancelRequested, state: QueueState) -> None:
+    wl = state.workloads.get(event.workload_id)
+    if wl is not None and wl.status not in TERMINAL:
+        wl.cancel_requested = True
+        state.active.add(wl.id)
+
+
+@_apply.register
+def _(event: qev.WorkloadPending, state: QueueState) -> None:
+    state.workloads[event.workload_id].pending_reason = (event.reason, event.message)
+
+
+@_apply.register
+def _(event: qev.QuotaReserved, state: QueueState) -> None:
+    wl = state.workloads[event.workload_id]
+    wl.status = "QuotaReserved"
+    wl.cluster_queue = event.cluster_queue
+    wl.attempt = event.attempt
+    wl.usage = {f: dict(r) for f, r in event.usage.items()}
+    wl.pending_reason = None
+    wl.placements = None
+    wl.provisioning_failed = None
+    wl.pods_succeeded = set()
+    wl.pods_failed = {}
+    _charge(state.usage.setdefault(event.cluster_queue, {}), wl.usage, +1)
+    state.pending.discard(wl.id)
+    state.active.add(wl.id)
+
+
+@_apply.register
+def _(event: qev.WorkloadAdmitted, state: QueueState) -> None:
+    state.workloads[event.workload_id].status = "Admitted"
+
+
+@_apply.register
+def _(event: qev.WorkloadEvicted, state: QueueState) -> None:
+    wl = state.workloads[event.workload_id]
+    _release(state, wl)
+    wl.status = "Pending"
+    wl.pending_reason = None
+    state.pending.add(wl.id)  # requeued keeping its original `order`
+    state.active.discard(wl.id)
+    if wl.cancel_requested:
+        state.active.add(wl.id)
+
+
+@_apply.register
+def _(event: qev.WorkloadFinished, state: QueueState) -> None:
+    _end(state, event.workload_id, "Finished")
+
+
+@_apply.register
+def _(event: qev.WorkloadCancelled, state: QueueState) -> None:
+    _end(state, event.workload_id, "Cancelled")
+
+
+@_apply.register
+def _(event: qev.WorkloadRejected, state: QueueState) -> None:
+    _end(state, event.workload_id, "Rejected")
+
+
+@_apply.register
+def _(event: pev.ProvisioningProvisioned, state: QueueState) -> None:
+    wl = _attempt_of(state, event.request_id)
+    if wl is not None:
+        wl.placements = dict(event.assignments)
+
+
+@_apply.register
+def _(event: pev.ProvisioningFailed, state: QueueState) -> None:
+    wl = _attempt_of(state, event.request_id)
+    if wl is not None:
+        wl.provisioning_failed = (event.reason, event.message)
+
+
+@_apply.register
+def _(event: nev.PodSucceeded, state: QueueState) -> None:
+    wl = _current(state, event.workload_id, event.attempt)
+    if wl is not None:
+        wl.pods_succeeded.add(event.pod)
+
+
+@_apply.register
+def _(event: nev.PodFailed, state: QueueState) -> None:
+    wl = _current(state, event.workload_id, event.attempt)
+    if wl is not None:
+        wl.pods_failed[event.pod] = f"{event.reason} (exit code {event.exit_code})"
+
+
+def _current(state: QueueState, workload_id: str, attempt: int) -> WorkloadEntry | None:
+    """The workload, if ``attempt`` is the one holding quota now (late events are ignored)."""
+    wl = state.workloads.get(workload_id)
+    if wl is None or wl.attempt != attempt or not wl.holds_quota:
+        return None
+    return wl
+
+
+def _attempt_of(state: QueueState, rid: str) -> WorkloadEntry | None:
+    workload_id, _, attempt = rid.rpartition(".")
+    return _current(state, workload_id, int(attempt)) if attempt.isdigit() else None
+
+
+def _end(state: QueueState, workload_id: str, status: Status) -> None:
+    wl = state.workloads[workload_id]
+    _release(state, wl)
+    wl.status = status
+    state.pending.discard(workload_id)
+    state.active.discard(workload_id)
+
+
+def _release(state: QueueState, wl: WorkloadEntry) -> None:
+    if wl.holds_quota and wl.cluster_queue is not None:
+        _charge(state.usage.setdefault(wl.cluster_queue, {}), wl.usage, -1)
+    wl.usage = {}
+
+
+def _charge(usage: Usage, amount: Mapping[str, Mapping[str, int]], sign: int) -> None:
+    for flavor, resources in amount.items():
+        per_flavor = usage.setdefault(flavor, {})
+        for resource, qty in resources.items():
+            per_flavor[resource] = per_flavor.get(resource, 0) + sign * qty

@@ -1,0 +1,86 @@
+"""Run deciders to a fixed point over a MemoryLog, jumping the virtual clock between
+inputs and deadlines. The services do the same thing over the store and Kafka."""
+
+from __future__ import annotations
+
+import heapq
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from muster.core.decider import Decider
+from muster.core.events import NewEvent, StreamAppend
+from muster.core.runner import DeciderRunner
+from muster.core.sim.log import MemoryLog
+
+MAX_ROUNDS_PER_INSTANT = 100_000
+
+
+class Livelock(RuntimeError):
+    """Deciders kept deciding without time passing: a bug in some decider."""
+
+
+@dataclass(order=True)
+class _Input:
+    at: float
+    seq: int
+    producer: str = field(compare=False)
+    event: NewEvent = field(compare=False)
+
+
+class Harness:
+    def __init__(self, deciders: Sequence[Decider[Any]], *, start: float = 0.0) -> None:
+        self.log = MemoryLog()
+        self.runners = [DeciderRunner(d) for d in deciders]
+        self.clock = start
+        self._inputs: list[_Input] = []
+        self._seq = 0
+
+    def schedule(self, new: NewEvent, *, producer: str) -> None:
+        """An outside input (configuration, a submission) arriving at ``new.occurred_at``."""
+        self._seq += 1
+        heapq.heappush(self._inputs, _Input(new.occurred_at, self._seq, producer, new))
+
+    def run(self, until: float | None = None) -> None:
+        while True:
+            self._settle()
+            nxt = self._next_time()
+            if nxt is None or (until is not None and nxt > until):
+                break
+            self.clock = max(self.clock, nxt)
+            self._fire(self.clock)
+        if until is not None:
+            self.clock = max(self.clock, until)
+
+    def _next_time(self) -> float | None:
+        times = [r.next_deadline() for r in self.runners]
+        if self._inputs:
+            times.append(self._inputs[0].at)
+        return min((t for t in times if t is not None), default=None)
+
+    def _fire(self, now: float) -> None:
+        while self._inputs and self._inputs[0].at <= now:
+            item = heapq.heappop(self._inputs)
+            self._append(item.producer, item.event)
+        for runner in self.runners:
+            deadline = runner.next_deadline()
+            if deadline is not None and deadline <= now:
+                self._append(runner.decider.name, runner.timer_event(deadline))
+
+    def _settle(self) -> None:
+        for _ in range(MAX_ROUNDS_PER_INSTANT):
+            progress = False
+            for runner in self.runners:
+                runner.fold(self.log.after(runner.position))
+                news = runner.decide()
+                if news:
+                    self.log.append(runner.appends(news), producer=runner.decider.name,
+                                    recorded_at=self.clock)
+                    progress = True
+            if not progress:
+                return
+        raise Livelock(f"no fixed point after {MAX_ROUNDS_PER_INSTANT} rounds at t={self.clock}")
+
+    def _append(self, producer: str, new: NewEvent) -> None:
+        self.log.append([StreamAppend(new.stream_id, None, [new])], producer=producer,
+                        recorded_at=self.clock)

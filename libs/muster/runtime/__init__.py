@@ -1,0 +1,1 @@
+"""The imperative shell's shared parts: settings, logging, metrics, the service loop."""
