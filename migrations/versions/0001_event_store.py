@@ -32,6 +32,7 @@ def upgrade() -> None:
         sa.Column("position", sa.BigInteger, primary_key=True, autoincrement=False),
         sa.Column("event_id", sa.String(64), nullable=False, unique=True),
         sa.Column("stream_id", sa.String(255), nullable=False),
+        sa.Column("category", sa.String(64), nullable=False),
         sa.Column("stream_version", sa.Integer, nullable=False),
         sa.Column("type", sa.String(128), nullable=False),
         sa.Column("schema_version", sa.Integer, nullable=False),
@@ -43,6 +44,11 @@ def upgrade() -> None:
         sa.Column("payload", sa.Text, nullable=False),
         sa.UniqueConstraint("stream_id", "stream_version", name="uq_events_stream_version"),
     )
+    # Services tail the store by category; describe reads a workload's whole history;
+    # each service's relay reads back what it wrote.
+    op.create_index("ix_events_category_position", "events", ["category", "position"])
+    op.create_index("ix_events_correlation", "events", ["correlation_id", "position"])
+    op.create_index("ix_events_producer_position", "events", ["producer", "position"])
     op.create_table(
         "tracking",
         sa.Column("consumer", sa.String(128), primary_key=True),

@@ -9,7 +9,7 @@ run in the services (over the store and Kafka) and in the simulation harness
 
 from __future__ import annotations
 
-from typing import Protocol, TypeVar
+from typing import Any, Protocol, TypeVar
 
 from muster.core.events import Envelope, NewEvent
 
@@ -33,6 +33,10 @@ class Decider(Protocol[S]):
 
     def next_deadline(self, state: S) -> float | None:
         """The earliest logical time after ``state.now`` at which ``decide`` would act."""
+        ...
+
+    def summary(self, state: S) -> dict[str, Any]:
+        """A JSON-able digest of the state: served at /state, compared by replay --verify."""
         ...
 
 

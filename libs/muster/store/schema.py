@@ -23,6 +23,7 @@ events = Table(
     Column("position", BigInteger, primary_key=True, autoincrement=False),
     Column("event_id", String(64), nullable=False, unique=True),
     Column("stream_id", String(255), nullable=False),
+    Column("category", String(64), nullable=False),
     Column("stream_version", Integer, nullable=False),
     Column("type", String(128), nullable=False),
     Column("schema_version", Integer, nullable=False),

@@ -24,6 +24,7 @@ from muster.core.events import (
     Envelope,
     NewEvent,
     StreamAppend,
+    category_of,
     decode_payload,
     encode_payload,
 )
@@ -163,16 +164,28 @@ class SqlEventStore:
         limit: int | None = None,
         until: int | None = None,
         categories: Iterable[str] | None = None,
+        producer: str | None = None,
     ) -> list[Envelope]:
         """Events with ``after < position <= until``, in position order."""
         query = select(events).where(events.c.position > after).order_by(events.c.position)
         if until is not None:
             query = query.where(events.c.position <= until)
         if categories is not None:
-            cats = list(categories)
-            query = query.where(_category_filter(cats))
+            query = query.where(events.c.category.in_(sorted(categories)))
+        if producer is not None:
+            query = query.where(events.c.producer == producer)
         if limit is not None:
             query = query.limit(limit)
+        async with self._reader.connect() as conn:
+            result = await conn.execute(query)
+            return [_envelope(row._mapping) for row in result]
+
+    async def read_correlated(self, correlation_id: str) -> list[Envelope]:
+        """Everything that happened because of one workload, in order (``muster describe``)."""
+        query = (
+            select(events).where(events.c.correlation_id == correlation_id)
+            .order_by(events.c.position)
+        )
         async with self._reader.connect() as conn:
             result = await conn.execute(query)
             return [_envelope(row._mapping) for row in result]
@@ -208,12 +221,6 @@ class SqlEventStore:
         return int(result.scalar_one())
 
 
-def _category_filter(categories: list[str]) -> Any:
-    from sqlalchemy import or_
-
-    return or_(*(events.c.stream_id.startswith(f"{c}-") for c in categories))
-
-
 def _row(
     new: NewEvent, stream_id: str, version: int, position: int, producer: str, recorded_at: float
 ) -> dict[str, Any]:
@@ -221,6 +228,7 @@ def _row(
         "position": position,
         "event_id": str(uuid.uuid4()),
         "stream_id": stream_id,
+        "category": category_of(stream_id),
         "stream_version": version,
         "type": new.event.TYPE,
         "schema_version": new.event.VERSION,

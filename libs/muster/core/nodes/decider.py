@@ -7,6 +7,8 @@ with the exit code its workload declared.
 
 from __future__ import annotations
 
+from typing import Any
+
 from muster.core.events import Envelope, Event, NewEvent
 from muster.core.events import node as nev
 from muster.core.model.workload import Runtime
@@ -61,6 +63,10 @@ class NodeAgentDecider:
                      correlation_id=workload or None)
             for node, workload, event in out
         ]
+
+    def summary(self, state: NodeAgentState) -> dict[str, Any]:
+        running = sum(1 for p in state.pods.values() if p.finishes_at is not None)
+        return {"now": state.now, "nodes": len(state.nodes), "pods_running": running}
 
     def next_deadline(self, state: NodeAgentState) -> float | None:
         return min((p.finishes_at for p in state.pods.values()

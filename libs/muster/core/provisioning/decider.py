@@ -8,6 +8,8 @@ every node of each waiting request (else record why it waits).
 
 from __future__ import annotations
 
+from typing import Any
+
 from muster.core.events import Envelope, Event, NewEvent
 from muster.core.events import provisioning as pev
 from muster.core.model.cluster import ClusterSpec
@@ -51,6 +53,14 @@ class ProvisionerDecider:
             times += [state.cloud_since + step.at for pool in state.cloud.node_pools
                       for step in pool.capacity if state.cloud_since + step.at > state.now]
         return min(times, default=None)
+
+    def summary(self, state: ProvisionerState) -> dict[str, Any]:
+        by_status: dict[str, int] = {}
+        for req in state.requests.values():
+            by_status[req.status] = by_status.get(req.status, 0) + 1
+        nodes = {f"{pool}/{zone}": n for (pool, zone), n in sorted(state.in_use.items()) if n}
+        return {"now": state.now, "requests": dict(sorted(by_status.items())),
+                "nodes_in_use": nodes, "quota_used": dict(sorted(state.quota_used.items()))}
 
 
 Decision = tuple[str, Event]

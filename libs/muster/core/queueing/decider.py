@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 from muster.core.events import Envelope, NewEvent
 from muster.core.queueing import state as qs
 from muster.core.queueing.cycle import admission_cycle
@@ -28,3 +30,6 @@ class QueueDecider:
 
     def next_deadline(self, state: qs.QueueState) -> float | None:
         return None
+
+    def summary(self, state: qs.QueueState) -> dict[str, Any]:
+        return qs.summary(state)

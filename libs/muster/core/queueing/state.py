@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from functools import singledispatch
-from typing import Literal
+from typing import Any, Literal
 
 from muster.core.decider import advance
 from muster.core.events import Envelope, Event
@@ -224,3 +224,17 @@ def _charge(usage: Usage, amount: Mapping[str, Mapping[str, int]], sign: int) ->
         per_flavor = usage.setdefault(flavor, {})
         for resource, qty in resources.items():
             per_flavor[resource] = per_flavor.get(resource, 0) + sign * qty
+
+
+def summary(state: QueueState) -> dict[str, Any]:
+    """Quota usage per ClusterQueue (non-zero entries) and workloads by status."""
+    usage = {
+        cq: {f: {r: q for r, q in res.items() if q} for f, res in flavors.items()}
+        for cq, flavors in sorted(state.usage.items())
+    }
+    usage = {cq: {f: r for f, r in fl.items() if r} for cq, fl in usage.items()}
+    by_status: dict[str, int] = {}
+    for wl in state.workloads.values():
+        by_status[wl.status] = by_status.get(wl.status, 0) + 1
+    return {"now": state.now, "usage": usage, "workloads": dict(sorted(by_status.items())),
+            "pending": len(state.pending)}

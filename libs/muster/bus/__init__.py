@@ -1,0 +1,1 @@
+"""Kafka transport (aiokafka) and the embedded Tansu broker."""

@@ -1,0 +1,117 @@
+"""Events over Kafka: one topic per stream category, keyed by stream id.
+
+Publishing goes through a relay that reads back, in position order, what this
+producer committed past its tracking position, so a crash between commit and
+publish only delays a message. Consumers use messages as news that positions up
+to N exist and fold from the store in global position order: that skips what
+they already applied, fills any gap a lost message left, and makes arrival
+order irrelevant to every decision.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+from collections.abc import AsyncIterator, Iterable, Sequence
+
+import orjson
+import structlog
+from aiokafka import AIOKafkaConsumer, AIOKafkaProducer
+from aiokafka.admin import AIOKafkaAdminClient, NewTopic
+from aiokafka.errors import KafkaError, TopicAlreadyExistsError
+
+from muster.core.events import Envelope
+
+log = structlog.get_logger("muster.bus")
+
+CATEGORIES = ("config", "cloud", "workload", "admission", "provisioning", "node", "timer")
+
+
+def topic(prefix: str, category: str) -> str:
+    return f"{prefix}{category}"
+
+
+def encode(envelope: Envelope) -> bytes:
+    return orjson.dumps(envelope.to_wire())
+
+
+def decode(value: bytes) -> Envelope:
+    return Envelope.from_wire(orjson.loads(value))
+
+
+async def ensure_topics(bootstrap: str, prefix: str, partitions: int = 3) -> None:
+    admin = AIOKafkaAdminClient(bootstrap_servers=bootstrap)
+    await admin.start()
+    try:
+        existing = set(await admin.list_topics())
+        wanted = [NewTopic(topic(prefix, c), partitions, 1) for c in CATEGORIES
+                  if topic(prefix, c) not in existing]
+        if wanted:
+            with contextlib.suppress(TopicAlreadyExistsError):
+                await admin.create_topics(wanted)
+    finally:
+        await admin.close()
+
+
+class Publisher:
+    """An aiokafka producer; idempotence stays off (the embedded broker lacks it)."""
+
+    def __init__(self, bootstrap: str, prefix: str) -> None:
+        self.prefix = prefix
+        self._producer = AIOKafkaProducer(
+            bootstrap_servers=bootstrap, enable_idempotence=False, acks=1, linger_ms=2,
+            request_timeout_ms=10_000,
+        )
+
+    async def start(self) -> None:
+        await self._producer.start()
+
+    async def stop(self) -> None:
+        await self._producer.stop()
+
+    async def publish(self, envelopes: Sequence[Envelope]) -> None:
+        """Send in order and wait for every acknowledgement."""
+        futures = [
+            await self._producer.send(topic(self.prefix, env.category), encode(env),
+                                      key=env.stream_id.encode())
+            for env in envelopes
+        ]
+        await asyncio.gather(*futures)
+
+
+class Doorbell:
+    """Yields the highest position seen in each batch of messages on ``categories``.
+
+    No consumer group: every replica needs every event of its categories, and the
+    store, not the offset, records what was applied. On broker failure it
+    reconnects; meanwhile the service keeps polling the store.
+    """
+
+    def __init__(self, bootstrap: str, prefix: str, categories: Iterable[str]) -> None:
+        self.bootstrap = bootstrap
+        self.topics = sorted(topic(prefix, c) for c in categories)
+
+    async def rings(self) -> AsyncIterator[int]:
+        while True:
+            consumer = AIOKafkaConsumer(
+                *self.topics, bootstrap_servers=self.bootstrap, group_id=None,
+                auto_offset_reset="latest", enable_auto_commit=False,
+                metadata_max_age_ms=5_000,
+            )
+            try:
+                await consumer.start()
+                while True:
+                    batches = await consumer.getmany(timeout_ms=1000, max_records=5000)
+                    highest = 0
+                    for messages in batches.values():
+                        for msg in messages:
+                            with contextlib.suppress(ValueError, KeyError):
+                                highest = max(highest, int(orjson.loads(msg.value)["position"]))
+                    if highest:
+                        yield highest
+            except KafkaError as exc:
+                log.warning("kafka consumer failed; reconnecting", error=str(exc))
+                await asyncio.sleep(1.0)
+            finally:
+                with contextlib.suppress(Exception):
+                    await consumer.stop()

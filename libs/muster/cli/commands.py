@@ -1,0 +1,368 @@
+"""What each ``muster`` sub-command does (the parser lives in main.py)."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import sys
+import time
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from muster.cli.http import ApiError, call
+from muster.cli.tables import table
+from muster.core import inputs
+from muster.core.decider import Decider
+from muster.core.model import parse
+from muster.core.model.fields import InvalidInput, parse_duration
+from muster.core.model.resources import format_quantity
+from muster.core.nodes.decider import NodeAgentDecider
+from muster.core.provisioning.decider import ProvisionerDecider
+from muster.core.queueing.decider import QueueDecider
+from muster.core.sim.harness import Harness
+from muster.core.sim.summary import summarize
+from muster.core.verify import verify_decisions
+from muster.runtime import admin
+from muster.store import SqlEventStore
+
+EXAMPLES = Path(__file__).resolve().parents[3] / "examples"
+TERMINAL = {"Succeeded", "Failed", "Cancelled", "Rejected"}
+
+
+class CliError(RuntimeError):
+    pass
+
+
+def deciders() -> dict[str, Decider[Any]]:
+    return {d.name: d for d in (QueueDecider(), ProvisionerDecider(), NodeAgentDecider())}
+
+
+def load_yaml(path: Path) -> Any:
+    try:
+        return yaml.safe_load(path.read_text())
+    except (OSError, yaml.YAMLError) as exc:
+        raise CliError(f"cannot read {path}: {exc}") from None
+
+
+def load_cluster(path: Path) -> Any:
+    try:
+        return parse.cluster(load_yaml(path))
+    except InvalidInput as exc:
+        raise CliError(f"{path}: {exc}") from None
+
+
+def load_workloads(paths: list[Path]) -> list[tuple[float, Any]]:
+    out = []
+    for path in paths:
+        try:
+            out += parse.workload_list(load_yaml(path))
+        except InvalidInput as exc:
+            raise CliError(f"{path}: {exc}") from None
+    return out
+
+
+# -- talking to intake --------------------------------------------------------------
+
+
+def submit(server: str, doc: Any, key: str | None) -> int:
+    headers = {"Idempotency-Key": key} if key else {}
+    try:
+        view = call("POST", f"{server}/v1/workloads", doc, headers)
+    except ApiError as exc:
+        raise CliError(str(exc)) from None
+    print(f"workload {view['id']} submitted ({view['namespace']}/{view['name']})")
+    return 0
+
+
+def get(server: str, wid: str | None, namespace: str | None, status: str | None, output: str) -> int:
+    try:
+        if wid:
+            items = [call("GET", f"{server}/v1/workloads/{wid}")]
+        else:
+            query = "&".join(f"{k}={v}" for k, v in (("namespace", namespace), ("status", status)) if v)
+            items = call("GET", f"{server}/v1/workloads?limit=1000&{query}")["items"]
+    except ApiError as exc:
+        raise CliError(str(exc)) from None
+    if output == "json":
+        print(json.dumps(items if not wid else items[0], indent=2))
+        return 0
+    rows = [(w["id"], w["namespace"], w["name"], w["queueName"], w["status"], w["reason"],
+             _age(w["submittedAt"])) for w in items]
+    print(table(["ID", "NAMESPACE", "NAME", "QUEUE", "STATUS", "REASON", "AGE"], rows))
+    return 0
+
+
+def describe(server: str, wid: str) -> int:
+    try:
+        view = call("GET", f"{server}/v1/workloads/{wid}")
+        history = call("GET", f"{server}/v1/workloads/{wid}/events")["events"]
+    except ApiError as exc:
+        raise CliError(str(exc)) from None
+    for label, key in (("Name", "name"), ("Namespace", "namespace"), ("Queue", "queueName"),
+                       ("ClusterQueue", "clusterQueue"), ("Priority", "priority"),
+                       ("Status", "status"), ("Reason", "reason"), ("Message", "message")):
+        print(f"{label + ':':<14}{view.get(key)}")
+    print("Events:")
+    start = history[0]["time"] if history else 0.0
+    rows = [(f"+{e['time'] - start:.1f}s", e["type"], e["reason"] or "", e["producer"],
+             e["message"] or "") for e in history]
+    print(_indent(table(["AT", "TYPE", "REASON", "FROM", "MESSAGE"], rows)))
+    return 0
+
+
+def cancel(server: str, wid: str) -> int:
+    try:
+        view = call("POST", f"{server}/v1/workloads/{wid}/cancel")
+    except ApiError as exc:
+        raise CliError(str(exc)) from None
+    print(f"workload {wid} cancel requested (status {view['status']})")
+    return 0
+
+
+def _age(at: float) -> str:
+    seconds = max(0, int(time.time() - at))
+    return f"{seconds // 60}m{seconds % 60}s" if seconds >= 60 else f"{seconds}s"
+
+
+def _indent(text: str) -> str:
+    return "\n".join("  " + line for line in text.splitlines())
+
+
+# -- the store ----------------------------------------------------------------------
+
+
+async def apply(store_url: str, cluster_path: Path, kafka: str | None) -> int:
+    spec = load_cluster(cluster_path)
+    store = SqlEventStore(store_url)
+    try:
+        appended = await admin.apply_cluster(store, spec)
+        if kafka:
+            await admin.publish(store, kafka)
+    finally:
+        await store.close()
+    print(f"cluster {spec.name}: {len(appended)} configuration change(s) applied")
+    return 0
+
+
+async def replay(store_url: str, until: str | None, verify: list[str] | None, decisions: bool) -> int:
+    store = SqlEventStore(store_url)
+    try:
+        until_pos, until_time = _until(until)
+        started = time.perf_counter()
+        runner = await admin.rebuild(store, QueueDecider(), until_position=until_pos,
+                                     until_time=until_time)
+        took = time.perf_counter() - started
+        _print_usage(runner.state, runner.position, took)
+        ok = True
+        for url in verify or []:
+            ok &= await _verify_service(store, url)
+        if decisions:
+            ok &= _verify_decisions(await store.read_all(0))
+    finally:
+        await store.close()
+    return 0 if ok else 1
+
+
+def _until(raw: str | None) -> tuple[int | None, float | None]:
+    if raw is None:
+        return None, None
+    try:
+        value = float(raw)
+    except ValueError:
+        raise CliError(f"--until {raw!r}: give a position (integer) or a time (epoch seconds)") from None
+    return (int(value), None) if value.is_integer() and value < 1e9 else (None, value)
+
+
+def _print_usage(state: Any, position: int, took: float) -> None:
+    rows = []
+    for cq_name, cq in sorted(state.cluster_queues.items()):
+        for group in cq.resource_groups:
+            for fq in group.flavors:
+                for rq in fq.resources:
+                    used = state.usage.get(cq_name, {}).get(fq.name, {}).get(rq.name, 0)
+                    rows.append((cq_name, fq.name, rq.name, used, rq.nominal_quota))
+    print(f"replayed to position {position} in {took:.3f}s")
+    print(table(["CLUSTERQUEUE", "FLAVOR", "RESOURCE", "USED", "NOMINAL"], rows))
+    counts: dict[str, int] = {}
+    for wl in state.workloads.values():
+        counts[wl.status] = counts.get(wl.status, 0) + 1
+    print(table(["STATUS", "WORKLOADS"], sorted(counts.items())))
+
+
+async def _verify_service(store: SqlEventStore, url: str) -> bool:
+    try:
+        live = await asyncio.to_thread(call, "GET", f"{url.rstrip('/')}/state?fresh=1")
+    except (ApiError, OSError) as exc:
+        raise CliError(f"cannot read {url}/state: {exc}") from None
+    decider = deciders().get(live["service"])
+    if decider is None:
+        print(f"{url}: service {live['service']} keeps no decision state; skipped")
+        return True
+    runner = await admin.rebuild(store, decider, until_position=live["position"])
+    rebuilt = json.loads(json.dumps(decider.summary(runner.state)))
+    same = rebuilt == live["summary"]
+    print(f"verify {live['service']} at position {live['position']}: "
+          f"{'identical' if same else 'DIFFERENT'}")
+    if not same:
+        print(f"  live:    {json.dumps(live['summary'], sort_keys=True)}")
+        print(f"  rebuilt: {json.dumps(rebuilt, sort_keys=True)}")
+    return same
+
+
+def _verify_decisions(log: list[Any]) -> bool:
+    ok = True
+    for name, decider in deciders().items():
+        checked, mismatches = verify_decisions(log, decider)
+        print(f"decisions of {name}: {checked} re-derived, {len(mismatches)} different")
+        for m in mismatches[:3]:
+            print(f"  at position {m.position}:\n    logged  {m.logged}\n    derived {m.derived}")
+        ok &= not mismatches
+    return ok
+
+
+# -- simulation ---------------------------------------------------------------------
+
+
+def sim(cluster_path: Path, workload_paths: list[Path], until: str | None, as_json: bool) -> int:
+    spec = load_cluster(cluster_path)
+    workloads = load_workloads(workload_paths)
+    try:
+        horizon = parse_duration(until, "--until") if until else None
+    except InvalidInput as exc:
+        raise CliError(str(exc)) from None
+    harness = build_harness(spec, workloads)
+    started = time.perf_counter()
+    harness.run(until=horizon)
+    took = time.perf_counter() - started
+    summary = summarize(harness.log.envelopes)
+    summary["wall_seconds"] = round(took, 3)
+    if as_json:
+        for env in harness.log.envelopes:
+            sys.stdout.write(json.dumps(env.to_wire(), sort_keys=True) + "\n")
+        sys.stdout.write(json.dumps({"summary": summary}, sort_keys=True) + "\n")
+        return 0
+    for env in harness.log.envelopes:
+        ev = env.event
+        note = getattr(ev, "message", None) or getattr(ev, "reason", "") or ""
+        print(f"{env.position:>6} {env.occurred_at:>10.1f}s  {env.type:<34} {env.stream_id:<44} {note}")
+    print_summary(summary)
+    return 0
+
+
+def build_harness(spec: Any, workloads: list[tuple[float, Any]]) -> Harness:
+    harness = Harness(list(deciders().values()))
+    for new in inputs.configuration(spec, 0.0):
+        harness.schedule(new, producer=admin.ADMIN)
+    for i, (at, wl) in enumerate(workloads):
+        harness.schedule(inputs.submission(f"{wl.name}-{i}", wl, at), producer="intake")
+    return harness
+
+
+def print_summary(summary: dict[str, Any]) -> None:
+    print()
+    print(table(["OUTCOME", "WORKLOADS"], list(summary["outcomes"].items())))
+    w = summary["wait_seconds"]
+    print(f"\nworkloads {summary['workloads']}, admitted {summary['admitted']}, "
+          f"events {summary['events']}, nodes provisioned {summary['nodes_provisioned']} "
+          f"{summary['nodes_by_zone']}")
+    print(f"wait to admission: mean {w['mean']}s, p50 {w['p50']}s, p99 {w['p99']}s; "
+          f"makespan {summary['makespan_seconds']}s")
+
+
+# -- the demo -----------------------------------------------------------------------
+
+
+def demo(data_dir: Path, cluster_path: Path, workloads_path: Path) -> int:
+    from muster.runtime.stack import Stack
+
+    spec = load_cluster(cluster_path)
+    workloads = load_workloads([workloads_path])
+    data_dir.mkdir(parents=True, exist_ok=True)
+    for old in data_dir.glob("muster.db*"):
+        old.unlink()
+    print(f"muster demo: broker, SQLite store and four services; logs in {data_dir}/")
+    with Stack(data_dir) as stack:
+        print(f"  intake {stack.url()}  queue {stack.url('queue')}  broker {stack.broker.bootstrap}")
+        asyncio.run(_apply_now(stack.store_url, spec, stack.broker.bootstrap))
+        ids = _submit_all(stack.url(), workloads)
+        _wait_all(stack.url(), ids)
+        asyncio.run(_demo_report(stack, ids))
+        ok = asyncio.run(replay(stack.store_url, None, [stack.url("queue"),
+                                                         stack.url("provisioner")], True))
+    print(f"\nat {datetime.now(UTC):%H:%M:%S} UTC: demo {'passed' if ok == 0 else 'FAILED'}")
+    return ok
+
+
+async def _apply_now(store_url: str, spec: Any, kafka: str) -> None:
+    store = SqlEventStore(store_url)
+    try:
+        await admin.apply_cluster(store, spec)
+        await admin.publish(store, kafka)
+    finally:
+        await store.close()
+
+
+def _submit_all(server: str, workloads: list[tuple[float, Any]]) -> list[str]:
+    """Submit at the workloads' ``at`` offsets from now (the demo runs in real time)."""
+    start = time.time()
+    ids = []
+    for i, (at, wl) in enumerate(sorted(workloads, key=lambda x: x[0])):
+        time.sleep(max(0.0, start + at - time.time()))
+        body = _to_api(wl)
+        view = call("POST", f"{server}/v1/workloads", body, {"Idempotency-Key": f"demo-{i}"})
+        ids.append(view["id"])
+        if len(ids) % 8 == 0 or len(ids) == len(workloads):
+            _progress(f"submitted {len(ids)}/{len(workloads)}")
+    print()
+    return ids
+
+
+def _to_api(wl: Any) -> dict[str, Any]:
+    return {
+        "name": wl.name, "namespace": wl.namespace, "queueName": wl.queue_name,
+        "priority": wl.priority,
+        "podSets": [{"name": ps.name, "count": ps.count,
+                     "requests": {r: format_quantity(r, q) for r, q in ps.requests.items()},
+                     "nodeSelector": dict(ps.node_selector)} for ps in wl.pod_sets],
+        "runtime": {"durationSeconds": wl.runtime.duration_seconds, "exitCode": wl.runtime.exit_code},
+    }
+
+
+def _wait_all(server: str, ids: list[str], timeout: float = 600.0) -> None:
+    deadline = time.time() + timeout
+    shown = ""
+    while time.time() < deadline:
+        items = call("GET", f"{server}/v1/workloads?limit=1000")["items"]
+        done = [w for w in items if w["id"] in ids and w["status"] in TERMINAL]
+        running = sum(1 for w in items if w["status"] in ("Admitted", "Running"))
+        line = f"finished {len(done)}/{len(ids)}, running {running}"
+        if line != shown:
+            _progress(line)
+            shown = line
+        if len(done) == len(ids):
+            print()
+            return
+        time.sleep(0.5)
+    raise CliError(f"not every workload finished within {timeout:.0f}s")
+
+
+def _progress(text: str) -> None:
+    """Rewrite one line on a terminal; print a line per change otherwise (CI logs)."""
+    if sys.stdout.isatty():
+        sys.stdout.write(f"\r  {text:<60}")
+    else:
+        sys.stdout.write(f"  {text}\n")
+    sys.stdout.flush()
+
+
+async def _demo_report(stack: Any, ids: list[str]) -> None:
+    store = SqlEventStore(stack.store_url)
+    try:
+        log = await store.read_all(0)
+    finally:
+        await store.close()
+    print_summary(summarize(log))
+    print(f"\ntry: muster describe {ids[0]} --server {stack.url()}")

@@ -1,0 +1,127 @@
+"""``muster``: run the demo, submit and inspect workloads, simulate, replay and verify."""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import os
+import sys
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from muster.cli import commands
+
+
+def _store_url(value: str | None) -> str:
+    url = value or os.environ.get("MUSTER_STORE_URL")
+    if not url:
+        raise SystemExit("muster: give --store-url or set MUSTER_STORE_URL")
+    return url
+
+
+def build_parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(prog="muster", description=__doc__)
+    sub = p.add_subparsers(dest="command", required=True, metavar="COMMAND")
+    server = os.environ.get("MUSTER_SERVER", "http://127.0.0.1:8080")
+
+    demo = sub.add_parser("demo", help="start the embedded stack, run a demo, print a summary")
+    demo.add_argument("--data-dir", default=".muster", type=Path)
+    demo.add_argument("--cluster", type=Path, default=commands.EXAMPLES / "cluster.yaml")
+    demo.add_argument("--workloads", type=Path, default=commands.EXAMPLES / "workloads.yaml")
+
+    mig = sub.add_parser("migrate", help="bring the event store schema up to date")
+    mig.add_argument("--store-url")
+
+    ap = sub.add_parser("apply", help="apply a cluster description (cloud and queues)")
+    ap.add_argument("--cluster", "-f", required=True, type=Path)
+    ap.add_argument("--store-url")
+    ap.add_argument("--kafka-bootstrap", default=os.environ.get("MUSTER_KAFKA_BOOTSTRAP"))
+
+    sb = sub.add_parser("submit", help="submit a workload (JSON or YAML file, or - for stdin)")
+    sb.add_argument("file")
+    sb.add_argument("--idempotency-key")
+    sb.add_argument("--server", default=server)
+
+    get = sub.add_parser("get", help="list workloads, or show one")
+    get.add_argument("id", nargs="?")
+    get.add_argument("--namespace", "-n")
+    get.add_argument("--status")
+    get.add_argument("-o", "--output", choices=["table", "json"], default="table")
+    get.add_argument("--server", default=server)
+
+    desc = sub.add_parser("describe", help="a workload's event history with reasons")
+    desc.add_argument("id")
+    desc.add_argument("--server", default=server)
+
+    cancel = sub.add_parser("cancel", help="cancel a workload")
+    cancel.add_argument("id")
+    cancel.add_argument("--server", default=server)
+
+    sim = sub.add_parser("sim", help="run the deciders in virtual time over a cluster and workloads")
+    sim.add_argument("--cluster", required=True, type=Path)
+    sim.add_argument("--workloads", required=True, type=Path, nargs="+")
+    sim.add_argument("--until", help="stop at this virtual time (e.g. 2h)")
+    sim.add_argument("--json", action="store_true", help="event log and summary as JSON lines")
+
+    rp = sub.add_parser("replay", help="rebuild state from the store and print queue usage")
+    rp.add_argument("--store-url")
+    rp.add_argument("--until", help="a global position, or a time (seconds since the epoch)")
+    rp.add_argument("--verify", nargs="*", metavar="URL",
+                    help="compare with what running services hold (their base URLs)")
+    rp.add_argument("--decisions", action="store_true",
+                    help="re-derive every logged decision from its log prefix")
+    return p
+
+
+def main(argv: list[str] | None = None) -> None:
+    args = build_parser().parse_args(argv)
+    try:
+        code = _dispatch(args)
+    except commands.CliError as exc:
+        print(f"muster {args.command}: {exc}", file=sys.stderr)
+        code = 1
+    raise SystemExit(code)
+
+
+def _dispatch(args: argparse.Namespace) -> int:
+    match args.command:
+        case "demo":
+            return commands.demo(args.data_dir, args.cluster, args.workloads)
+        case "migrate":
+            from muster.store.migrate import upgrade
+
+            upgrade(_store_url(args.store_url))
+            print("store schema is up to date")
+            return 0
+        case "apply":
+            return asyncio.run(commands.apply(_store_url(args.store_url), args.cluster,
+                                              args.kafka_bootstrap))
+        case "submit":
+            return commands.submit(args.server, _read_doc(args.file), args.idempotency_key)
+        case "get":
+            return commands.get(args.server, args.id, args.namespace, args.status, args.output)
+        case "describe":
+            return commands.describe(args.server, args.id)
+        case "cancel":
+            return commands.cancel(args.server, args.id)
+        case "sim":
+            return commands.sim(args.cluster, args.workloads, args.until, args.json)
+        case "replay":
+            return asyncio.run(commands.replay(_store_url(args.store_url), args.until,
+                                               args.verify, args.decisions))
+    return 2
+
+
+def _read_doc(path: str) -> Any:
+    text = sys.stdin.read() if path == "-" else Path(path).read_text()
+    try:
+        return json.loads(text)
+    except ValueError:
+        return yaml.safe_load(text)
+
+
+if __name__ == "__main__":
+    main()

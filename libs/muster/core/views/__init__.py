@@ -1,0 +1,1 @@
+"""Read models folded from events (no decisions)."""

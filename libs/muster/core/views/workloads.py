@@ -1,0 +1,164 @@
+"""What intake answers GET with: each workload's current status and reason, and the
+local queues that exist (to refuse submissions to unknown ones)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from functools import singledispatch
+from typing import Any
+
+from muster.core.decider import advance
+from muster.core.events import Envelope, Event, NewEvent
+from muster.core.events import node as nev
+from muster.core.events import queue as qev
+from muster.core.events import workload as wev
+
+TERMINAL = frozenset({"Succeeded", "Failed", "Cancelled", "Rejected"})
+
+
+@dataclass(slots=True)
+class WorkloadView:
+    id: str
+    name: str
+    namespace: str
+    queue_name: str
+    priority: int
+    pods: int
+    submitted_at: float
+    digest: str | None
+    status: str = "Pending"
+    reason: str = "Submitted"
+    message: str = "waiting for the queue"
+    cluster_queue: str | None = None
+    attempt: int = 0
+    updated_at: float = 0.0
+    cancel_requested: bool = False
+    pods_started: int = 0
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "id": self.id, "name": self.name, "namespace": self.namespace,
+            "queueName": self.queue_name, "clusterQueue": self.cluster_queue,
+            "priority": self.priority, "pods": self.pods, "status": self.status,
+            "reason": self.reason, "message": self.message, "attempt": self.attempt,
+            "submittedAt": self.submitted_at, "updatedAt": self.updated_at,
+            "cancelRequested": self.cancel_requested,
+        }
+
+
+@dataclass(slots=True)
+class WorkloadsState:
+    now: float = 0.0
+    local_queues: set[str] = field(default_factory=set)  # "namespace/name"
+    workloads: dict[str, WorkloadView] = field(default_factory=dict)
+
+
+def evolve(state: WorkloadsState, envelope: Envelope) -> WorkloadsState:
+    advance(state, envelope)
+    _apply(envelope.event, state)
+    return state
+
+
+def _set(state: WorkloadsState, wid: str, status: str, reason: str, message: str) -> None:
+    view = state.workloads.get(wid)
+    if view is not None:
+        view.status, view.reason, view.message, view.updated_at = status, reason, message, state.now
+
+
+@singledispatch
+def _apply(event: Event, state: WorkloadsState) -> None:
+    pass
+
+
+@_apply.register
+def _(event: qev.LocalQueueConfigured, state: WorkloadsState) -> None:
+    state.local_queues.add(event.spec.key)
+
+
+@_apply.register
+def _(event: wev.WorkloadSubmitted, state: WorkloadsState) -> None:
+    spec = event.spec
+    state.workloads[event.workload_id] = WorkloadView(
+        id=event.workload_id, name=spec.name, namespace=spec.namespace, queue_name=spec.queue_name,
+        priority=spec.priority, pods=spec.pod_count, submitted_at=state.now,
+        digest=event.request_digest, updated_at=state.now,
+    )
+
+
+@_apply.register
+def _(event: wev.WorkloadCancelRequested, state: WorkloadsState) -> None:
+    view = state.workloads.get(event.workload_id)
+    if view is not None:
+        view.cancel_requested = True
+
+
+@_apply.register
+def _(event: qev.WorkloadPending, state: WorkloadsState) -> None:
+    _set(state, event.workload_id, "Pending", event.reason, event.message)
+
+
+@_apply.register
+def _(event: qev.QuotaReserved, state: WorkloadsState) -> None:
+    view = state.workloads[event.workload_id]
+    view.cluster_queue, view.attempt, view.pods_started = event.cluster_queue, event.attempt, 0
+    _set(state, event.workload_id, "QuotaReserved", "QuotaReserved", event.message)
+
+
+@_apply.register
+def _(event: qev.WorkloadAdmitted, state: WorkloadsState) -> None:
+    _set(state, event.workload_id, "Admitted", "Admitted", event.message)
+
+
+@_apply.register
+def _(event: nev.PodStarted, state: WorkloadsState) -> None:
+    view = state.workloads.get(event.workload_id)
+    if view is not None and view.attempt == event.attempt and view.status == "Admitted":
+        view.pods_started += 1
+        if view.pods_started >= view.pods:
+            _set(state, view.id, "Running", "Running", f"all {view.pods} pods running")
+
+
+@_apply.register
+def _(event: qev.WorkloadEvicted, state: WorkloadsState) -> None:
+    _set(state, event.workload_id, "Pending", "Evicted", event.message)
+
+
+@_apply.register
+def _(event: qev.WorkloadFinished, state: WorkloadsState) -> None:
+    _set(state, event.workload_id, event.outcome, event.reason, event.message)
+
+
+@_apply.register
+def _(event: qev.WorkloadCancelled, state: WorkloadsState) -> None:
+    _set(state, event.workload_id, "Cancelled", "Cancelled", event.message)
+
+
+@_apply.register
+def _(event: qev.WorkloadRejected, state: WorkloadsState) -> None:
+    _set(state, event.workload_id, "Rejected", event.reason, event.message)
+
+
+class WorkloadsView:
+    """A decider that never decides: intake's read model."""
+
+    name = "intake"
+    categories = frozenset({"config", "workload", "admission", "node"})
+    snapshot_format = "workloads-view-v1"
+
+    def initial(self) -> WorkloadsState:
+        return WorkloadsState()
+
+    def evolve(self, state: WorkloadsState, envelope: Envelope) -> WorkloadsState:
+        return evolve(state, envelope)
+
+    def decide(self, state: WorkloadsState) -> list[NewEvent]:
+        return []
+
+    def next_deadline(self, state: WorkloadsState) -> float | None:
+        return None
+
+    def summary(self, state: WorkloadsState) -> dict[str, Any]:
+        by_status: dict[str, int] = {}
+        for view in state.workloads.values():
+            by_status[view.status] = by_status.get(view.status, 0) + 1
+        return {"now": state.now, "workloads": dict(sorted(by_status.items()))}

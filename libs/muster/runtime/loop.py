@@ -1,0 +1,184 @@
+"""The one loop every service runs around its decider.
+
+follow: wake on a Kafka doorbell or a poll tick -> fold the store's tail (in position
+order) -> decide -> append (guarded by stream versions; a conflict means another
+replica decided first: re-read and decide again) -> fold what was appended.
+timers: sleep until the decider's next deadline, then append an explicit timer event.
+relay: publish, in order, what this producer committed past its tracking position.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import time
+from typing import Any
+
+import structlog
+
+from muster.bus.kafka import Doorbell, Publisher
+from muster.core.decider import Decider
+from muster.core.events import Envelope, StreamAppend
+from muster.core.runner import DeciderRunner
+from muster.runtime.metrics import ServiceMetrics
+from muster.runtime.settings import Settings
+from muster.store import ConcurrencyConflict, SqlEventStore, Tracking
+
+READ_BATCH = 5000
+RELAY_BATCH = 1000
+
+
+class DeciderLoop:
+    def __init__(self, decider: Decider[Any], store: SqlEventStore, settings: Settings,
+                 metrics: ServiceMetrics, *, decides: bool = True) -> None:
+        self.runner: DeciderRunner[Any] = DeciderRunner(decider)
+        self.name = decider.name
+        self.store = store
+        self.settings = settings
+        self.metrics = metrics
+        self.decides = decides
+        self.log = structlog.get_logger(self.name)
+        self._wake = asyncio.Event()
+        self._relay_wake = asyncio.Event()
+        self._deadline_changed = asyncio.Event()
+        self._lock = asyncio.Lock()
+        self._since_snapshot = 0
+        self.last_step_at = 0.0
+        self.published_up_to = 0
+
+    # -- start ------------------------------------------------------------------
+
+    async def restore(self) -> None:
+        """Latest snapshot (if its format is current) plus the store's tail."""
+        snap = await self.store.load_snapshot(self.name)
+        if snap is not None and snap[1] == self.runner.decider.snapshot_format:
+            try:
+                self.runner.restore(snap[2])
+                self.log.info("snapshot restored", position=snap[0])
+            except Exception as exc:  # a stale or broken snapshot only costs a longer replay
+                self.log.warning("snapshot unusable; replaying from the start", error=str(exc))
+                self.runner = DeciderRunner(self.runner.decider)
+        await self.catch_up()
+
+    # -- following the log ---------------------------------------------------------
+
+    async def catch_up(self) -> int:
+        """Fold everything committed so far; returns how many events were folded."""
+        folded = 0
+        while True:
+            envs = await self.store.read_all(self.runner.position, categories=self.runner.categories,
+                                             limit=READ_BATCH)
+            folded += self.runner.fold(envs)
+            if len(envs) < READ_BATCH:
+                break
+        if folded:
+            self.metrics.events_folded.labels(self.name).inc(folded)
+            self.metrics.position.labels(self.name).set(self.runner.position)
+            self._since_snapshot += folded
+        return folded
+
+    async def step(self) -> None:
+        """Catch up, then decide until the decider has nothing more to say."""
+        async with self._lock:
+            started = time.perf_counter()
+            await self.catch_up()
+            while self.decides:
+                news = self.runner.decide()
+                if not news:
+                    break
+                try:
+                    appended = await self.store.append(
+                        self.runner.appends(news), producer=self.name, recorded_at=time.time(),
+                        tracking_row=Tracking(self.name, self.runner.position),
+                    )
+                except ConcurrencyConflict as exc:
+                    self.metrics.conflicts.labels(self.name).inc()
+                    self.log.info("another writer decided first; re-reading", stream=exc.stream_id)
+                else:
+                    self._count(appended)
+                    self._relay_wake.set()
+                await self.catch_up()
+            self.last_step_at = time.time()
+            self.metrics.step_seconds.labels(self.name).observe(time.perf_counter() - started)
+            self._deadline_changed.set()
+            await self._maybe_snapshot()
+
+    def _count(self, appended: list[Envelope]) -> None:
+        for env in appended:
+            self.metrics.decisions.labels(self.name, env.type).inc()
+
+    def wake(self) -> None:
+        self._wake.set()
+
+    def appended(self) -> None:
+        """Something was appended on this service's behalf: publish it and fold it soon."""
+        self._relay_wake.set()
+        self._wake.set()
+
+    async def follow(self) -> None:
+        while True:
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(self._wake.wait(), self.settings.poll_seconds)
+            self._wake.clear()
+            await self.step()
+
+    async def listen(self, doorbell: Doorbell) -> None:
+        async for position in doorbell.rings():
+            if position > self.runner.position:
+                self._wake.set()
+
+    # -- timers -------------------------------------------------------------------
+
+    async def timers(self) -> None:
+        while True:
+            self._deadline_changed.clear()
+            deadline = self.runner.next_deadline() if self.decides else None
+            wait = None if deadline is None else max(0.0, deadline - time.time())
+            if wait is None or wait > 0:
+                with contextlib.suppress(TimeoutError):
+                    await asyncio.wait_for(self._deadline_changed.wait(), wait)
+                continue
+            assert deadline is not None
+            await self._fire(deadline)
+
+    async def _fire(self, deadline: float) -> None:
+        new = self.runner.timer_event(deadline)
+        await self.store.append([StreamAppend(new.stream_id, None, [new])], producer=self.name,
+                                recorded_at=time.time())
+        self.metrics.timers.labels(self.name).inc()
+        self._relay_wake.set()
+        await self.step()
+
+    # -- relay ------------------------------------------------------------------
+
+    async def relay(self, publisher: Publisher) -> None:
+        consumer = f"relay:{self.name}"
+        position = await self.store.tracking_position(consumer)
+        while True:
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(self._relay_wake.wait(), self.settings.poll_seconds)
+            self._relay_wake.clear()
+            while True:
+                envs = await self.store.read_all(position, producer=self.name, limit=RELAY_BATCH)
+                if not envs:
+                    break
+                try:
+                    await publisher.publish(envs)
+                except Exception as exc:  # the broker is away: keep the position, retry later
+                    self.log.warning("publish failed; will retry", error=str(exc))
+                    await asyncio.sleep(1.0)
+                    break
+                position = envs[-1].position
+                self.published_up_to = position
+                await self.store.set_tracking(Tracking(consumer, position))
+                self.metrics.published.labels(self.name).inc(len(envs))
+
+    # -- snapshots ----------------------------------------------------------------
+
+    async def _maybe_snapshot(self) -> None:
+        every = self.settings.snapshot_every
+        if every and self._since_snapshot >= every:
+            self._since_snapshot = 0
+            data = self.runner.snapshot()
+            await self.store.save_snapshot(self.name, self.runner.position,
+                                           self.runner.decider.snapshot_format, data)

@@ -1,0 +1,106 @@
+"""The embedded stack: a Tansu broker, a SQLite store and the four services as processes.
+
+Used by ``muster demo`` and by the end-to-end tests, which kill and restart parts of it.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import time
+import urllib.request
+from pathlib import Path
+
+from muster.bus.broker import EmbeddedBroker, free_port
+from muster.store.migrate import upgrade
+
+SERVICES = {"intake": "services.intake", "queue": "services.queue",
+            "provisioner": "services.provisioner", "node-agent": "services.node_agent"}
+
+
+class Stack:
+    def __init__(self, data_dir: Path, *, store_url: str | None = None,
+                 poll_seconds: float = 0.5, extra_env: dict[str, str] | None = None) -> None:
+        self.data_dir = data_dir.resolve()
+        self.data_dir.mkdir(parents=True, exist_ok=True)
+        self.store_url = store_url or f"sqlite:///{self.data_dir / 'muster.db'}"
+        self.broker = EmbeddedBroker(log_path=self.data_dir / "broker.log")
+        self.ports = {name: free_port() for name in SERVICES}
+        self.processes: dict[str, subprocess.Popen[bytes]] = {}
+        self.poll_seconds = poll_seconds
+        self.extra_env = extra_env or {}
+
+    def url(self, service: str = "intake") -> str:
+        return f"http://127.0.0.1:{self.ports[service]}"
+
+    def env(self, service: str) -> dict[str, str]:
+        return {
+            **os.environ, **self.extra_env,
+            "MUSTER_STORE_URL": self.store_url,
+            "MUSTER_KAFKA_BOOTSTRAP": self.broker.bootstrap,
+            "MUSTER_HTTP_HOST": "127.0.0.1",
+            "MUSTER_HTTP_PORT": str(self.ports[service]),
+            "MUSTER_MIGRATE": "false",
+            "MUSTER_POLL_SECONDS": str(self.poll_seconds),
+        }
+
+    def start(self) -> None:
+        self.broker.start()
+        upgrade(self.store_url)
+        for name in SERVICES:
+            self.start_service(name)
+        self.wait_healthy()
+
+    def start_service(self, name: str) -> None:
+        log = open(self.data_dir / f"{name}.log", "ab")  # noqa: SIM115 - owned by the child
+        self.processes[name] = subprocess.Popen(
+            [sys.executable, "-m", SERVICES[name]], env=self.env(name), stdout=log, stderr=log,
+            stdin=subprocess.DEVNULL,
+        )
+
+    def kill_service(self, name: str) -> None:
+        proc = self.processes.pop(name)
+        proc.kill()
+        proc.wait()
+
+    def wait_healthy(self, names: list[str] | None = None, timeout: float = 60.0) -> None:
+        deadline = time.monotonic() + timeout
+        for name in names or list(SERVICES):
+            while True:
+                proc = self.processes[name]
+                if proc.poll() is not None:
+                    raise RuntimeError(f"{name} exited with {proc.returncode}; see "
+                                       f"{self.data_dir / (name + '.log')}")
+                try:
+                    with urllib.request.urlopen(f"{self.url(name)}/healthz", timeout=1) as r:
+                        if r.status == 200:
+                            break
+                except OSError:
+                    pass
+                if time.monotonic() > deadline:
+                    raise TimeoutError(f"{name} not healthy after {timeout}s")
+                time.sleep(0.1)
+
+    def stop(self) -> None:
+        for proc in self.processes.values():
+            proc.terminate()
+        for proc in self.processes.values():
+            try:
+                proc.wait(15)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+                proc.wait()
+        self.processes.clear()
+        self.broker.stop()
+
+    def __enter__(self) -> Stack:
+        try:
+            self.start()
+        except BaseException:
+            self.stop()
+            raise
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()

@@ -1,0 +1,1 @@
+"""The four muster services: thin asyncio shells around the deciders in libs/."""

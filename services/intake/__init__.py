@@ -1,0 +1,1 @@
+"""intake: the HTTP API batch platforms submit to."""

@@ -1,0 +1,191 @@
+"""Intake's HTTP API (aiohttp): submit, get, list, cancel, and a workload's event history.
+
+Validation happens before anything is appended: a refused request leaves no event.
+A submission's idempotency key picks its workload id, so a retry appends against
+the same stream and optimistic concurrency turns it into "return the original".
+"""
+
+from __future__ import annotations
+
+import time
+import uuid
+from typing import Any
+
+import orjson
+from aiohttp import web
+from muster.core import inputs
+from muster.core.events import StreamAppend
+from muster.core.model import parse
+from muster.core.model.fields import InvalidInput
+from muster.core.views.workloads import TERMINAL, WorkloadsState, WorkloadView
+from muster.runtime.loop import DeciderLoop
+from muster.store import ConcurrencyConflict
+
+from services.intake.errors import error
+
+LOOP = web.AppKey("loop", DeciderLoop)
+MAX_LIST = 1000
+
+
+def routes(app: web.Application, loop: DeciderLoop) -> None:
+    app[LOOP] = loop
+    app.router.add_post("/v1/workloads", submit)
+    app.router.add_get("/v1/workloads", list_workloads)
+    app.router.add_get("/v1/workloads/{id}", get_workload)
+    app.router.add_delete("/v1/workloads/{id}", cancel)
+    app.router.add_post("/v1/workloads/{id}/cancel", cancel)
+    app.router.add_get("/v1/workloads/{id}/events", history)
+
+
+def _state(request: web.Request) -> WorkloadsState:
+    state: WorkloadsState = request.app[LOOP].runner.state
+    return state
+
+
+async def _body(request: web.Request) -> Any:
+    if request.content_length is not None and request.content_length > request.app[LOOP].settings.max_body_bytes:
+        raise _Refused(413, "PayloadTooLarge",
+                       f"body of {request.content_length} bytes exceeds the limit of "
+                       f"{request.app[LOOP].settings.max_body_bytes}")
+    try:
+        raw = await request.read()
+    except web.HTTPRequestEntityTooLarge:
+        raise _Refused(413, "PayloadTooLarge", "body exceeds the size limit") from None
+    try:
+        return orjson.loads(raw)
+    except orjson.JSONDecodeError as exc:
+        raise _Refused(400, "MalformedJSON", f"body is not valid JSON: {exc}") from None
+
+
+class _Refused(Exception):
+    def __init__(self, status: int, code: str, message: str, field: str | None = None) -> None:
+        super().__init__(message)
+        self.status, self.code, self.message, self.field = status, code, message, field
+
+    def response(self) -> web.Response:
+        return error(self.status, self.code, self.message, self.field)
+
+
+async def submit(request: web.Request) -> web.Response:
+    loop = request.app[LOOP]
+    try:
+        body = await _body(request)
+        key = request.headers.get("Idempotency-Key")
+        if isinstance(body, dict) and "idempotencyKey" in body:
+            body = dict(body)
+            body_key = body.pop("idempotencyKey")
+            if not isinstance(body_key, str) or not 0 < len(body_key) <= 256:
+                raise _Refused(422, "InvalidField", "must be a string of 1 to 256 characters",
+                               "idempotencyKey")
+            key = key or body_key
+        spec = parse.workload(body)
+        await _require_queue(loop, spec.namespace, spec.queue_name)
+    except InvalidInput as exc:
+        return error(422, "InvalidField", exc.problem, exc.path)
+    except _Refused as exc:
+        return exc.response()
+    wid = inputs.workload_id(spec.namespace, key) if key else uuid.uuid4().hex[:16]
+    new = inputs.submission(wid, spec, time.time(), key)
+    try:
+        await loop.store.append([StreamAppend(new.stream_id, 0, [new])], producer="intake",
+                                recorded_at=time.time())
+    except ConcurrencyConflict:
+        return await _retried(loop, wid, inputs.digest(spec))
+    loop.appended()
+    view = WorkloadView(id=wid, name=spec.name, namespace=spec.namespace,
+                        queue_name=spec.queue_name, priority=spec.priority, pods=spec.pod_count,
+                        submitted_at=new.occurred_at, digest=inputs.digest(spec),
+                        updated_at=new.occurred_at)
+    return web.json_response(view.to_json(), status=201)
+
+
+async def _retried(loop: DeciderLoop, wid: str, digest: str) -> web.Response:
+    first = (await loop.store.read_stream(f"workload-{wid}"))[0].event
+    if getattr(first, "request_digest", None) != digest:
+        return error(409, "IdempotencyKeyReused",
+                     "this idempotency key was used for a different workload")
+    await loop.step()
+    return web.json_response(_view(loop, wid), status=200)
+
+
+def _view(loop: DeciderLoop, wid: str) -> dict[str, Any]:
+    view = loop.runner.state.workloads.get(wid)
+    return view.to_json() if view is not None else {"id": wid, "status": "Pending"}
+
+
+async def _require_queue(loop: DeciderLoop, namespace: str, name: str) -> None:
+    key = f"{namespace}/{name}"
+    if key not in loop.runner.state.local_queues:
+        await loop.step()  # configuration may have been applied a moment ago
+    if key not in loop.runner.state.local_queues:
+        raise _Refused(422, "UnknownQueue",
+                       f"LocalQueue {name!r} does not exist in namespace {namespace!r}", "queueName")
+
+
+async def get_workload(request: web.Request) -> web.Response:
+    loop = request.app[LOOP]
+    await loop.step()
+    view = loop.runner.state.workloads.get(request.match_info["id"])
+    if view is None:
+        return error(404, "NotFound", f"workload {request.match_info['id']} not found")
+    return web.json_response(view.to_json())
+
+
+async def list_workloads(request: web.Request) -> web.Response:
+    loop = request.app[LOOP]
+    await loop.step()
+    q = request.query
+    try:
+        limit = int(q.get("limit", "100"))
+        if not 0 < limit <= MAX_LIST:
+            raise ValueError
+    except ValueError:
+        return error(400, "InvalidQuery", f"limit must be an integer from 1 to {MAX_LIST}", "limit")
+    items = [v for v in _state(request).workloads.values()
+             if (not q.get("namespace") or v.namespace == q["namespace"])
+             and (not q.get("status") or v.status == q["status"])]
+    after = q.get("after")
+    if after:
+        ids = [v.id for v in items]
+        items = items[ids.index(after) + 1:] if after in ids else []
+    page = items[:limit]
+    return web.json_response({
+        "items": [v.to_json() for v in page],
+        "next": page[-1].id if len(items) > limit else None,
+    })
+
+
+async def cancel(request: web.Request) -> web.Response:
+    loop = request.app[LOOP]
+    await loop.step()
+    wid = request.match_info["id"]
+    view = loop.runner.state.workloads.get(wid)
+    if view is None:
+        return error(404, "NotFound", f"workload {wid} not found")
+    if view.status in TERMINAL:
+        return error(409, "AlreadyFinished", f"workload {wid} is already {view.status}")
+    new = inputs.cancellation(wid, time.time())
+    await loop.store.append([StreamAppend(new.stream_id, None, [new])], producer="intake",
+                            recorded_at=time.time())
+    loop.appended()
+    await loop.step()
+    return web.json_response(_view(loop, wid), status=202)
+
+
+async def history(request: web.Request) -> web.Response:
+    loop = request.app[LOOP]
+    wid = request.match_info["id"]
+    envs = await loop.store.read_correlated(wid)
+    if not envs:
+        return error(404, "NotFound", f"workload {wid} not found")
+    return web.json_response({"id": wid, "events": [describe_row(e) for e in envs]})
+
+
+def describe_row(env: Any) -> dict[str, Any]:
+    ev = env.event
+    return {
+        "position": env.position, "time": env.occurred_at, "type": env.type,
+        "producer": env.producer, "stream": env.stream_id,
+        "reason": getattr(ev, "reason", None) or getattr(ev, "outcome", None),
+        "message": getattr(ev, "message", None),
+    }

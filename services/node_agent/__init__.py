@@ -1,0 +1,1 @@
+"""node-agent: simulated nodes that register and run pods (muster.core.nodes)."""

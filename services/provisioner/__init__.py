@@ -1,0 +1,1 @@
+"""provisioner: atomic node provisioning on the simulated cloud (muster.core.provisioning)."""

@@ -1,0 +1,1 @@
+"""queue: admission decisions over quota (the decider is muster.core.queueing)."""
