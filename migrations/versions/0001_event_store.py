@@ -15,15 +15,16 @@ down_revision = None
 branch_labels = None
 depends_on = None
 
-_PG_GUARD = """
-CREATE FUNCTION events_append_only() RETURNS trigger AS $$
+# One statement each: asyncpg runs prepared statements, which take one at a time.
+_PG_GUARD = (
+    """CREATE FUNCTION events_append_only() RETURNS trigger AS $$
 BEGIN
   RAISE EXCEPTION 'events are append-only: % refused', TG_OP;
 END;
-$$ LANGUAGE plpgsql;
-CREATE TRIGGER events_no_update BEFORE UPDATE OR DELETE ON events
-  FOR EACH ROW EXECUTE FUNCTION events_append_only();
-"""
+$$ LANGUAGE plpgsql""",
+    """CREATE TRIGGER events_no_update BEFORE UPDATE OR DELETE ON events
+  FOR EACH ROW EXECUTE FUNCTION events_append_only()""",
+)
 
 
 def upgrade() -> None:
@@ -63,7 +64,8 @@ def upgrade() -> None:
     )
     bind = op.get_bind()
     if bind.dialect.name == "postgresql":
-        op.execute(_PG_GUARD)
+        for statement in _PG_GUARD:
+            op.execute(statement)
     else:
         for action in ("UPDATE", "DELETE"):
             op.execute(
@@ -73,6 +75,9 @@ def upgrade() -> None:
 
 
 def downgrade() -> None:
+    if op.get_bind().dialect.name == "postgresql":
+        op.execute("DROP TRIGGER IF EXISTS events_no_update ON events")
+        op.execute("DROP FUNCTION IF EXISTS events_append_only()")
     op.drop_table("snapshots")
     op.drop_table("tracking")
     op.drop_table("events")

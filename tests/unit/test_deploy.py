@@ -359,7 +359,9 @@ def test_k8s_workload(name: str) -> None:
 
     container_ports = {int(p["containerPort"]) for p in container.get("ports", [])}
     assert container_ports == {port}, f"{where}: container ports {container_ports}"
-    for probe in ("readinessProbe", "livenessProbe"):
+    for probe in ("startupProbe", "readinessProbe", "livenessProbe"):
+        if probe not in container and probe == "startupProbe":
+            continue  # optional; when present it must hit /healthz on the right port
         http = container.get(probe, {}).get("httpGet")
         assert http, f"{where}: no {probe}"
         assert http.get("path") == "/healthz", f"{where}: {probe} path"

@@ -71,6 +71,7 @@ class DeciderLoop:
             folded += self.runner.fold(envs)
             if len(envs) < READ_BATCH:
                 break
+        self.last_step_at = time.time()
         if folded:
             self.metrics.events_folded.labels(self.name).inc(folded)
             self.metrics.position.labels(self.name).set(self.runner.position)

@@ -43,7 +43,7 @@ async def run(service: str, decider: Decider[Any], settings: Settings, *,
     loop = DeciderLoop(decider, store, settings, metrics, decides=decides)
     await loop.restore()
     await loop.step()
-    app = _http_app(loop, metrics, on_step)
+    app = http_app(loop, metrics, on_step)
     if routes is not None:
         routes(app, loop)
     web_runner = web.AppRunner(app, access_log=None)
@@ -98,7 +98,7 @@ async def _supervise(log: Any, what: str, routine: Callable[[], Awaitable[None]]
             await asyncio.sleep(1.0)
 
 
-def _http_app(loop: DeciderLoop, metrics: ServiceMetrics,
+def http_app(loop: DeciderLoop, metrics: ServiceMetrics,
               on_step: Callable[[DeciderLoop], None] | None) -> web.Application:
     app = web.Application(client_max_size=loop.settings.max_body_bytes)
 

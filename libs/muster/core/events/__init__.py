@@ -12,6 +12,7 @@ from muster.core.events.base import (
     encode_payload,
     event_class,
     registered_types,
+    upcaster,
 )
 
 __all__ = [
@@ -29,5 +30,6 @@ __all__ = [
     "queue",
     "registered_types",
     "timer",
+    "upcaster",
     "workload",
 ]

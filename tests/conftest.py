@@ -1,0 +1,88 @@
+"""Shared fixtures: a real Tansu broker, real SQLite files, PostgreSQL when present."""
+
+from __future__ import annotations
+
+import os
+import uuid
+from collections.abc import AsyncIterator, Iterator
+from pathlib import Path
+
+import pytest
+from sqlalchemy.engine import make_url
+
+from muster.bus.broker import EmbeddedBroker
+from muster.store import SqlEventStore
+from muster.store.migrate import upgrade_async
+
+POSTGRES_URL = os.environ.get("MUSTER_TEST_POSTGRES_URL")
+
+
+@pytest.fixture(scope="session")
+def broker() -> Iterator[EmbeddedBroker]:
+    with EmbeddedBroker() as b:
+        yield b
+
+
+async def _fresh_postgres() -> tuple[str, str]:
+    """A throwaway database on the test server, so tests never see each other's events."""
+    import asyncpg
+
+    assert POSTGRES_URL is not None
+    base = make_url(POSTGRES_URL)
+    name = f"muster_t_{uuid.uuid4().hex[:10]}"
+    conn = await asyncpg.connect(base.set(drivername="postgresql").render_as_string(False))
+    try:
+        await conn.execute(f'CREATE DATABASE "{name}"')
+    finally:
+        await conn.close()
+    return base.set(database=name).render_as_string(False), name
+
+
+async def _drop_postgres(name: str) -> None:
+    import asyncpg
+
+    assert POSTGRES_URL is not None
+    base = make_url(POSTGRES_URL).set(drivername="postgresql")
+    conn = await asyncpg.connect(base.render_as_string(False))
+    try:
+        await conn.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+    finally:
+        await conn.close()
+
+
+@pytest.fixture(params=["sqlite", pytest.param("postgres", marks=pytest.mark.postgres)])
+async def store_url(request: pytest.FixtureRequest, tmp_path: Path) -> AsyncIterator[str]:
+    """A migrated, empty store: a SQLite file, and a fresh PostgreSQL database when available."""
+    if request.param == "sqlite":
+        url = f"sqlite:///{tmp_path / 'muster.db'}"
+        await upgrade_async(url)
+        yield url
+        return
+    if not POSTGRES_URL:
+        pytest.skip("PostgreSQL not configured (MUSTER_TEST_POSTGRES_URL); CI always sets it")
+    url, name = await _fresh_postgres()
+    await upgrade_async(url)
+    try:
+        yield url
+    finally:
+        await _drop_postgres(name)
+
+
+@pytest.fixture
+async def store(store_url: str) -> AsyncIterator[SqlEventStore]:
+    s = SqlEventStore(store_url)
+    try:
+        yield s
+    finally:
+        await s.close()
+
+
+@pytest.fixture
+async def sqlite_store(tmp_path: Path) -> AsyncIterator[SqlEventStore]:
+    url = f"sqlite:///{tmp_path / 'muster.db'}"
+    await upgrade_async(url)
+    s = SqlEventStore(url)
+    try:
+        yield s
+    finally:
+        await s.close()

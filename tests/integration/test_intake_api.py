@@ -1,0 +1,149 @@
+"""Intake's HTTP API against a real SQLite store: validation, idempotency, cancel, history."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+from typing import Any
+
+import pytest
+from aiohttp.test_utils import TestClient, TestServer
+
+from muster.core.model import parse
+from muster.core.views.workloads import WorkloadsView
+from muster.runtime import admin
+from muster.runtime.loop import DeciderLoop
+from muster.runtime.metrics import ServiceMetrics
+from muster.runtime.service import http_app
+from muster.runtime.settings import load
+from muster.store import SqlEventStore
+from services.intake.api import routes
+
+CLUSTER = {
+    "name": "t", "zones": ["a"],
+    "resourceFlavors": [{"name": "f"}],
+    "clusterQueues": [{"name": "cq", "resourceGroups": [{"coveredResources": ["nvidia.com/gpu"],
+        "flavors": [{"name": "f", "resources": [{"name": "nvidia.com/gpu", "nominalQuota": 8}]}]}]}],
+    "localQueues": [{"namespace": "team", "name": "lq", "clusterQueue": "cq"}],
+}
+GOOD = {"name": "train", "namespace": "team", "queueName": "lq",
+        "podSets": [{"count": 2, "requests": {"nvidia.com/gpu": 1}}]}
+
+
+STORES: dict[int, SqlEventStore] = {}
+
+
+def store_of(client: TestClient[Any, Any]) -> SqlEventStore:
+    return STORES[id(client)]
+
+
+@pytest.fixture
+async def client(sqlite_store: SqlEventStore) -> AsyncIterator[TestClient[Any, Any]]:
+    await admin.apply_cluster(sqlite_store, parse.cluster(CLUSTER), now=1.0)
+    settings = load({}, store_url=sqlite_store.url, kafka_bootstrap="unused:9092",
+                    max_body_bytes=4096)
+    loop = DeciderLoop(WorkloadsView(), sqlite_store, settings, ServiceMetrics(), decides=False)
+    await loop.restore()
+    app = http_app(loop, ServiceMetrics(), None)
+    routes(app, loop)
+    async with TestClient(TestServer(app)) as c:
+        STORES[id(c)] = sqlite_store
+        yield c
+        del STORES[id(c)]
+
+
+def with_(**changes: Any) -> dict[str, Any]:
+    return {**GOOD, **changes}
+
+
+BAD = [
+    ("not json", b"{nope", 400, "MalformedJSON", None),
+    ("array body", b"[]", 422, "InvalidField", ""),
+    ("missing name", {k: v for k, v in GOOD.items() if k != "name"}, 422, "InvalidField", "name"),
+    ("count as string", with_(podSets=[{"count": "2"}]), 422, "InvalidField", "podSets[0].count"),
+    ("zero count", with_(podSets=[{"count": 0}]), 422, "InvalidField", "podSets[0].count"),
+    ("negative gpus", with_(podSets=[{"count": 1, "requests": {"nvidia.com/gpu": -1}}]), 422,
+     "InvalidField", "podSets[0].requests.nvidia.com/gpu"),
+    ("zero gpus", with_(podSets=[{"count": 1, "requests": {"nvidia.com/gpu": 0}}]), 422,
+     "InvalidField", "podSets[0].requests.nvidia.com/gpu"),
+    ("absurd memory", with_(podSets=[{"count": 1, "requests": {"memory": "999999Ei"}}]), 422,
+     "InvalidField", "podSets[0].requests.memory"),
+    ("unknown field", with_(gpus=8), 422, "InvalidField", "gpus"),
+    ("bad name", with_(name="Not_A_Name"), 422, "InvalidField", "name"),
+    ("no pod sets", with_(podSets=[]), 422, "InvalidField", "podSets"),
+    ("unknown queue", with_(queueName="nope"), 422, "UnknownQueue", "queueName"),
+    ("oversized", with_(labels={f"k{i}": "v" * 60 for i in range(100)}), 413, "PayloadTooLarge", None),
+]
+
+
+@pytest.mark.parametrize(("case", "body", "status", "code", "field"), BAD, ids=[b[0] for b in BAD])
+async def test_bad_input_is_refused_precisely_and_leaves_no_event(
+    client: TestClient[Any, Any], case: str, body: Any, status: int, code: str, field: str | None
+) -> None:
+    store = store_of(client)
+    before = await store.head()
+    if isinstance(body, bytes):
+        resp = await client.post("/v1/workloads", data=body)
+    else:
+        resp = await client.post("/v1/workloads", json=body)
+    assert resp.status == status, await resp.text()
+    err = (await resp.json())["error"]
+    assert err["code"] == code
+    assert err.get("field") == (field or None)
+    assert err["message"]
+    assert await store.head() == before
+
+
+async def test_submit_get_list_and_history(client: TestClient[Any, Any]) -> None:
+    resp = await client.post("/v1/workloads", json=GOOD)
+    assert resp.status == 201
+    created = await resp.json()
+    assert created["status"] == "Pending" and created["pods"] == 2
+    got = await (await client.get(f"/v1/workloads/{created['id']}")).json()
+    assert (got["name"], got["namespace"], got["queueName"]) == ("train", "team", "lq")
+    listed = await (await client.get("/v1/workloads?namespace=team")).json()
+    assert [w["id"] for w in listed["items"]] == [created["id"]]
+    assert (await (await client.get("/v1/workloads?namespace=other")).json())["items"] == []
+    history = await (await client.get(f"/v1/workloads/{created['id']}/events")).json()
+    assert [e["type"] for e in history["events"]] == ["workload.submitted"]
+    assert (await client.get("/v1/workloads/nope")).status == 404
+
+
+async def test_idempotency_key_returns_the_original_and_refuses_another_body(
+    client: TestClient[Any, Any]
+) -> None:
+    store = store_of(client)
+    first = await client.post("/v1/workloads", json=GOOD, headers={"Idempotency-Key": "run-1"})
+    assert first.status == 201
+    head = await store.head()
+    again = await client.post("/v1/workloads", json=GOOD, headers={"Idempotency-Key": "run-1"})
+    assert again.status == 200
+    assert (await again.json())["id"] == (await first.json())["id"]
+    other = await client.post("/v1/workloads", json=with_(name="other"),
+                              headers={"Idempotency-Key": "run-1"})
+    assert other.status == 409
+    assert (await other.json())["error"]["code"] == "IdempotencyKeyReused"
+    assert await store.head() == head
+
+
+async def test_cancel_records_the_request_once_finished_refuses(client: TestClient[Any, Any]) -> None:
+    wid = (await (await client.post("/v1/workloads", json=GOOD)).json())["id"]
+    resp = await client.post(f"/v1/workloads/{wid}/cancel")
+    assert resp.status == 202
+    assert (await resp.json())["cancelRequested"] is True
+    assert (await client.delete("/v1/workloads/unknown")).status == 404
+
+
+async def test_list_pages_and_validates_limit(client: TestClient[Any, Any]) -> None:
+    ids = [(await (await client.post("/v1/workloads", json=with_(name=f"w{i}"))).json())["id"]
+           for i in range(5)]
+    page = await (await client.get("/v1/workloads?limit=2")).json()
+    assert [w["id"] for w in page["items"]] == ids[:2] and page["next"] == ids[1]
+    rest = await (await client.get(f"/v1/workloads?limit=10&after={page['next']}")).json()
+    assert [w["id"] for w in rest["items"]] == ids[2:] and rest["next"] is None
+    assert (await client.get("/v1/workloads?limit=0")).status == 400
+
+
+async def test_health_and_metrics(client: TestClient[Any, Any]) -> None:
+    assert (await client.get("/healthz")).status == 200
+    text = await (await client.get("/metrics")).text()
+    assert "muster_events_folded_total" in text

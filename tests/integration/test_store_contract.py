@@ -1,0 +1,165 @@
+"""One contract for the event store, run against SQLite and PostgreSQL alike."""
+
+from __future__ import annotations
+
+import asyncio
+from dataclasses import dataclass
+
+import pytest
+from sqlalchemy import text
+
+from muster.core.events import Event, NewEvent, StreamAppend, decode_payload, event_class, upcaster
+from muster.core.events import timer as tev
+from muster.store import ConcurrencyConflict, SqlEventStore, Tracking
+from muster.store.migrate import upgrade_async
+
+
+def timer(stream: str, deadline: float = 1.0, correlation: str | None = None) -> NewEvent:
+    return NewEvent(stream_id=stream, event=tev.TimerFired(owner="t", deadline=deadline),
+                    occurred_at=deadline, correlation_id=correlation)
+
+
+async def put(store: SqlEventStore, stream: str, expected: int | None, n: int = 1,
+              tracking: Tracking | None = None) -> list[int]:
+    envs = await store.append([StreamAppend(stream, expected, [timer(stream, i) for i in range(n)])],
+                              producer="test", recorded_at=0.0, tracking_row=tracking)
+    return [e.position for e in envs]
+
+
+async def test_positions_are_gapless_and_versions_count_per_stream(store: SqlEventStore) -> None:
+    assert await put(store, "timer-a", 0, 2) == [1, 2]
+    assert await put(store, "timer-b", 0) == [3]
+    assert await put(store, "timer-a", 2) == [4]
+    stream = await store.read_stream("timer-a")
+    assert [e.stream_version for e in stream] == [1, 2, 3]
+    assert [e.position for e in stream] == [1, 2, 4]
+    assert await store.head() == 4
+    assert await store.stream_version("timer-b") == 1
+
+
+async def test_expected_version_conflict_appends_nothing(store: SqlEventStore) -> None:
+    await put(store, "timer-a", 0)
+    with pytest.raises(ConcurrencyConflict) as info:
+        await store.append(
+            [StreamAppend("timer-b", 0, [timer("timer-b")]),
+             StreamAppend("timer-a", 0, [timer("timer-a")])],  # stale: a is at version 1
+            producer="test", recorded_at=0.0,
+        )
+    assert info.value.expected == 0 and info.value.actual == 1
+    assert info.value.retriable
+    assert await store.head() == 1  # b's event did not land either
+    assert await store.read_stream("timer-b") == []
+
+
+async def test_tracking_commits_with_the_events_or_not_at_all(store: SqlEventStore) -> None:
+    await put(store, "timer-a", 0, tracking=Tracking("queue", 7))
+    assert await store.tracking_position("queue") == 7
+    with pytest.raises(ConcurrencyConflict):
+        await put(store, "timer-a", 0, tracking=Tracking("queue", 9))
+    assert await store.tracking_position("queue") == 7
+    await store.set_tracking(Tracking("queue", 3))  # never rewinds
+    assert await store.tracking_position("queue") == 7
+    assert await store.tracking_position("nobody") == 0
+
+
+async def test_read_all_filters(store: SqlEventStore) -> None:
+    await put(store, "timer-a", 0, 3)
+    await store.append([StreamAppend("node-x", 0, [timer("node-x", 5.0, "wl-1")])],
+                       producer="other", recorded_at=0.0)
+    await put(store, "timer-a", 3)
+    assert [e.position for e in await store.read_all(1, limit=2)] == [2, 3]
+    assert [e.position for e in await store.read_all(0, until=2)] == [1, 2]
+    assert [e.position for e in await store.read_all(0, categories={"node"})] == [4]
+    assert [e.position for e in await store.read_all(0, producer="test")] == [1, 2, 3, 5]
+    history = await store.read_correlated("wl-1")
+    assert [(e.stream_id, e.category, e.producer) for e in history] == [("node-x", "node", "other")]
+
+
+async def test_envelope_round_trips(store: SqlEventStore) -> None:
+    new = NewEvent(stream_id="timer-q", event=tev.TimerFired(owner="queue", deadline=12.5),
+                   occurred_at=12.5, causation_id="c-1", correlation_id="w-1")
+    [appended] = await store.append([StreamAppend("timer-q", 0, [new])], producer="queue",
+                                    recorded_at=99.0)
+    [read] = await store.read_all(0)
+    assert read == appended
+    assert read.event == tev.TimerFired(owner="queue", deadline=12.5)
+    assert (read.causation_id, read.correlation_id, read.producer) == ("c-1", "w-1", "queue")
+    assert (read.occurred_at, read.recorded_at, read.schema_version) == (12.5, 99.0, 1)
+
+
+async def test_batched_append_spans_streams_in_one_transaction(store: SqlEventStore) -> None:
+    batch = [StreamAppend(f"timer-{i}", 0, [timer(f"timer-{i}", j) for j in range(5)])
+             for i in range(20)]
+    envs = await store.append(batch, producer="test", recorded_at=0.0)
+    assert [e.position for e in envs] == list(range(1, 101))
+    assert len(await store.read_all(0)) == 100
+
+
+async def test_concurrent_writers_get_distinct_gapless_positions(store_url: str) -> None:
+    stores = [SqlEventStore(store_url) for _ in range(4)]
+    try:
+        async def writer(i: int) -> None:
+            for j in range(10):
+                await put(stores[i], f"timer-w{i}", j)
+        await asyncio.gather(*(writer(i) for i in range(4)))
+        envs = await stores[0].read_all(0)
+        assert [e.position for e in envs] == list(range(1, 41))
+        for i in range(4):
+            assert [e.stream_version for e in envs if e.stream_id == f"timer-w{i}"] == list(range(1, 11))
+    finally:
+        for s in stores:
+            await s.close()
+
+
+async def test_racing_appends_to_one_stream_let_exactly_one_win(store_url: str) -> None:
+    stores = [SqlEventStore(store_url) for _ in range(3)]
+    try:
+        results = await asyncio.gather(*(put(s, "timer-race", 0) for s in stores),
+                                       return_exceptions=True)
+        assert sum(isinstance(r, list) for r in results) == 1
+        assert sum(isinstance(r, ConcurrencyConflict) for r in results) == 2
+    finally:
+        for s in stores:
+            await s.close()
+
+
+async def test_events_are_never_updated_or_deleted(store: SqlEventStore) -> None:
+    await put(store, "timer-a", 0)
+    for statement in ("UPDATE events SET payload = '{}'", "DELETE FROM events"):
+        with pytest.raises(Exception, match="append-only"):
+            async with store._writer.begin() as conn:
+                await conn.execute(text(statement))
+    assert len(await store.read_all(0)) == 1
+
+
+async def test_snapshots_replace_and_load(store: SqlEventStore) -> None:
+    assert await store.load_snapshot("queue") is None
+    await store.save_snapshot("queue", 5, "v1", b"one")
+    await store.save_snapshot("queue", 9, "v1", b"two")
+    assert await store.load_snapshot("queue") == (9, "v1", b"two")
+
+
+async def test_migrations_are_idempotent(store_url: str) -> None:
+    await upgrade_async(store_url)  # the fixture already ran it once
+    s = SqlEventStore(store_url)
+    try:
+        assert await s.head() == 0
+    finally:
+        await s.close()
+
+
+@event_class("test.renamed_field", version=2)
+@dataclass(frozen=True, slots=True, kw_only=True)
+class RenamedField(Event):
+    gpus: int
+
+
+@upcaster("test.renamed_field", from_version=1)
+def _v1_to_v2(payload: dict[str, object]) -> dict[str, object]:
+    return {"gpus": payload["accelerators"]}
+
+
+def test_old_schema_versions_are_upcast_on_read() -> None:
+    event = decode_payload("test.renamed_field", 1, {"accelerators": 8})
+    assert event == RenamedField(gpus=8)
+    assert decode_payload("test.renamed_field", 2, {"gpus": 4}) == RenamedField(gpus=4)
