@@ -13,6 +13,10 @@ PostgreSQL runs only when MUSTER_TEST_POSTGRES_URL is set; the benchmark then cr
 a database of its own on that server and drops it afterwards.
 
     python -m bench.store_appends [--single 2000] [--batched 20000] [--batch-size 100]
+                                  [--max-seconds 10]
+
+Each mode stops at its event count or after --max-seconds, whichever comes first,
+and its rate is over what it did; so a run stays within about two minutes.
 """
 
 from __future__ import annotations
@@ -95,13 +99,21 @@ def batches_of_one_stream(make: EventFactory, events: int, size: int) -> list[li
     return out
 
 
-async def timed(store: SqlEventStore, appends: list[list[StreamAppend]]) -> tuple[int, float]:
-    """Append each batch in its own transaction; (events, seconds)."""
-    events = sum(len(item.events) for batch in appends for item in batch)
+async def timed(store: SqlEventStore, appends: list[list[StreamAppend]],
+                budget: float = float("inf")) -> tuple[int, int, float]:
+    """Append each batch in its own transaction, stopping once ``budget`` seconds
+    have passed; (appends done, events appended, seconds)."""
+    events = done = 0
     started = time.perf_counter()
+    elapsed = 0.0
     for batch in appends:
         await store.append(batch, producer="bench", recorded_at=time.time())
-    return events, time.perf_counter() - started
+        events += sum(len(item.events) for item in batch)
+        done += 1
+        elapsed = time.perf_counter() - started
+        if elapsed > budget:
+            break
+    return done, events, elapsed
 
 
 async def run_backend(label: str, url: str, args: argparse.Namespace) -> None:
@@ -120,14 +132,15 @@ async def run_backend(label: str, url: str, args: argparse.Namespace) -> None:
         print(f"{label}: {redact(url)}")
         rates: dict[str, float] = {}
         for mode, appends in plans.items():
-            events, seconds = await timed(store, appends)
+            done, events, seconds = await timed(store, appends, args.max_seconds)
             rates[mode] = per_second(events, seconds)
-            per_txn = len(appends) and seconds / len(appends) * 1000
+            per_txn = seconds / done * 1000
+            cut = "" if done == len(appends) else f"; stopped at {args.max_seconds:g}s"
             shape = ("1 event/append" if mode == "single" else
                      f"{args.batch_size} streams x 1 event/append" if mode == "batched-streams"
                      else f"1 stream x {args.batch_size} events/append")
             print(f"  {mode:<16} {events:>7} events in {seconds:6.2f}s  "
-                  f"{rates[mode]:>9,.0f} events/s  ({per_txn:.2f} ms/append; {shape})")
+                  f"{rates[mode]:>9,.0f} events/s  ({per_txn:.2f} ms/append; {shape}{cut})")
         for mode in ("batched-streams", "batched-stream"):
             print(f"  {mode}/single: {ratio(rates[mode], rates['single'])}")
         print(f"  head position at the end: {await store.head()}")
@@ -155,6 +168,8 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--batched", type=int, default=20000,
                    help="events appended in batches, per batched mode (default 20000)")
     p.add_argument("--batch-size", type=int, default=100, help="events per batch (default 100)")
+    p.add_argument("--max-seconds", type=float, default=10.0,
+                   help="stop a mode after this many seconds (default 10)")
     p.add_argument("--warmup", type=int, default=100, help="unmeasured appends first (default 100)")
     p.add_argument("--event", choices=("workload", "timer"), default="workload",
                    help="workload: WorkloadSubmitted (default); timer: TimerFired")
