@@ -43,10 +43,16 @@ def _state(request: web.Request) -> WorkloadsState:
 
 
 async def _body(request: web.Request) -> Any:
-    if request.content_length is not None and request.content_length > request.app[LOOP].settings.max_body_bytes:
-        raise _Refused(413, "PayloadTooLarge",
-                       f"body of {request.content_length} bytes exceeds the limit of "
-                       f"{request.app[LOOP].settings.max_body_bytes}")
+    if (
+        request.content_length is not None
+        and request.content_length > request.app[LOOP].settings.max_body_bytes
+    ):
+        raise _Refused(
+            413,
+            "PayloadTooLarge",
+            f"body of {request.content_length} bytes exceeds the limit of "
+            f"{request.app[LOOP].settings.max_body_bytes}",
+        )
     try:
         raw = await request.read()
     except web.HTTPRequestEntityTooLarge:
@@ -75,8 +81,9 @@ async def submit(request: web.Request) -> web.Response:
             body = dict(body)
             body_key = body.pop("idempotencyKey")
             if not isinstance(body_key, str) or not 0 < len(body_key) <= 256:
-                raise _Refused(422, "InvalidField", "must be a string of 1 to 256 characters",
-                               "idempotencyKey")
+                raise _Refused(
+                    422, "InvalidField", "must be a string of 1 to 256 characters", "idempotencyKey"
+                )
             key = key or body_key
         spec = parse.workload(body)
         await _require_queue(loop, spec.namespace, spec.queue_name)
@@ -87,23 +94,32 @@ async def submit(request: web.Request) -> web.Response:
     wid = inputs.workload_id(spec.namespace, key) if key else uuid.uuid4().hex[:16]
     new = inputs.submission(wid, spec, time.time(), key)
     try:
-        await loop.store.append([StreamAppend(new.stream_id, 0, [new])], producer="intake",
-                                recorded_at=time.time())
+        await loop.store.append(
+            [StreamAppend(new.stream_id, 0, [new])], producer="intake", recorded_at=time.time()
+        )
     except ConcurrencyConflict:
         return await _retried(loop, wid, inputs.digest(spec))
     loop.appended()
-    view = WorkloadView(id=wid, name=spec.name, namespace=spec.namespace,
-                        queue_name=spec.queue_name, priority=spec.priority, pods=spec.pod_count,
-                        submitted_at=new.occurred_at, digest=inputs.digest(spec),
-                        updated_at=new.occurred_at)
+    view = WorkloadView(
+        id=wid,
+        name=spec.name,
+        namespace=spec.namespace,
+        queue_name=spec.queue_name,
+        priority=spec.priority,
+        pods=spec.pod_count,
+        submitted_at=new.occurred_at,
+        digest=inputs.digest(spec),
+        updated_at=new.occurred_at,
+    )
     return web.json_response(view.to_json(), status=201)
 
 
 async def _retried(loop: DeciderLoop, wid: str, digest: str) -> web.Response:
     first = (await loop.store.read_stream(f"workload-{wid}"))[0].event
     if getattr(first, "request_digest", None) != digest:
-        return error(409, "IdempotencyKeyReused",
-                     "this idempotency key was used for a different workload")
+        return error(
+            409, "IdempotencyKeyReused", "this idempotency key was used for a different workload"
+        )
     await loop.step()
     return web.json_response(_view(loop, wid), status=200)
 
@@ -118,8 +134,12 @@ async def _require_queue(loop: DeciderLoop, namespace: str, name: str) -> None:
     if key not in loop.runner.state.local_queues:
         await loop.step()  # configuration may have been applied a moment ago
     if key not in loop.runner.state.local_queues:
-        raise _Refused(422, "UnknownQueue",
-                       f"LocalQueue {name!r} does not exist in namespace {namespace!r}", "queueName")
+        raise _Refused(
+            422,
+            "UnknownQueue",
+            f"LocalQueue {name!r} does not exist in namespace {namespace!r}",
+            "queueName",
+        )
 
 
 async def get_workload(request: web.Request) -> web.Response:
@@ -141,18 +161,23 @@ async def list_workloads(request: web.Request) -> web.Response:
             raise ValueError
     except ValueError:
         return error(400, "InvalidQuery", f"limit must be an integer from 1 to {MAX_LIST}", "limit")
-    items = [v for v in _state(request).workloads.values()
-             if (not q.get("namespace") or v.namespace == q["namespace"])
-             and (not q.get("status") or v.status == q["status"])]
+    items = [
+        v
+        for v in _state(request).workloads.values()
+        if (not q.get("namespace") or v.namespace == q["namespace"])
+        and (not q.get("status") or v.status == q["status"])
+    ]
     after = q.get("after")
     if after:
         ids = [v.id for v in items]
-        items = items[ids.index(after) + 1:] if after in ids else []
+        items = items[ids.index(after) + 1 :] if after in ids else []
     page = items[:limit]
-    return web.json_response({
-        "items": [v.to_json() for v in page],
-        "next": page[-1].id if len(items) > limit else None,
-    })
+    return web.json_response(
+        {
+            "items": [v.to_json() for v in page],
+            "next": page[-1].id if len(items) > limit else None,
+        }
+    )
 
 
 async def cancel(request: web.Request) -> web.Response:
@@ -165,8 +190,9 @@ async def cancel(request: web.Request) -> web.Response:
     if view.status in TERMINAL:
         return error(409, "AlreadyFinished", f"workload {wid} is already {view.status}")
     new = inputs.cancellation(wid, time.time())
-    await loop.store.append([StreamAppend(new.stream_id, None, [new])], producer="intake",
-                            recorded_at=time.time())
+    await loop.store.append(
+        [StreamAppend(new.stream_id, None, [new])], producer="intake", recorded_at=time.time()
+    )
     loop.appended()
     await loop.step()
     return web.json_response(_view(loop, wid), status=202)
@@ -184,8 +210,11 @@ async def history(request: web.Request) -> web.Response:
 def describe_row(env: Any) -> dict[str, Any]:
     ev = env.event
     return {
-        "position": env.position, "time": env.occurred_at, "type": env.type,
-        "producer": env.producer, "stream": env.stream_id,
+        "position": env.position,
+        "time": env.occurred_at,
+        "type": env.type,
+        "producer": env.producer,
+        "stream": env.stream_id,
         "reason": getattr(ev, "reason", None) or getattr(ev, "outcome", None),
         "message": getattr(ev, "message", None),
     }

@@ -14,7 +14,6 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-
 from muster.cli.commands import deciders
 from muster.cli.http import call
 from muster.core import inputs
@@ -33,22 +32,49 @@ pytestmark = pytest.mark.e2e
 
 ROOM = 10
 WORKLOADS = 50
-CLUSTER = parse.cluster({
-    "name": "e2e", "region": "local", "zones": ["z1", "z2"],
-    "nodePools": [{"name": "gpu", "machineType": "g1", "allocatable": {"nvidia.com/gpu": 1},
-                   "maxNodes": 100}],
-    "resourceFlavors": [{"name": "gpu"}],
-    "clusterQueues": [{"name": "cq", "resourceGroups": [{"coveredResources": ["nvidia.com/gpu"],
-        "flavors": [{"name": "gpu", "resources": [
-            {"name": "nvidia.com/gpu", "nominalQuota": ROOM}]}]}]}],
-    "localQueues": [{"namespace": "team", "name": "lq", "clusterQueue": "cq"}],
-})
+CLUSTER = parse.cluster(
+    {
+        "name": "e2e",
+        "region": "local",
+        "zones": ["z1", "z2"],
+        "nodePools": [
+            {
+                "name": "gpu",
+                "machineType": "g1",
+                "allocatable": {"nvidia.com/gpu": 1},
+                "maxNodes": 100,
+            }
+        ],
+        "resourceFlavors": [{"name": "gpu"}],
+        "clusterQueues": [
+            {
+                "name": "cq",
+                "resourceGroups": [
+                    {
+                        "coveredResources": ["nvidia.com/gpu"],
+                        "flavors": [
+                            {
+                                "name": "gpu",
+                                "resources": [{"name": "nvidia.com/gpu", "nominalQuota": ROOM}],
+                            }
+                        ],
+                    }
+                ],
+            }
+        ],
+        "localQueues": [{"namespace": "team", "name": "lq", "clusterQueue": "cq"}],
+    }
+)
 
 
 def body(i: int) -> dict[str, Any]:
-    return {"name": f"job-{i}", "namespace": "team", "queueName": "lq",
-            "podSets": [{"count": 1, "requests": {"nvidia.com/gpu": 1}}],
-            "runtime": {"durationSeconds": 0.2 + (i % 4) * 0.1}}
+    return {
+        "name": f"job-{i}",
+        "namespace": "team",
+        "queueName": "lq",
+        "podSets": [{"count": 1, "requests": {"nvidia.com/gpu": 1}}],
+        "runtime": {"durationSeconds": 0.2 + (i % 4) * 0.1},
+    }
 
 
 async def _apply(url: str, bootstrap: str) -> None:
@@ -69,8 +95,10 @@ async def _log(url: str) -> list[Envelope]:
 
 
 def _submit(stack: Stack, indices: range) -> list[str]:
-    return [call("POST", f"{stack.url()}/v1/workloads", body(i), {"Idempotency-Key": f"k{i}"})["id"]
-            for i in indices]
+    return [
+        call("POST", f"{stack.url()}/v1/workloads", body(i), {"Idempotency-Key": f"k{i}"})["id"]
+        for i in indices
+    ]
 
 
 def _finished(stack: Stack) -> int:
@@ -96,8 +124,13 @@ def quota_violations(log: list[Envelope], nominal: int) -> list[str]:
         if isinstance(ev, qev.QuotaReserved):
             held[ev.workload_id] = sum(q for res in ev.usage.values() for q in res.values())
             used += held[ev.workload_id]
-        elif isinstance(ev, qev.WorkloadFinished | qev.WorkloadCancelled | qev.WorkloadRejected
-                        | qev.WorkloadEvicted):
+        elif isinstance(
+            ev,
+            qev.WorkloadFinished
+            | qev.WorkloadCancelled
+            | qev.WorkloadRejected
+            | qev.WorkloadEvicted,
+        ):
             used -= held.pop(ev.workload_id, 0)
         if used > nominal:
             problems.append(f"position {env.position}: {used} > {nominal}")
@@ -134,8 +167,11 @@ def test_fifty_workloads_through_the_services(tmp_path: Path, fault: str) -> Non
     stack, log, live = _run(tmp_path, fault)
     submitted = [e.event.workload_id for e in log if isinstance(e.event, wev.WorkloadSubmitted)]
     assert len(submitted) == WORKLOADS
-    outcomes = {e.event.workload_id: e.event.outcome for e in log
-                if isinstance(e.event, qev.WorkloadFinished)}
+    outcomes = {
+        e.event.workload_id: e.event.outcome
+        for e in log
+        if isinstance(e.event, qev.WorkloadFinished)
+    }
     assert outcomes == dict.fromkeys(submitted, "Succeeded")
     assert quota_violations(log, ROOM) == []
     # Nothing admitted twice: one reservation and one admission per workload.
@@ -172,7 +208,9 @@ def test_services_and_harness_decide_the_same(tmp_path: Path) -> None:
             harness.schedule(
                 inputs.submission(env.event.workload_id, env.event.spec, env.occurred_at)
                 if isinstance(env.event, wev.WorkloadSubmitted)
-                else _new(env), producer=env.producer)
+                else _new(env),
+                producer=env.producer,
+            )
     harness.run()
 
     def decisions(entries: list[Envelope]) -> dict[str, list[str]]:
@@ -180,23 +218,31 @@ def test_services_and_harness_decide_the_same(tmp_path: Path) -> None:
         for e in entries:
             # Waiting reasons depend on how submissions interleaved with finishes in real
             # time; the decisions themselves must not.
-            if (e.category in ("admission", "provisioning") and e.correlation_id
-                    and not isinstance(e.event, qev.WorkloadPending)):
+            if (
+                e.category in ("admission", "provisioning")
+                and e.correlation_id
+                and not isinstance(e.event, qev.WorkloadPending)
+            ):
                 out.setdefault(e.correlation_id, []).append(_shape(e))
         return out
 
     assert decisions(harness.log.envelopes) == decisions(log)
     order = [e.event.workload_id for e in log if isinstance(e.event, qev.QuotaReserved)]
-    sim_order = [e.event.workload_id for e in harness.log.envelopes
-                 if isinstance(e.event, qev.QuotaReserved)]
+    sim_order = [
+        e.event.workload_id for e in harness.log.envelopes if isinstance(e.event, qev.QuotaReserved)
+    ]
     assert sim_order == order
 
 
 def _new(env: Envelope) -> Any:
     from muster.core.events import NewEvent
 
-    return NewEvent(stream_id=env.stream_id, event=env.event, occurred_at=env.occurred_at,
-                    correlation_id=env.correlation_id)
+    return NewEvent(
+        stream_id=env.stream_id,
+        event=env.event,
+        occurred_at=env.occurred_at,
+        correlation_id=env.correlation_id,
+    )
 
 
 def _shape(env: Envelope) -> str:

@@ -7,7 +7,6 @@ from typing import Any
 
 import pytest
 from aiohttp.test_utils import TestClient, TestServer
-
 from muster.core.model import parse
 from muster.core.views.workloads import WorkloadsView
 from muster.runtime import admin
@@ -16,17 +15,34 @@ from muster.runtime.metrics import ServiceMetrics
 from muster.runtime.service import http_app
 from muster.runtime.settings import load
 from muster.store import SqlEventStore
+
 from services.intake.api import routes
 
 CLUSTER = {
-    "name": "t", "zones": ["a"],
+    "name": "t",
+    "zones": ["a"],
     "resourceFlavors": [{"name": "f"}],
-    "clusterQueues": [{"name": "cq", "resourceGroups": [{"coveredResources": ["nvidia.com/gpu"],
-        "flavors": [{"name": "f", "resources": [{"name": "nvidia.com/gpu", "nominalQuota": 8}]}]}]}],
+    "clusterQueues": [
+        {
+            "name": "cq",
+            "resourceGroups": [
+                {
+                    "coveredResources": ["nvidia.com/gpu"],
+                    "flavors": [
+                        {"name": "f", "resources": [{"name": "nvidia.com/gpu", "nominalQuota": 8}]}
+                    ],
+                }
+            ],
+        }
+    ],
     "localQueues": [{"namespace": "team", "name": "lq", "clusterQueue": "cq"}],
 }
-GOOD = {"name": "train", "namespace": "team", "queueName": "lq",
-        "podSets": [{"count": 2, "requests": {"nvidia.com/gpu": 1}}]}
+GOOD = {
+    "name": "train",
+    "namespace": "team",
+    "queueName": "lq",
+    "podSets": [{"count": 2, "requests": {"nvidia.com/gpu": 1}}],
+}
 
 
 STORES: dict[int, SqlEventStore] = {}
@@ -39,8 +55,9 @@ def store_of(client: TestClient[Any, Any]) -> SqlEventStore:
 @pytest.fixture
 async def client(sqlite_store: SqlEventStore) -> AsyncIterator[TestClient[Any, Any]]:
     await admin.apply_cluster(sqlite_store, parse.cluster(CLUSTER), now=1.0)
-    settings = load({}, store_url=sqlite_store.url, kafka_bootstrap="unused:9092",
-                    max_body_bytes=4096)
+    settings = load(
+        {}, store_url=sqlite_store.url, kafka_bootstrap="unused:9092", max_body_bytes=4096
+    )
     loop = DeciderLoop(WorkloadsView(), sqlite_store, settings, ServiceMetrics(), decides=False)
     await loop.restore()
     app = http_app(loop, ServiceMetrics(), None)
@@ -61,17 +78,38 @@ BAD = [
     ("missing name", {k: v for k, v in GOOD.items() if k != "name"}, 422, "InvalidField", "name"),
     ("count as string", with_(podSets=[{"count": "2"}]), 422, "InvalidField", "podSets[0].count"),
     ("zero count", with_(podSets=[{"count": 0}]), 422, "InvalidField", "podSets[0].count"),
-    ("negative gpus", with_(podSets=[{"count": 1, "requests": {"nvidia.com/gpu": -1}}]), 422,
-     "InvalidField", "podSets[0].requests.nvidia.com/gpu"),
-    ("zero gpus", with_(podSets=[{"count": 1, "requests": {"nvidia.com/gpu": 0}}]), 422,
-     "InvalidField", "podSets[0].requests.nvidia.com/gpu"),
-    ("absurd memory", with_(podSets=[{"count": 1, "requests": {"memory": "999999Ei"}}]), 422,
-     "InvalidField", "podSets[0].requests.memory"),
+    (
+        "negative gpus",
+        with_(podSets=[{"count": 1, "requests": {"nvidia.com/gpu": -1}}]),
+        422,
+        "InvalidField",
+        "podSets[0].requests.nvidia.com/gpu",
+    ),
+    (
+        "zero gpus",
+        with_(podSets=[{"count": 1, "requests": {"nvidia.com/gpu": 0}}]),
+        422,
+        "InvalidField",
+        "podSets[0].requests.nvidia.com/gpu",
+    ),
+    (
+        "absurd memory",
+        with_(podSets=[{"count": 1, "requests": {"memory": "999999Ei"}}]),
+        422,
+        "InvalidField",
+        "podSets[0].requests.memory",
+    ),
     ("unknown field", with_(gpus=8), 422, "InvalidField", "gpus"),
     ("bad name", with_(name="Not_A_Name"), 422, "InvalidField", "name"),
     ("no pod sets", with_(podSets=[]), 422, "InvalidField", "podSets"),
     ("unknown queue", with_(queueName="nope"), 422, "UnknownQueue", "queueName"),
-    ("oversized", with_(labels={f"k{i}": "v" * 60 for i in range(100)}), 413, "PayloadTooLarge", None),
+    (
+        "oversized",
+        with_(labels={f"k{i}": "v" * 60 for i in range(100)}),
+        413,
+        "PayloadTooLarge",
+        None,
+    ),
 ]
 
 
@@ -109,7 +147,7 @@ async def test_submit_get_list_and_history(client: TestClient[Any, Any]) -> None
 
 
 async def test_idempotency_key_returns_the_original_and_refuses_another_body(
-    client: TestClient[Any, Any]
+    client: TestClient[Any, Any],
 ) -> None:
     store = store_of(client)
     first = await client.post("/v1/workloads", json=GOOD, headers={"Idempotency-Key": "run-1"})
@@ -118,14 +156,17 @@ async def test_idempotency_key_returns_the_original_and_refuses_another_body(
     again = await client.post("/v1/workloads", json=GOOD, headers={"Idempotency-Key": "run-1"})
     assert again.status == 200
     assert (await again.json())["id"] == (await first.json())["id"]
-    other = await client.post("/v1/workloads", json=with_(name="other"),
-                              headers={"Idempotency-Key": "run-1"})
+    other = await client.post(
+        "/v1/workloads", json=with_(name="other"), headers={"Idempotency-Key": "run-1"}
+    )
     assert other.status == 409
     assert (await other.json())["error"]["code"] == "IdempotencyKeyReused"
     assert await store.head() == head
 
 
-async def test_cancel_records_the_request_once_finished_refuses(client: TestClient[Any, Any]) -> None:
+async def test_cancel_records_the_request_once_finished_refuses(
+    client: TestClient[Any, Any],
+) -> None:
     wid = (await (await client.post("/v1/workloads", json=GOOD)).json())["id"]
     resp = await client.post(f"/v1/workloads/{wid}/cancel")
     assert resp.status == 202
@@ -134,8 +175,10 @@ async def test_cancel_records_the_request_once_finished_refuses(client: TestClie
 
 
 async def test_list_pages_and_validates_limit(client: TestClient[Any, Any]) -> None:
-    ids = [(await (await client.post("/v1/workloads", json=with_(name=f"w{i}"))).json())["id"]
-           for i in range(5)]
+    ids = [
+        (await (await client.post("/v1/workloads", json=with_(name=f"w{i}"))).json())["id"]
+        for i in range(5)
+    ]
     page = await (await client.get("/v1/workloads?limit=2")).json()
     assert [w["id"] for w in page["items"]] == ids[:2] and page["next"] == ids[1]
     rest = await (await client.get(f"/v1/workloads?limit=10&after={page['next']}")).json()

@@ -6,23 +6,35 @@ import asyncio
 from dataclasses import dataclass
 
 import pytest
-from sqlalchemy import text
-
 from muster.core.events import Event, NewEvent, StreamAppend, decode_payload, event_class, upcaster
 from muster.core.events import timer as tev
 from muster.store import ConcurrencyConflict, SqlEventStore, Tracking
 from muster.store.migrate import upgrade_async
+from sqlalchemy import text
 
 
 def timer(stream: str, deadline: float = 1.0, correlation: str | None = None) -> NewEvent:
-    return NewEvent(stream_id=stream, event=tev.TimerFired(owner="t", deadline=deadline),
-                    occurred_at=deadline, correlation_id=correlation)
+    return NewEvent(
+        stream_id=stream,
+        event=tev.TimerFired(owner="t", deadline=deadline),
+        occurred_at=deadline,
+        correlation_id=correlation,
+    )
 
 
-async def put(store: SqlEventStore, stream: str, expected: int | None, n: int = 1,
-              tracking: Tracking | None = None) -> list[int]:
-    envs = await store.append([StreamAppend(stream, expected, [timer(stream, i) for i in range(n)])],
-                              producer="test", recorded_at=0.0, tracking_row=tracking)
+async def put(
+    store: SqlEventStore,
+    stream: str,
+    expected: int | None,
+    n: int = 1,
+    tracking: Tracking | None = None,
+) -> list[int]:
+    envs = await store.append(
+        [StreamAppend(stream, expected, [timer(stream, i) for i in range(n)])],
+        producer="test",
+        recorded_at=0.0,
+        tracking_row=tracking,
+    )
     return [e.position for e in envs]
 
 
@@ -41,9 +53,12 @@ async def test_expected_version_conflict_appends_nothing(store: SqlEventStore) -
     await put(store, "timer-a", 0)
     with pytest.raises(ConcurrencyConflict) as info:
         await store.append(
-            [StreamAppend("timer-b", 0, [timer("timer-b")]),
-             StreamAppend("timer-a", 0, [timer("timer-a")])],  # stale: a is at version 1
-            producer="test", recorded_at=0.0,
+            [
+                StreamAppend("timer-b", 0, [timer("timer-b")]),
+                StreamAppend("timer-a", 0, [timer("timer-a")]),
+            ],  # stale: a is at version 1
+            producer="test",
+            recorded_at=0.0,
         )
     assert info.value.expected == 0 and info.value.actual == 1
     assert info.value.retriable
@@ -64,8 +79,11 @@ async def test_tracking_commits_with_the_events_or_not_at_all(store: SqlEventSto
 
 async def test_read_all_filters(store: SqlEventStore) -> None:
     await put(store, "timer-a", 0, 3)
-    await store.append([StreamAppend("node-x", 0, [timer("node-x", 5.0, "wl-1")])],
-                       producer="other", recorded_at=0.0)
+    await store.append(
+        [StreamAppend("node-x", 0, [timer("node-x", 5.0, "wl-1")])],
+        producer="other",
+        recorded_at=0.0,
+    )
     await put(store, "timer-a", 3)
     assert [e.position for e in await store.read_all(1, limit=2)] == [2, 3]
     assert [e.position for e in await store.read_all(0, until=2)] == [1, 2]
@@ -76,10 +94,16 @@ async def test_read_all_filters(store: SqlEventStore) -> None:
 
 
 async def test_envelope_round_trips(store: SqlEventStore) -> None:
-    new = NewEvent(stream_id="timer-q", event=tev.TimerFired(owner="queue", deadline=12.5),
-                   occurred_at=12.5, causation_id="c-1", correlation_id="w-1")
-    [appended] = await store.append([StreamAppend("timer-q", 0, [new])], producer="queue",
-                                    recorded_at=99.0)
+    new = NewEvent(
+        stream_id="timer-q",
+        event=tev.TimerFired(owner="queue", deadline=12.5),
+        occurred_at=12.5,
+        causation_id="c-1",
+        correlation_id="w-1",
+    )
+    [appended] = await store.append(
+        [StreamAppend("timer-q", 0, [new])], producer="queue", recorded_at=99.0
+    )
     [read] = await store.read_all(0)
     assert read == appended
     assert read.event == tev.TimerFired(owner="queue", deadline=12.5)
@@ -88,8 +112,9 @@ async def test_envelope_round_trips(store: SqlEventStore) -> None:
 
 
 async def test_batched_append_spans_streams_in_one_transaction(store: SqlEventStore) -> None:
-    batch = [StreamAppend(f"timer-{i}", 0, [timer(f"timer-{i}", j) for j in range(5)])
-             for i in range(20)]
+    batch = [
+        StreamAppend(f"timer-{i}", 0, [timer(f"timer-{i}", j) for j in range(5)]) for i in range(20)
+    ]
     envs = await store.append(batch, producer="test", recorded_at=0.0)
     assert [e.position for e in envs] == list(range(1, 101))
     assert len(await store.read_all(0)) == 100
@@ -98,14 +123,18 @@ async def test_batched_append_spans_streams_in_one_transaction(store: SqlEventSt
 async def test_concurrent_writers_get_distinct_gapless_positions(store_url: str) -> None:
     stores = [SqlEventStore(store_url) for _ in range(4)]
     try:
+
         async def writer(i: int) -> None:
             for j in range(10):
                 await put(stores[i], f"timer-w{i}", j)
+
         await asyncio.gather(*(writer(i) for i in range(4)))
         envs = await stores[0].read_all(0)
         assert [e.position for e in envs] == list(range(1, 41))
         for i in range(4):
-            assert [e.stream_version for e in envs if e.stream_id == f"timer-w{i}"] == list(range(1, 11))
+            assert [e.stream_version for e in envs if e.stream_id == f"timer-w{i}"] == list(
+                range(1, 11)
+            )
     finally:
         for s in stores:
             await s.close()
@@ -114,8 +143,9 @@ async def test_concurrent_writers_get_distinct_gapless_positions(store_url: str)
 async def test_racing_appends_to_one_stream_let_exactly_one_win(store_url: str) -> None:
     stores = [SqlEventStore(store_url) for _ in range(3)]
     try:
-        results = await asyncio.gather(*(put(s, "timer-race", 0) for s in stores),
-                                       return_exceptions=True)
+        results = await asyncio.gather(
+            *(put(s, "timer-race", 0) for s in stores), return_exceptions=True
+        )
         assert sum(isinstance(r, list) for r in results) == 1
         assert sum(isinstance(r, ConcurrencyConflict) for r in results) == 2
     finally:

@@ -44,8 +44,11 @@ async def ensure_topics(bootstrap: str, prefix: str, partitions: int = 3) -> Non
     await admin.start()
     try:
         existing = set(await admin.list_topics())
-        wanted = [NewTopic(topic(prefix, c), partitions, 1) for c in CATEGORIES
-                  if topic(prefix, c) not in existing]
+        wanted = [
+            NewTopic(topic(prefix, c), partitions, 1)
+            for c in CATEGORIES
+            if topic(prefix, c) not in existing
+        ]
         if wanted:
             with contextlib.suppress(TopicAlreadyExistsError):
                 await admin.create_topics(wanted)
@@ -59,7 +62,10 @@ class Publisher:
     def __init__(self, bootstrap: str, prefix: str) -> None:
         self.prefix = prefix
         self._producer = AIOKafkaProducer(
-            bootstrap_servers=bootstrap, enable_idempotence=False, acks=1, linger_ms=2,
+            bootstrap_servers=bootstrap,
+            enable_idempotence=False,
+            acks=1,
+            linger_ms=2,
             request_timeout_ms=10_000,
         )
 
@@ -72,8 +78,9 @@ class Publisher:
     async def publish(self, envelopes: Sequence[Envelope]) -> None:
         """Send in order and wait for every acknowledgement."""
         futures = [
-            await self._producer.send(topic(self.prefix, env.category), encode(env),
-                                      key=env.stream_id.encode())
+            await self._producer.send(
+                topic(self.prefix, env.category), encode(env), key=env.stream_id.encode()
+            )
             for env in envelopes
         ]
         await asyncio.gather(*futures)
@@ -94,8 +101,11 @@ class Doorbell:
     async def rings(self) -> AsyncIterator[int]:
         while True:
             consumer = AIOKafkaConsumer(
-                *self.topics, bootstrap_servers=self.bootstrap, group_id=None,
-                auto_offset_reset="latest", enable_auto_commit=False,
+                *self.topics,
+                bootstrap_servers=self.bootstrap,
+                group_id=None,
+                auto_offset_reset="latest",
+                enable_auto_commit=False,
                 metadata_max_age_ms=5_000,
             )
             try:

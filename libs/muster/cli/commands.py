@@ -77,20 +77,34 @@ def submit(server: str, doc: Any, key: str | None) -> int:
     return 0
 
 
-def get(server: str, wid: str | None, namespace: str | None, status: str | None, output: str) -> int:
+def get(
+    server: str, wid: str | None, namespace: str | None, status: str | None, output: str
+) -> int:
     try:
         if wid:
             items = [call("GET", f"{server}/v1/workloads/{wid}")]
         else:
-            query = "&".join(f"{k}={v}" for k, v in (("namespace", namespace), ("status", status)) if v)
+            query = "&".join(
+                f"{k}={v}" for k, v in (("namespace", namespace), ("status", status)) if v
+            )
             items = call("GET", f"{server}/v1/workloads?limit=1000&{query}")["items"]
     except ApiError as exc:
         raise CliError(str(exc)) from None
     if output == "json":
         print(json.dumps(items if not wid else items[0], indent=2))
         return 0
-    rows = [(w["id"], w["namespace"], w["name"], w["queueName"], w["status"], w["reason"],
-             _age(w["submittedAt"])) for w in items]
+    rows = [
+        (
+            w["id"],
+            w["namespace"],
+            w["name"],
+            w["queueName"],
+            w["status"],
+            w["reason"],
+            _age(w["submittedAt"]),
+        )
+        for w in items
+    ]
     print(table(["ID", "NAMESPACE", "NAME", "QUEUE", "STATUS", "REASON", "AGE"], rows))
     return 0
 
@@ -101,14 +115,29 @@ def describe(server: str, wid: str) -> int:
         history = call("GET", f"{server}/v1/workloads/{wid}/events")["events"]
     except ApiError as exc:
         raise CliError(str(exc)) from None
-    for label, key in (("Name", "name"), ("Namespace", "namespace"), ("Queue", "queueName"),
-                       ("ClusterQueue", "clusterQueue"), ("Priority", "priority"),
-                       ("Status", "status"), ("Reason", "reason"), ("Message", "message")):
+    for label, key in (
+        ("Name", "name"),
+        ("Namespace", "namespace"),
+        ("Queue", "queueName"),
+        ("ClusterQueue", "clusterQueue"),
+        ("Priority", "priority"),
+        ("Status", "status"),
+        ("Reason", "reason"),
+        ("Message", "message"),
+    ):
         print(f"{label + ':':<14}{view.get(key)}")
     print("Events:")
     start = history[0]["time"] if history else 0.0
-    rows = [(f"+{e['time'] - start:.1f}s", e["type"], e["reason"] or "", e["producer"],
-             e["message"] or "") for e in history]
+    rows = [
+        (
+            f"+{e['time'] - start:.1f}s",
+            e["type"],
+            e["reason"] or "",
+            e["producer"],
+            e["message"] or "",
+        )
+        for e in history
+    ]
     print(_indent(table(["AT", "TYPE", "REASON", "FROM", "MESSAGE"], rows)))
     return 0
 
@@ -147,13 +176,16 @@ async def apply(store_url: str, cluster_path: Path, kafka: str | None) -> int:
     return 0
 
 
-async def replay(store_url: str, until: str | None, verify: list[str] | None, decisions: bool) -> int:
+async def replay(
+    store_url: str, until: str | None, verify: list[str] | None, decisions: bool
+) -> int:
     store = SqlEventStore(store_url)
     try:
         until_pos, until_time = _until(until)
         started = time.perf_counter()
-        runner = await admin.rebuild(store, QueueDecider(), until_position=until_pos,
-                                     until_time=until_time)
+        runner = await admin.rebuild(
+            store, QueueDecider(), until_position=until_pos, until_time=until_time
+        )
         took = time.perf_counter() - started
         _print_usage(runner.state, runner.position, took)
         ok = True
@@ -172,7 +204,9 @@ def _until(raw: str | None) -> tuple[int | None, float | None]:
     try:
         value = float(raw)
     except ValueError:
-        raise CliError(f"--until {raw!r}: give a position (integer) or a time (epoch seconds)") from None
+        raise CliError(
+            f"--until {raw!r}: give a position (integer) or a time (epoch seconds)"
+        ) from None
     return (int(value), None) if value.is_integer() and value < 1e9 else (None, value)
 
 
@@ -204,8 +238,10 @@ async def _verify_service(store: SqlEventStore, url: str) -> bool:
     runner = await admin.rebuild(store, decider, until_position=live["position"])
     rebuilt = json.loads(json.dumps(decider.summary(runner.state)))
     same = rebuilt == live["summary"]
-    print(f"verify {live['service']} at position {live['position']}: "
-          f"{'identical' if same else 'DIFFERENT'}")
+    print(
+        f"verify {live['service']} at position {live['position']}: "
+        f"{'identical' if same else 'DIFFERENT'}"
+    )
     if not same:
         print(f"  live:    {json.dumps(live['summary'], sort_keys=True)}")
         print(f"  rebuilt: {json.dumps(rebuilt, sort_keys=True)}")
@@ -247,7 +283,10 @@ def sim(cluster_path: Path, workload_paths: list[Path], until: str | None, as_js
     for env in harness.log.envelopes:
         ev = env.event
         note = getattr(ev, "message", None) or getattr(ev, "reason", "") or ""
-        print(f"{env.position:>6} {env.occurred_at:>10.1f}s  {env.type:<34} {env.stream_id:<44} {note}")
+        print(
+            f"{env.position:>6} {env.occurred_at:>10.1f}s  {env.type:<34} "
+            f"{env.stream_id:<44} {note}"
+        )
     print_summary(summary)
     return 0
 
@@ -265,11 +304,15 @@ def print_summary(summary: dict[str, Any]) -> None:
     print()
     print(table(["OUTCOME", "WORKLOADS"], list(summary["outcomes"].items())))
     w = summary["wait_seconds"]
-    print(f"\nworkloads {summary['workloads']}, admitted {summary['admitted']}, "
-          f"events {summary['events']}, nodes provisioned {summary['nodes_provisioned']} "
-          f"{summary['nodes_by_zone']}")
-    print(f"wait to admission: mean {w['mean']}s, p50 {w['p50']}s, p99 {w['p99']}s; "
-          f"makespan {summary['makespan_seconds']}s")
+    print(
+        f"\nworkloads {summary['workloads']}, admitted {summary['admitted']}, "
+        f"events {summary['events']}, nodes provisioned {summary['nodes_provisioned']} "
+        f"{summary['nodes_by_zone']}"
+    )
+    print(
+        f"wait to admission: mean {w['mean']}s, p50 {w['p50']}s, p99 {w['p99']}s; "
+        f"makespan {summary['makespan_seconds']}s"
+    )
 
 
 # -- the demo -----------------------------------------------------------------------
@@ -285,13 +328,16 @@ def demo(data_dir: Path, cluster_path: Path, workloads_path: Path) -> int:
         old.unlink()
     print(f"muster demo: broker, SQLite store and four services; logs in {data_dir}/")
     with Stack(data_dir) as stack:
-        print(f"  intake {stack.url()}  queue {stack.url('queue')}  broker {stack.broker.bootstrap}")
+        print(
+            f"  intake {stack.url()}  queue {stack.url('queue')}  broker {stack.broker.bootstrap}"
+        )
         asyncio.run(_apply_now(stack.store_url, spec, stack.broker.bootstrap))
         ids = _submit_all(stack.url(), workloads)
         _wait_all(stack.url(), ids)
         asyncio.run(_demo_report(stack, ids))
-        ok = asyncio.run(replay(stack.store_url, None, [stack.url("queue"),
-                                                         stack.url("provisioner")], True))
+        ok = asyncio.run(
+            replay(stack.store_url, None, [stack.url("queue"), stack.url("provisioner")], True)
+        )
     print(f"\nat {datetime.now(UTC):%H:%M:%S} UTC: demo {'passed' if ok == 0 else 'FAILED'}")
     return ok
 
@@ -322,12 +368,23 @@ def _submit_all(server: str, workloads: list[tuple[float, Any]]) -> list[str]:
 
 def _to_api(wl: Any) -> dict[str, Any]:
     return {
-        "name": wl.name, "namespace": wl.namespace, "queueName": wl.queue_name,
+        "name": wl.name,
+        "namespace": wl.namespace,
+        "queueName": wl.queue_name,
         "priority": wl.priority,
-        "podSets": [{"name": ps.name, "count": ps.count,
-                     "requests": {r: format_quantity(r, q) for r, q in ps.requests.items()},
-                     "nodeSelector": dict(ps.node_selector)} for ps in wl.pod_sets],
-        "runtime": {"durationSeconds": wl.runtime.duration_seconds, "exitCode": wl.runtime.exit_code},
+        "podSets": [
+            {
+                "name": ps.name,
+                "count": ps.count,
+                "requests": {r: format_quantity(r, q) for r, q in ps.requests.items()},
+                "nodeSelector": dict(ps.node_selector),
+            }
+            for ps in wl.pod_sets
+        ],
+        "runtime": {
+            "durationSeconds": wl.runtime.duration_seconds,
+            "exitCode": wl.runtime.exit_code,
+        },
     }
 
 

@@ -60,7 +60,9 @@ def build_parser() -> argparse.ArgumentParser:
     cancel.add_argument("id")
     cancel.add_argument("--server", default=server)
 
-    sim = sub.add_parser("sim", help="run the deciders in virtual time over a cluster and workloads")
+    sim = sub.add_parser(
+        "sim", help="run the deciders in virtual time over a cluster and workloads"
+    )
     sim.add_argument("--cluster", required=True, type=Path)
     sim.add_argument("--workloads", required=True, type=Path, nargs="+")
     sim.add_argument("--until", help="stop at this virtual time (e.g. 2h)")
@@ -69,10 +71,17 @@ def build_parser() -> argparse.ArgumentParser:
     rp = sub.add_parser("replay", help="rebuild state from the store and print queue usage")
     rp.add_argument("--store-url")
     rp.add_argument("--until", help="a global position, or a time (seconds since the epoch)")
-    rp.add_argument("--verify", nargs="*", metavar="URL",
-                    help="compare with what running services hold (their base URLs)")
-    rp.add_argument("--decisions", action="store_true",
-                    help="re-derive every logged decision from its log prefix")
+    rp.add_argument(
+        "--verify",
+        nargs="*",
+        metavar="URL",
+        help="compare with what running services hold (their base URLs)",
+    )
+    rp.add_argument(
+        "--decisions",
+        action="store_true",
+        help="re-derive every logged decision from its log prefix",
+    )
     return p
 
 
@@ -97,8 +106,9 @@ def _dispatch(args: argparse.Namespace) -> int:
             print("store schema is up to date")
             return 0
         case "apply":
-            return asyncio.run(commands.apply(_store_url(args.store_url), args.cluster,
-                                              args.kafka_bootstrap))
+            return asyncio.run(
+                commands.apply(_store_url(args.store_url), args.cluster, args.kafka_bootstrap)
+            )
         case "submit":
             return commands.submit(args.server, _read_doc(args.file), args.idempotency_key)
         case "get":
@@ -110,8 +120,9 @@ def _dispatch(args: argparse.Namespace) -> int:
         case "sim":
             return commands.sim(args.cluster, args.workloads, args.until, args.json)
         case "replay":
-            return asyncio.run(commands.replay(_store_url(args.store_url), args.until,
-                                               args.verify, args.decisions))
+            return asyncio.run(
+                commands.replay(_store_url(args.store_url), args.until, args.verify, args.decisions)
+            )
     return 2
 
 

@@ -73,7 +73,9 @@ def _decode(tp: Any, data: Any, path: str) -> Any:
         args = typing.get_args(tp)
         if len(args) == 2 and args[1] is Ellipsis:
             return tuple(_decode(args[0], v, f"{path}[{i}]") for i, v in enumerate(data))
-        return tuple(_decode(a, v, f"{path}[{i}]") for i, (a, v) in enumerate(zip(args, data, strict=True)))
+        return tuple(
+            _decode(a, v, f"{path}[{i}]") for i, (a, v) in enumerate(zip(args, data, strict=True))
+        )
     if origin in (dict, Mapping, typing.Mapping) or tp is dict:
         if not isinstance(data, Mapping):
             raise DecodeError(f"{path}: expected an object")

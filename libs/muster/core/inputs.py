@@ -22,12 +22,21 @@ from muster.core.model.workload import WorkloadSpec
 def configuration(spec: ClusterSpec, at: float) -> list[NewEvent]:
     """The cloud and every queue object of a cluster description, one stream each."""
     items: list[tuple[str, Event]] = [(pev.cloud_stream(spec.name), pev.CloudConfigured(spec=spec))]
-    items += [(qev.config_stream("flavor", f.name), qev.ResourceFlavorConfigured(spec=f))
-              for f in spec.resource_flavors]
-    items += [(qev.config_stream("clusterqueue", q.name), qev.ClusterQueueConfigured(spec=q))
-              for q in spec.cluster_queues]
-    items += [(qev.config_stream("localqueue", f"{q.namespace}.{q.name}"),
-               qev.LocalQueueConfigured(spec=q)) for q in spec.local_queues]
+    items += [
+        (qev.config_stream("flavor", f.name), qev.ResourceFlavorConfigured(spec=f))
+        for f in spec.resource_flavors
+    ]
+    items += [
+        (qev.config_stream("clusterqueue", q.name), qev.ClusterQueueConfigured(spec=q))
+        for q in spec.cluster_queues
+    ]
+    items += [
+        (
+            qev.config_stream("localqueue", f"{q.namespace}.{q.name}"),
+            qev.LocalQueueConfigured(spec=q),
+        )
+        for q in spec.local_queues
+    ]
     return [NewEvent(stream_id=s, event=e, occurred_at=at) for s, e in items]
 
 
@@ -46,8 +55,12 @@ def submission(
 ) -> NewEvent:
     return NewEvent(
         stream_id=wev.stream(workload),
-        event=wev.WorkloadSubmitted(workload_id=workload, spec=spec,
-                                    idempotency_key=idempotency_key, request_digest=digest(spec)),
+        event=wev.WorkloadSubmitted(
+            workload_id=workload,
+            spec=spec,
+            idempotency_key=idempotency_key,
+            request_digest=digest(spec),
+        ),
         occurred_at=at,
         correlation_id=workload,
     )

@@ -35,7 +35,11 @@ def _batches(log: Sequence[Envelope], producer: str) -> list[list[Envelope]]:
     for env in log:
         if env.producer != producer or env.causation_id is None:
             continue
-        if out and out[-1][-1].causation_id == env.causation_id and out[-1][-1].position == env.position - 1:
+        if (
+            out
+            and out[-1][-1].causation_id == env.causation_id
+            and out[-1][-1].position == env.position - 1
+        ):
             out[-1].append(env)
         else:
             out.append([env])
@@ -54,12 +58,13 @@ def verify_decisions(log: Sequence[Envelope], decider: Decider[Any]) -> tuple[in
         if basis is None:
             mismatches.append(Mismatch(decider.name, batch[0].position, ["unknown causation"], []))
             continue
-        runner.fold(log[folded:basis + 1])
+        runner.fold(log[folded : basis + 1])
         folded = max(folded, basis + 1)
         derived: list[NewEvent] = runner.decide()
         logged = [_key(e.stream_id, e.type, encode_payload(e.event), e.occurred_at) for e in batch]
-        again = [_key(n.stream_id, n.event.TYPE, encode_payload(n.event), n.occurred_at)
-                 for n in derived]
+        again = [
+            _key(n.stream_id, n.event.TYPE, encode_payload(n.event), n.occurred_at) for n in derived
+        ]
         if logged != again:
             mismatches.append(Mismatch(decider.name, batch[0].position, logged, again))
     return len(batches), mismatches

@@ -17,7 +17,9 @@ ADMIN = "admin"
 REPLAY_BATCH = 10_000
 
 
-async def apply_cluster(store: SqlEventStore, spec: ClusterSpec, now: float | None = None) -> list[Envelope]:
+async def apply_cluster(
+    store: SqlEventStore, spec: ClusterSpec, now: float | None = None
+) -> list[Envelope]:
     """Append the configuration events that differ from what the store holds (idempotent)."""
     now = time.time() if now is None else now
     batch = []
@@ -48,13 +50,19 @@ async def publish(store: SqlEventStore, bootstrap: str, prefix: str = "muster.")
     return len(envs)
 
 
-async def rebuild(store: SqlEventStore, decider: Decider[Any], *, until_position: int | None = None,
-                  until_time: float | None = None) -> DeciderRunner[Any]:
+async def rebuild(
+    store: SqlEventStore,
+    decider: Decider[Any],
+    *,
+    until_position: int | None = None,
+    until_time: float | None = None,
+) -> DeciderRunner[Any]:
     """Fold the store from the beginning, never from a snapshot: replay is the check."""
     runner: DeciderRunner[Any] = DeciderRunner(decider)
     while True:
-        envs = await store.read_all(runner.position, categories=decider.categories,
-                                    limit=REPLAY_BATCH, until=until_position)
+        envs = await store.read_all(
+            runner.position, categories=decider.categories, limit=REPLAY_BATCH, until=until_position
+        )
         if until_time is not None:
             # The log is in position order; --until TIME stops at the first event past it.
             cut = next((i for i, e in enumerate(envs) if e.occurred_at > until_time), None)

@@ -24,4 +24,4 @@ def configure(service: str, level: str = "info") -> structlog.stdlib.BoundLogger
         cache_logger_on_first_use=True,
     )
     structlog.contextvars.bind_contextvars(service=service)
-    return structlog.get_logger(service)  # type: ignore[no-any-return]
+    return structlog.get_logger(service)

@@ -29,8 +29,15 @@ RELAY_BATCH = 1000
 
 
 class DeciderLoop:
-    def __init__(self, decider: Decider[Any], store: SqlEventStore, settings: Settings,
-                 metrics: ServiceMetrics, *, decides: bool = True) -> None:
+    def __init__(
+        self,
+        decider: Decider[Any],
+        store: SqlEventStore,
+        settings: Settings,
+        metrics: ServiceMetrics,
+        *,
+        decides: bool = True,
+    ) -> None:
         self.runner: DeciderRunner[Any] = DeciderRunner(decider)
         self.name = decider.name
         self.store = store
@@ -66,8 +73,9 @@ class DeciderLoop:
         """Fold everything committed so far; returns how many events were folded."""
         folded = 0
         while True:
-            envs = await self.store.read_all(self.runner.position, categories=self.runner.categories,
-                                             limit=READ_BATCH)
+            envs = await self.store.read_all(
+                self.runner.position, categories=self.runner.categories, limit=READ_BATCH
+            )
             folded += self.runner.fold(envs)
             if len(envs) < READ_BATCH:
                 break
@@ -89,7 +97,9 @@ class DeciderLoop:
                     break
                 try:
                     appended = await self.store.append(
-                        self.runner.appends(news), producer=self.name, recorded_at=time.time(),
+                        self.runner.appends(news),
+                        producer=self.name,
+                        recorded_at=time.time(),
                         tracking_row=Tracking(self.name, self.runner.position),
                     )
                 except ConcurrencyConflict as exc:
@@ -144,8 +154,9 @@ class DeciderLoop:
 
     async def _fire(self, deadline: float) -> None:
         new = self.runner.timer_event(deadline)
-        await self.store.append([StreamAppend(new.stream_id, None, [new])], producer=self.name,
-                                recorded_at=time.time())
+        await self.store.append(
+            [StreamAppend(new.stream_id, None, [new])], producer=self.name, recorded_at=time.time()
+        )
         self.metrics.timers.labels(self.name).inc()
         self._relay_wake.set()
         await self.step()
@@ -181,5 +192,6 @@ class DeciderLoop:
         if every and self._since_snapshot >= every:
             self._since_snapshot = 0
             data = self.runner.snapshot()
-            await self.store.save_snapshot(self.name, self.runner.position,
-                                           self.runner.decider.snapshot_format, data)
+            await self.store.save_snapshot(
+                self.name, self.runner.position, self.runner.decider.snapshot_format, data
+            )

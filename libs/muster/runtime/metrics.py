@@ -13,23 +13,37 @@ class ServiceMetrics:
 
     def __post_init__(self) -> None:
         r = self.registry
-        self.events_folded = Counter("muster_events_folded_total", "Events folded into state",
-                                     ["service"], registry=r)
-        self.position = Gauge("muster_fold_position", "Global position folded up to",
-                              ["service"], registry=r)
-        self.decisions = Counter("muster_decisions_total", "Events decided and appended",
-                                 ["service", "type"], registry=r)
-        self.conflicts = Counter("muster_append_conflicts_total",
-                                 "Appends refused by optimistic concurrency", ["service"], registry=r)
-        self.published = Counter("muster_relay_published_total", "Events published to Kafka",
-                                 ["service"], registry=r)
-        self.relay_lag = Gauge("muster_relay_lag_events",
-                               "Committed events not yet published", ["service"], registry=r)
-        self.timers = Counter("muster_timers_fired_total", "Timer events appended",
-                              ["service"], registry=r)
-        self.step_seconds = Histogram(
-            "muster_decide_step_seconds", "One catch-up + decide + append step", ["service"],
-            registry=r, buckets=(0.001, 0.005, 0.01, 0.05, 0.1, 0.5, 1, 5),
+        self.events_folded = Counter(
+            "muster_events_folded_total", "Events folded into state", ["service"], registry=r
         )
-        self.state = Gauge("muster_state", "Service-specific state figures",
-                           ["service", "name", "key"], registry=r)
+        self.position = Gauge(
+            "muster_fold_position", "Global position folded up to", ["service"], registry=r
+        )
+        self.decisions = Counter(
+            "muster_decisions_total", "Events decided and appended", ["service", "type"], registry=r
+        )
+        self.conflicts = Counter(
+            "muster_append_conflicts_total",
+            "Appends refused by optimistic concurrency",
+            ["service"],
+            registry=r,
+        )
+        self.published = Counter(
+            "muster_relay_published_total", "Events published to Kafka", ["service"], registry=r
+        )
+        self.relay_lag = Gauge(
+            "muster_relay_lag_events", "Committed events not yet published", ["service"], registry=r
+        )
+        self.timers = Counter(
+            "muster_timers_fired_total", "Timer events appended", ["service"], registry=r
+        )
+        self.step_seconds = Histogram(
+            "muster_decide_step_seconds",
+            "One catch-up + decide + append step",
+            ["service"],
+            registry=r,
+            buckets=(0.001, 0.005, 0.01, 0.05, 0.1, 0.5, 1, 5),
+        )
+        self.state = Gauge(
+            "muster_state", "Service-specific state figures", ["service", "name", "key"], registry=r
+        )

@@ -32,9 +32,15 @@ class Stop(Exception):
     """Raised inside the TaskGroup to end every routine."""
 
 
-async def run(service: str, decider: Decider[Any], settings: Settings, *,
-              decides: bool = True, routes: Routes | None = None,
-              on_step: Callable[[DeciderLoop], None] | None = None) -> None:
+async def run(
+    service: str,
+    decider: Decider[Any],
+    settings: Settings,
+    *,
+    decides: bool = True,
+    routes: Routes | None = None,
+    on_step: Callable[[DeciderLoop], None] | None = None,
+) -> None:
     log = structlog.get_logger(service)
     if settings.migrate:
         await upgrade_async(settings.store_url)
@@ -50,8 +56,11 @@ async def run(service: str, decider: Decider[Any], settings: Settings, *,
     await web_runner.setup()
     site = web.TCPSite(web_runner, settings.http_host, settings.port_for(service))
     await site.start()
-    log.info("started", http=f"{settings.http_host}:{settings.port_for(service)}",
-             position=loop.runner.position)
+    log.info(
+        "started",
+        http=f"{settings.http_host}:{settings.port_for(service)}",
+        position=loop.runner.position,
+    )
     stop = asyncio.Event()
     for sig in (signal.SIGTERM, signal.SIGINT):
         asyncio.get_running_loop().add_signal_handler(sig, stop.set)
@@ -60,8 +69,17 @@ async def run(service: str, decider: Decider[Any], settings: Settings, *,
             tg.create_task(loop.follow())
             tg.create_task(loop.timers())
             tg.create_task(_supervise(log, "relay", lambda: _relay(loop, settings)))
-            tg.create_task(_supervise(log, "doorbell", lambda: loop.listen(
-                Doorbell(settings.kafka_bootstrap, settings.topic_prefix, decider.categories))))
+            tg.create_task(
+                _supervise(
+                    log,
+                    "doorbell",
+                    lambda: loop.listen(
+                        Doorbell(
+                            settings.kafka_bootstrap, settings.topic_prefix, decider.categories
+                        )
+                    ),
+                )
+            )
             tg.create_task(_until(stop))
     except* Stop:
         pass
@@ -98,29 +116,33 @@ async def _supervise(log: Any, what: str, routine: Callable[[], Awaitable[None]]
             await asyncio.sleep(1.0)
 
 
-def http_app(loop: DeciderLoop, metrics: ServiceMetrics,
-              on_step: Callable[[DeciderLoop], None] | None) -> web.Application:
+def http_app(
+    loop: DeciderLoop, metrics: ServiceMetrics, on_step: Callable[[DeciderLoop], None] | None
+) -> web.Application:
     app = web.Application(client_max_size=loop.settings.max_body_bytes)
 
     async def healthz(_: web.Request) -> web.Response:
         # Alive: the follow loop stepped within a few poll intervals.
         age = time.time() - loop.last_step_at
         ok = age < 10 * loop.settings.poll_seconds + 30
-        return web.json_response({"ok": ok, "position": loop.runner.position},
-                                 status=200 if ok else 503)
+        return web.json_response(
+            {"ok": ok, "position": loop.runner.position}, status=200 if ok else 503
+        )
 
     async def metrics_view(_: web.Request) -> web.Response:
         if on_step is not None:
             on_step(loop)
-        return web.Response(body=generate_latest(metrics.registry),
-                            headers={"Content-Type": CONTENT_TYPE_LATEST})
+        return web.Response(
+            body=generate_latest(metrics.registry), headers={"Content-Type": CONTENT_TYPE_LATEST}
+        )
 
     async def state(request: web.Request) -> web.Response:
         if request.query.get("fresh") == "1":
             await loop.step()
         summary = loop.runner.decider.summary(loop.runner.state)
-        return web.json_response({"service": loop.name, "position": loop.runner.position,
-                                  "summary": summary})
+        return web.json_response(
+            {"service": loop.name, "position": loop.runner.position, "summary": summary}
+        )
 
     app.router.add_get("/healthz", healthz)
     app.router.add_get("/metrics", metrics_view)
@@ -128,8 +150,12 @@ def http_app(loop: DeciderLoop, metrics: ServiceMetrics,
     return app
 
 
-def main(service: str, build: Callable[[Settings], Decider[Any]], argv: list[str] | None = None,
-         **kwargs: Any) -> None:
+def main(
+    service: str,
+    build: Callable[[Settings], Decider[Any]],
+    argv: list[str] | None = None,
+    **kwargs: Any,
+) -> None:
     """Entry point shared by ``python -m services.<name>``: settings, logging, run."""
     import argparse
     import sys
@@ -137,15 +163,18 @@ def main(service: str, build: Callable[[Settings], Decider[Any]], argv: list[str
     from muster.runtime import settings as settings_mod
     from muster.runtime.logging import configure
 
-    parser = argparse.ArgumentParser(prog=f"python -m services.{service.replace('-', '_')}",
-                                     description=f"muster {service} service")
+    parser = argparse.ArgumentParser(
+        prog=f"python -m services.{service.replace('-', '_')}",
+        description=f"muster {service} service",
+    )
     parser.add_argument("--store-url", help="overrides MUSTER_STORE_URL")
     parser.add_argument("--kafka-bootstrap", help="overrides MUSTER_KAFKA_BOOTSTRAP")
     parser.add_argument("--http-port", type=int, help="overrides MUSTER_HTTP_PORT")
     args = parser.parse_args(argv)
     try:
-        settings = settings_mod.load(store_url=args.store_url, kafka_bootstrap=args.kafka_bootstrap,
-                                     http_port=args.http_port)
+        settings = settings_mod.load(
+            store_url=args.store_url, kafka_bootstrap=args.kafka_bootstrap, http_port=args.http_port
+        )
     except settings_mod.SettingsError as exc:
         print(f"muster {service}: {exc}", file=sys.stderr)
         raise SystemExit(2) from None

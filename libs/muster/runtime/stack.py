@@ -15,13 +15,23 @@ from pathlib import Path
 from muster.bus.broker import EmbeddedBroker, free_port
 from muster.store.migrate import upgrade
 
-SERVICES = {"intake": "services.intake", "queue": "services.queue",
-            "provisioner": "services.provisioner", "node-agent": "services.node_agent"}
+SERVICES = {
+    "intake": "services.intake",
+    "queue": "services.queue",
+    "provisioner": "services.provisioner",
+    "node-agent": "services.node_agent",
+}
 
 
 class Stack:
-    def __init__(self, data_dir: Path, *, store_url: str | None = None,
-                 poll_seconds: float = 0.5, extra_env: dict[str, str] | None = None) -> None:
+    def __init__(
+        self,
+        data_dir: Path,
+        *,
+        store_url: str | None = None,
+        poll_seconds: float = 0.5,
+        extra_env: dict[str, str] | None = None,
+    ) -> None:
         self.data_dir = data_dir.resolve()
         self.data_dir.mkdir(parents=True, exist_ok=True)
         self.store_url = store_url or f"sqlite:///{self.data_dir / 'muster.db'}"
@@ -36,7 +46,8 @@ class Stack:
 
     def env(self, service: str) -> dict[str, str]:
         return {
-            **os.environ, **self.extra_env,
+            **os.environ,
+            **self.extra_env,
             "MUSTER_STORE_URL": self.store_url,
             "MUSTER_KAFKA_BOOTSTRAP": self.broker.bootstrap,
             "MUSTER_HTTP_HOST": "127.0.0.1",
@@ -55,7 +66,10 @@ class Stack:
     def start_service(self, name: str) -> None:
         log = open(self.data_dir / f"{name}.log", "ab")  # noqa: SIM115 - owned by the child
         self.processes[name] = subprocess.Popen(
-            [sys.executable, "-m", SERVICES[name]], env=self.env(name), stdout=log, stderr=log,
+            [sys.executable, "-m", SERVICES[name]],
+            env=self.env(name),
+            stdout=log,
+            stderr=log,
             stdin=subprocess.DEVNULL,
         )
 
@@ -70,8 +84,10 @@ class Stack:
             while True:
                 proc = self.processes[name]
                 if proc.poll() is not None:
-                    raise RuntimeError(f"{name} exited with {proc.returncode}; see "
-                                       f"{self.data_dir / (name + '.log')}")
+                    raise RuntimeError(
+                        f"{name} exited with {proc.returncode}; see "
+                        f"{self.data_dir / (name + '.log')}"
+                    )
                 try:
                     with urllib.request.urlopen(f"{self.url(name)}/healthz", timeout=1) as r:
                         if r.status == 200:

@@ -44,8 +44,11 @@ class Tracking:
 
 def normalise_url(url: str) -> str:
     parsed = make_url(url)
-    driver = {"sqlite": "sqlite+aiosqlite", "postgresql": "postgresql+asyncpg",
-              "postgres": "postgresql+asyncpg"}.get(parsed.drivername, parsed.drivername)
+    driver = {
+        "sqlite": "sqlite+aiosqlite",
+        "postgresql": "postgresql+asyncpg",
+        "postgres": "postgresql+asyncpg",
+    }.get(parsed.drivername, parsed.drivername)
     return parsed.set(drivername=driver).render_as_string(hide_password=False)
 
 
@@ -133,8 +136,8 @@ class SqlEventStore:
         async with self._writer.begin() as conn:
             await conn.execute(snapshots.delete().where(snapshots.c.name == name))
             await conn.execute(
-                snapshots.insert(), {"name": name, "position": position, "format": fmt,
-                                     "state": state}
+                snapshots.insert(),
+                {"name": name, "position": position, "format": fmt, "state": state},
             )
 
     # -- reading -------------------------------------------------------------
@@ -183,7 +186,8 @@ class SqlEventStore:
     async def read_correlated(self, correlation_id: str) -> list[Envelope]:
         """Everything that happened because of one workload, in order (``muster describe``)."""
         query = (
-            select(events).where(events.c.correlation_id == correlation_id)
+            select(events)
+            .where(events.c.correlation_id == correlation_id)
             .order_by(events.c.position)
         )
         async with self._reader.connect() as conn:

@@ -63,7 +63,7 @@ def registered_types() -> dict[str, type[Event]]:
 
 
 def encode_payload(event: Event) -> dict[str, Any]:
-    return to_plain(event)  # type: ignore[no-any-return]
+    return to_plain(event)
 
 
 def decode_payload(wire_type: str, schema_version: int, payload: dict[str, Any]) -> Event:
@@ -124,7 +124,9 @@ class Envelope:
         return category_of(self.stream_id)
 
     def to_wire(self) -> dict[str, Any]:
-        data = {f.name: getattr(self, f.name) for f in dataclasses.fields(self) if f.name != "event"}
+        data = {
+            f.name: getattr(self, f.name) for f in dataclasses.fields(self) if f.name != "event"
+        }
         data["payload"] = encode_payload(self.event)
         return data
 

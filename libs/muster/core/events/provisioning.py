@@ -34,7 +34,7 @@ class NodeSpec:
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class PodSetNodes:
-    """How one pod set maps onto a node pool: ``nodes`` nodes of ``pool``, ``per_node`` pods each."""
+    """One pod set on one node pool: ``nodes`` nodes of ``pool``, ``per_node`` pods each."""
 
     pod_set: str
     pods: int
@@ -77,7 +77,7 @@ class ProvisioningWaiting(Event):
 @event_class("provisioning.nodes_creating")
 @dataclass(frozen=True, slots=True, kw_only=True)
 class NodesCreating(Event):
-    """Capacity for every node was found in one zone and claimed; the nodes boot until ``ready_at``."""
+    """Room for every node was found in one zone and claimed; nodes boot until ``ready_at``."""
 
     request_id: str
     zone: str

@@ -1,4 +1,4 @@
-"""Queue configuration (``config-*``) and admission decisions (``admission-*``). Written by queue."""
+"""Queue configuration (``config-*``) and admission decisions (``admission-*``)."""
 
 from __future__ import annotations
 

@@ -63,8 +63,15 @@ class Obj:
             return None
         return self.data[key]
 
-    def str(self, key: str, *, required: bool = False, default: str | None = None,
-            pattern: re.Pattern[str] | None = None, max_len: int = 253) -> str | None:
+    def text(
+        self,
+        key: str,
+        *,
+        required: bool = False,
+        default: str | None = None,
+        pattern: re.Pattern[str] | None = None,
+        max_len: int = 253,
+    ) -> str | None:
         value = self.raw(key, required)
         if value is None:
             return default
@@ -78,14 +85,22 @@ class Obj:
             )
         return value
 
-    def req_str(self, key: str, *, pattern: re.Pattern[str] | None = None,
-                max_len: int = 253) -> str:
-        value = self.str(key, required=True, pattern=pattern, max_len=max_len)
+    def req_text(
+        self, key: str, *, pattern: re.Pattern[str] | None = None, max_len: int = 253
+    ) -> str:
+        value = self.text(key, required=True, pattern=pattern, max_len=max_len)
         assert value is not None
         return value
 
-    def int(self, key: str, *, default: int | None = None, lo: int | None = None,
-            hi: int | None = None, required: bool = False) -> int | None:
+    def integer(
+        self,
+        key: str,
+        *,
+        default: int | None = None,
+        lo: int | None = None,
+        hi: int | None = None,
+        required: bool = False,
+    ) -> int | None:
         value = self.raw(key, required)
         if value is None:
             return default
@@ -97,12 +112,12 @@ class Obj:
             raise InvalidInput(self.at(key), f"must be at most {hi}, got {value}")
         return value
 
-    def req_int(self, key: str, *, lo: int | None = None, hi: int | None = None) -> int:
-        value = self.int(key, lo=lo, hi=hi, required=True)
+    def req_integer(self, key: str, *, lo: int | None = None, hi: int | None = None) -> int:
+        value = self.integer(key, lo=lo, hi=hi, required=True)
         assert value is not None
         return value
 
-    def bool(self, key: str, default: bool) -> bool:
+    def flag(self, key: str, default: bool) -> bool:
         value = self.raw(key)
         if value is None:
             return default
@@ -110,7 +125,9 @@ class Obj:
             raise InvalidInput(self.at(key), f"must be true or false, not {_kind(value)}")
         return value
 
-    def duration(self, key: str, default: float | None = None, hi: float | None = None) -> float | None:
+    def duration(
+        self, key: str, default: float | None = None, hi: float | None = None
+    ) -> float | None:
         value = self.raw(key)
         if value is None:
             return default
@@ -130,7 +147,9 @@ class Obj:
             if not isinstance(k, str) or not LABEL_KEY.match(k) or len(k) > 253:
                 raise InvalidInput(self.at(key), f"{k!r} is not a valid label key")
             if not isinstance(v, str) or len(v) > 63:
-                raise InvalidInput(f"{self.at(key)}.{k}", "must be a string of at most 63 characters")
+                raise InvalidInput(
+                    f"{self.at(key)}.{k}", "must be a string of at most 63 characters"
+                )
             out[k] = v
         return out
 
@@ -154,7 +173,9 @@ class Obj:
             return None
         return _quantity(self.at(key), resource, value, positive=False)
 
-    def list(self, key: str, *, required: bool = False, max_items: int = 1000) -> Iterator[tuple[Any, str]]:
+    def items(
+        self, key: str, *, required: bool = False, max_items: int = 1000
+    ) -> Iterator[tuple[Any, str]]:
         value = self.raw(key, required)
         if value is None:
             return iter(())
@@ -166,9 +187,9 @@ class Obj:
             raise InvalidInput(self.at(key), f"has {len(value)} items; at most {max_items}")
         return ((item, f"{self.at(key)}[{i}]") for i, item in enumerate(value))
 
-    def str_list(self, key: str) -> tuple[str, ...]:
+    def texts(self, key: str) -> tuple[str, ...]:
         out = []
-        for item, path in self.list(key):
+        for item, path in self.items(key):
             if not isinstance(item, str) or not item:
                 raise InvalidInput(path, "must be a non-empty string")
             out.append(item)
@@ -195,5 +216,11 @@ def _quantity(path: str, resource: str, raw: object, positive: bool) -> int:
 def _kind(value: object) -> str:
     if value is None:
         return "null"
-    return {bool: "a boolean", int: "a number", float: "a number", str: "a string",
-            list: "a list", dict: "an object"}.get(type(value), type(value).__name__)
+    return {
+        bool: "a boolean",
+        int: "a number",
+        float: "a number",
+        str: "a string",
+        list: "a list",
+        dict: "an object",
+    }.get(type(value), type(value).__name__)

@@ -21,9 +21,7 @@ def tolerates(tolerations: Iterable[Toleration], taint: Taint) -> bool:
 
 def tolerates_all(tolerations: Iterable[Toleration], taints: Iterable[Taint]) -> bool:
     tols = tuple(tolerations)
-    return all(
-        tolerates(tols, t) for t in taints if t.effect in ("NoSchedule", "NoExecute")
-    )
+    return all(tolerates(tols, t) for t in taints if t.effect in ("NoSchedule", "NoExecute"))
 
 
 def conflicts(selector: Mapping[str, str], labels: Mapping[str, str]) -> list[str]:

@@ -28,21 +28,22 @@ EFFECTS = ("", "NoSchedule", "PreferNoSchedule", "NoExecute")
 
 def workload(data: object, path: str = "") -> WorkloadSpec:
     o = Obj(data, path)
-    pod_sets = tuple(_pod_set(item, p) for item, p in o.list("podSets", required=True,
-                                                              max_items=MAX_POD_SETS))
+    pod_sets = tuple(
+        _pod_set(item, p) for item, p in o.items("podSets", required=True, max_items=MAX_POD_SETS)
+    )
     names = [ps.name for ps in pod_sets]
     if len(set(names)) != len(names):
         raise InvalidInput(o.at("podSets"), "pod set names must be unique")
     if sum(ps.count for ps in pod_sets) > MAX_PODS:
         raise InvalidInput(o.at("podSets"), f"more than {MAX_PODS} pods in one workload")
     spec = WorkloadSpec(
-        name=o.req_str("name", pattern=NAME, max_len=63),
-        namespace=o.str("namespace", default="default", pattern=NAME, max_len=63) or "default",
-        queue_name=o.req_str("queueName", pattern=NAME, max_len=63),
+        name=o.req_text("name", pattern=NAME, max_len=63),
+        namespace=o.text("namespace", default="default", pattern=NAME, max_len=63) or "default",
+        queue_name=o.req_text("queueName", pattern=NAME, max_len=63),
         pod_sets=pod_sets,
-        priority=o.int("priority", default=0, lo=-(2**31), hi=10**9) or 0,
-        priority_class=o.str("priorityClassName", pattern=NAME),
-        max_run_duration_seconds=o.int("maxRunDurationSeconds", lo=1, hi=MAX_RUN_SECONDS),
+        priority=o.integer("priority", default=0, lo=-(2**31), hi=10**9) or 0,
+        priority_class=o.text("priorityClassName", pattern=NAME),
+        max_run_duration_seconds=o.integer("maxRunDurationSeconds", lo=1, hi=MAX_RUN_SECONDS),
         runtime=_runtime(o.raw("runtime"), o.at("runtime")),
         labels=o.labels("labels"),
     )
@@ -52,14 +53,14 @@ def workload(data: object, path: str = "") -> WorkloadSpec:
 
 def _pod_set(data: object, path: str) -> PodSet:
     o = Obj(data, path)
-    count = o.req_int("count", lo=1, hi=MAX_PODS)
+    count = o.req_integer("count", lo=1, hi=MAX_PODS)
     ps = PodSet(
-        name=o.str("name", default="main", pattern=NAME, max_len=63) or "main",
+        name=o.text("name", default="main", pattern=NAME, max_len=63) or "main",
         count=count,
         requests=o.quantities("requests"),
         node_selector=o.labels("nodeSelector"),
-        tolerations=tuple(_toleration(t, p) for t, p in o.list("tolerations", max_items=64)),
-        min_count=o.int("minCount", lo=1, hi=count),
+        tolerations=tuple(_toleration(t, p) for t, p in o.items("tolerations", max_items=64)),
+        min_count=o.integer("minCount", lo=1, hi=count),
     )
     o.done()
     return ps
@@ -67,14 +68,18 @@ def _pod_set(data: object, path: str) -> PodSet:
 
 def _toleration(data: object, path: str) -> Toleration:
     o = Obj(data, path)
-    operator = o.str("operator", default="Equal") or "Equal"
+    operator = o.text("operator", default="Equal") or "Equal"
     if operator not in ("Equal", "Exists"):
         raise InvalidInput(o.at("operator"), f"must be Equal or Exists, not {operator!r}")
-    effect = o.str("effect", default="") if o.raw("effect") != "" else ""
+    effect = o.text("effect", default="") if o.raw("effect") != "" else ""
     if effect not in EFFECTS:
         raise InvalidInput(o.at("effect"), f"must be one of {', '.join(EFFECTS[1:])}")
-    tol = Toleration(key=o.str("key", default="") or "", operator=operator,
-                     value=o.str("value", default="") or "", effect=effect or "")
+    tol = Toleration(
+        key=o.text("key", default="") or "",
+        operator=operator,
+        value=o.text("value", default="") or "",
+        effect=effect or "",
+    )
     o.done()
     return tol
 
@@ -85,7 +90,7 @@ def _runtime(data: object, path: str) -> Runtime:
     o = Obj(data, path)
     rt = Runtime(
         duration_seconds=o.duration("durationSeconds", default=60.0, hi=MAX_SIM_RUNTIME) or 0.0,
-        exit_code=o.int("exitCode", default=0, lo=0, hi=255) or 0,
+        exit_code=o.integer("exitCode", default=0, lo=0, hi=255) or 0,
     )
     o.done()
     return rt
@@ -93,10 +98,10 @@ def _runtime(data: object, path: str) -> Runtime:
 
 def _taint(data: object, path: str) -> Taint:
     o = Obj(data, path)
-    effect = o.str("effect", default="NoSchedule") or "NoSchedule"
+    effect = o.text("effect", default="NoSchedule") or "NoSchedule"
     if effect not in EFFECTS[1:]:
         raise InvalidInput(o.at("effect"), f"must be one of {', '.join(EFFECTS[1:])}")
-    taint = Taint(key=o.req_str("key"), value=o.str("value", default="") or "", effect=effect)
+    taint = Taint(key=o.req_text("key"), value=o.text("value", default="") or "", effect=effect)
     o.done()
     return taint
 
@@ -104,10 +109,10 @@ def _taint(data: object, path: str) -> Taint:
 def resource_flavor(data: object, path: str = "") -> ResourceFlavorSpec:
     o = Obj(data, path)
     spec = ResourceFlavorSpec(
-        name=o.req_str("name", pattern=NAME),
+        name=o.req_text("name", pattern=NAME),
         node_labels=o.labels("nodeLabels"),
-        node_taints=tuple(_taint(t, p) for t, p in o.list("nodeTaints")),
-        tolerations=tuple(_toleration(t, p) for t, p in o.list("tolerations")),
+        node_taints=tuple(_taint(t, p) for t, p in o.items("nodeTaints")),
+        tolerations=tuple(_toleration(t, p) for t, p in o.items("tolerations")),
     )
     o.done()
     return spec
@@ -115,19 +120,19 @@ def resource_flavor(data: object, path: str = "") -> ResourceFlavorSpec:
 
 def cluster_queue(data: object, path: str = "") -> ClusterQueueSpec:
     o = Obj(data, path)
-    strategy = o.str("queueingStrategy", default="BestEffortFIFO")
+    strategy = o.text("queueingStrategy", default="BestEffortFIFO")
     if strategy not in ("BestEffortFIFO", "StrictFIFO"):
         raise InvalidInput(o.at("queueingStrategy"), "must be BestEffortFIFO or StrictFIFO")
-    groups = tuple(_resource_group(g, p) for g, p in o.list("resourceGroups", required=True))
+    groups = tuple(_resource_group(g, p) for g, p in o.items("resourceGroups", required=True))
     covered = [r for g in groups for r in g.covered_resources]
     if len(covered) != len(set(covered)):
         raise InvalidInput(o.at("resourceGroups"), "a resource is covered by two resource groups")
     spec = ClusterQueueSpec(
-        name=o.req_str("name", pattern=NAME),
+        name=o.req_text("name", pattern=NAME),
         resource_groups=groups,
-        cohort=o.str("cohort", pattern=NAME),
+        cohort=o.text("cohort", pattern=NAME),
         queueing_strategy="StrictFIFO" if strategy == "StrictFIFO" else "BestEffortFIFO",
-        admission_checks=o.str_list("admissionChecks"),
+        admission_checks=o.texts("admissionChecks"),
     )
     o.done()
     return spec
@@ -135,30 +140,33 @@ def cluster_queue(data: object, path: str = "") -> ClusterQueueSpec:
 
 def _resource_group(data: object, path: str) -> ResourceGroup:
     o = Obj(data, path)
-    covered = o.str_list("coveredResources")
+    covered = o.texts("coveredResources")
     if not covered:
         raise InvalidInput(o.at("coveredResources"), "must name at least one resource")
-    flavors = tuple(_flavor_quotas(f, p, covered) for f, p in o.list("flavors", required=True))
+    flavors = tuple(_flavor_quotas(f, p, covered) for f, p in o.items("flavors", required=True))
     o.done()
     return ResourceGroup(covered_resources=covered, flavors=flavors)
 
 
 def _flavor_quotas(data: object, path: str, covered: tuple[str, ...]) -> FlavorQuotas:
     o = Obj(data, path)
-    name = o.req_str("name", pattern=NAME)
-    quotas = []
-    for item, p in o.list("resources", required=True):
+    name = o.req_text("name", pattern=NAME)
+    quotas: list[ResourceQuota] = []
+    for item, p in o.items("resources", required=True):
         r = Obj(item, p)
-        resource = r.req_str("name")
+        resource = r.req_text("name")
         if resource not in covered:
             raise InvalidInput(r.at("name"), f"{resource} is not in coveredResources")
         nominal = r.quantity("nominalQuota", resource, required=True)
         assert nominal is not None
-        quotas.append(ResourceQuota(
-            name=resource, nominal_quota=nominal,
-            borrowing_limit=r.quantity("borrowingLimit", resource),
-            lending_limit=r.quantity("lendingLimit", resource),
-        ))
+        quotas.append(
+            ResourceQuota(
+                name=resource,
+                nominal_quota=nominal,
+                borrowing_limit=r.quantity("borrowingLimit", resource),
+                lending_limit=r.quantity("lendingLimit", resource),
+            )
+        )
         r.done()
     o.done()
     return FlavorQuotas(name=name, resources=tuple(quotas))
@@ -167,9 +175,9 @@ def _flavor_quotas(data: object, path: str, covered: tuple[str, ...]) -> FlavorQ
 def local_queue(data: object, path: str = "") -> LocalQueueSpec:
     o = Obj(data, path)
     spec = LocalQueueSpec(
-        namespace=o.str("namespace", default="default", pattern=NAME) or "default",
-        name=o.req_str("name", pattern=NAME),
-        cluster_queue=o.req_str("clusterQueue", pattern=NAME),
+        namespace=o.text("namespace", default="default", pattern=NAME) or "default",
+        name=o.req_text("name", pattern=NAME),
+        cluster_queue=o.req_text("clusterQueue", pattern=NAME),
     )
     o.done()
     return spec
@@ -178,18 +186,18 @@ def local_queue(data: object, path: str = "") -> LocalQueueSpec:
 def cluster(data: object, path: str = "") -> ClusterSpec:
     """The cluster description: see docs/cluster-description.md."""
     o = Obj(data, path)
-    zones = o.str_list("zones")
+    zones = o.texts("zones")
     if not zones:
         raise InvalidInput(o.at("zones"), "must name at least one zone")
     spec = ClusterSpec(
-        name=o.req_str("name", pattern=NAME),
-        region=o.str("region", default="local") or "local",
+        name=o.req_text("name", pattern=NAME),
+        region=o.text("region", default="local") or "local",
         zones=zones,
-        node_pools=tuple(_node_pool(p, at, zones) for p, at in o.list("nodePools")),
-        quotas=tuple(_regional_quota(q, at) for q, at in o.list("quotas")),
-        resource_flavors=tuple(resource_flavor(f, at) for f, at in o.list("resourceFlavors")),
-        cluster_queues=tuple(cluster_queue(q, at) for q, at in o.list("clusterQueues")),
-        local_queues=tuple(local_queue(q, at) for q, at in o.list("localQueues")),
+        node_pools=tuple(_node_pool(p, at, zones) for p, at in o.items("nodePools")),
+        quotas=tuple(_regional_quota(q, at) for q, at in o.items("quotas")),
+        resource_flavors=tuple(resource_flavor(f, at) for f, at in o.items("resourceFlavors")),
+        cluster_queues=tuple(cluster_queue(q, at) for q, at in o.items("clusterQueues")),
+        local_queues=tuple(local_queue(q, at) for q, at in o.items("localQueues")),
         booking_seconds=o.duration("bookingSeconds", default=600.0) or 600.0,
     )
     o.done()
@@ -207,12 +215,12 @@ def _unique(path: str, names: list[str]) -> None:
 
 def _node_pool(data: object, path: str, zones: tuple[str, ...]) -> NodePool:
     o = Obj(data, path)
-    pool_zones = o.str_list("zones")
+    pool_zones = o.texts("zones")
     for z in pool_zones:
         if z not in zones:
             raise InvalidInput(o.at("zones"), f"zone {z!r} is not one of the cluster's zones")
     steps = []
-    for item, p in o.list("capacity"):
+    for item, p in o.items("capacity"):
         s = Obj(item, p)
         counts: dict[str, int] = {}
         raw = s.raw("zones", required=True)
@@ -230,14 +238,14 @@ def _node_pool(data: object, path: str, zones: tuple[str, ...]) -> NodePool:
     if not allocatable:
         raise InvalidInput(o.at("allocatable"), "is required: what one node offers")
     pool = NodePool(
-        name=o.req_str("name", pattern=NAME),
-        machine_type=o.req_str("machineType"),
+        name=o.req_text("name", pattern=NAME),
+        machine_type=o.req_text("machineType"),
         allocatable=allocatable,
         labels=o.labels("labels"),
-        taints=tuple(_taint(t, p) for t, p in o.list("taints")),
-        accelerator=o.str("accelerator"),
-        queued_provisioning=o.bool("queuedProvisioning", True),
-        max_nodes=o.int("maxNodes", default=1000, lo=0, hi=100_000) or 0,
+        taints=tuple(_taint(t, p) for t, p in o.items("taints")),
+        accelerator=o.text("accelerator"),
+        queued_provisioning=o.flag("queuedProvisioning", True),
+        max_nodes=o.integer("maxNodes", default=1000, lo=0, hi=100_000) or 0,
         provisioning_delay_seconds=o.duration("provisioningDelaySeconds", default=0.0) or 0.0,
         zones=pool_zones,
         capacity=tuple(sorted(steps, key=lambda st: st.at)),
@@ -248,11 +256,12 @@ def _node_pool(data: object, path: str, zones: tuple[str, ...]) -> NodePool:
 
 def _regional_quota(data: object, path: str) -> RegionalQuota:
     o = Obj(data, path)
-    resource = o.req_str("resource")
+    resource = o.req_text("resource")
     limit = o.quantity("limit", resource, required=True)
     assert limit is not None
-    quota = RegionalQuota(name=o.req_str("name"), resource=resource, limit=limit,
-                          node_pools=o.str_list("nodePools"))
+    quota = RegionalQuota(
+        name=o.req_text("name"), resource=resource, limit=limit, node_pools=o.texts("nodePools")
+    )
     o.done()
     return quota
 

@@ -35,13 +35,30 @@ class NodeAgentDecider:
         out: list[tuple[str, str, Event]] = []  # (node, workload, event)
         for name in sorted(state.unregistered):
             spec = state.unregistered[name]
-            out.append((name, "", nev.NodeRegistered(
-                node=name, allocatable=spec.allocatable, labels=spec.labels, agent=self.name)))
+            out.append(
+                (
+                    name,
+                    "",
+                    nev.NodeRegistered(
+                        node=name, allocatable=spec.allocatable, labels=spec.labels, agent=self.name
+                    ),
+                )
+            )
         for key in sorted(state.stopping):
             pod = state.pods[key]
-            out.append((pod.node, pod.workload_id, nev.PodStopped(
-                node=pod.node, workload_id=pod.workload_id, attempt=pod.attempt, pod=pod.name,
-                reason=state.stopping[key])))
+            out.append(
+                (
+                    pod.node,
+                    pod.workload_id,
+                    nev.PodStopped(
+                        node=pod.node,
+                        workload_id=pod.workload_id,
+                        attempt=pod.attempt,
+                        pod=pod.name,
+                        reason=state.stopping[key],
+                    ),
+                )
+            )
         stopping = set(state.stopping)
         for name in sorted(state.doomed):
             if not any(p.node == name for k, p in state.pods.items() if k not in stopping):
@@ -52,15 +69,34 @@ class NodeAgentDecider:
                 continue
             runtime = state.runtimes.get(pod.workload_id, Runtime())
             if pod.finishes_at is None and pod.node in state.nodes:
-                out.append((pod.node, pod.workload_id, nev.PodStarted(
-                    node=pod.node, workload_id=pod.workload_id, attempt=pod.attempt,
-                    pod=pod.name, finishes_at=state.now + runtime.duration_seconds)))
+                out.append(
+                    (
+                        pod.node,
+                        pod.workload_id,
+                        nev.PodStarted(
+                            node=pod.node,
+                            workload_id=pod.workload_id,
+                            attempt=pod.attempt,
+                            pod=pod.name,
+                            finishes_at=state.now + runtime.duration_seconds,
+                        ),
+                    )
+                )
             elif pod.finishes_at is not None and pod.finishes_at <= state.now:
-                out.append((pod.node, pod.workload_id, _exit(pod.node, pod.workload_id,
-                                                             pod.attempt, pod.name, runtime)))
+                out.append(
+                    (
+                        pod.node,
+                        pod.workload_id,
+                        _exit(pod.node, pod.workload_id, pod.attempt, pod.name, runtime),
+                    )
+                )
         return [
-            NewEvent(stream_id=nev.stream(node), event=event, occurred_at=state.now,
-                     correlation_id=workload or None)
+            NewEvent(
+                stream_id=nev.stream(node),
+                event=event,
+                occurred_at=state.now,
+                correlation_id=workload or None,
+            )
             for node, workload, event in out
         ]
 
@@ -69,12 +105,24 @@ class NodeAgentDecider:
         return {"now": state.now, "nodes": len(state.nodes), "pods_running": running}
 
     def next_deadline(self, state: NodeAgentState) -> float | None:
-        return min((p.finishes_at for p in state.pods.values()
-                    if p.finishes_at is not None and p.finishes_at > state.now), default=None)
+        return min(
+            (
+                p.finishes_at
+                for p in state.pods.values()
+                if p.finishes_at is not None and p.finishes_at > state.now
+            ),
+            default=None,
+        )
 
 
 def _exit(node: str, workload_id: str, attempt: int, pod: str, runtime: Runtime) -> Event:
     if runtime.exit_code == 0:
         return nev.PodSucceeded(node=node, workload_id=workload_id, attempt=attempt, pod=pod)
-    return nev.PodFailed(node=node, workload_id=workload_id, attempt=attempt, pod=pod,
-                         exit_code=runtime.exit_code, reason="Error")
+    return nev.PodFailed(
+        node=node,
+        workload_id=workload_id,
+        attempt=attempt,
+        pod=pod,
+        exit_code=runtime.exit_code,
+        reason="Error",
+    )

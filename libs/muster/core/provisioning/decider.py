@@ -41,17 +41,28 @@ class ProvisionerDecider:
         if not pairs:
             pairs = find_capacity(state, state.cloud)
         return [
-            NewEvent(stream_id=pev.request_stream(rid), event=ev, occurred_at=state.now,
-                     correlation_id=rid.rpartition(".")[0])
+            NewEvent(
+                stream_id=pev.request_stream(rid),
+                event=ev,
+                occurred_at=state.now,
+                correlation_id=rid.rpartition(".")[0],
+            )
             for rid, ev in pairs
         ]
 
     def next_deadline(self, state: ProvisionerState) -> float | None:
-        times = [r.ready_at for r in state.requests.values()
-                 if r.status == "Creating" and r.ready_at is not None and r.ready_at > state.now]
+        times = [
+            r.ready_at
+            for r in state.requests.values()
+            if r.status == "Creating" and r.ready_at is not None and r.ready_at > state.now
+        ]
         if state.cloud is not None and any(r.status == "Accepted" for r in state.requests.values()):
-            times += [state.cloud_since + step.at for pool in state.cloud.node_pools
-                      for step in pool.capacity if state.cloud_since + step.at > state.now]
+            times += [
+                state.cloud_since + step.at
+                for pool in state.cloud.node_pools
+                for step in pool.capacity
+                if state.cloud_since + step.at > state.now
+            ]
         return min(times, default=None)
 
     def summary(self, state: ProvisionerState) -> dict[str, Any]:
@@ -59,8 +70,12 @@ class ProvisionerDecider:
         for req in state.requests.values():
             by_status[req.status] = by_status.get(req.status, 0) + 1
         nodes = {f"{pool}/{zone}": n for (pool, zone), n in sorted(state.in_use.items()) if n}
-        return {"now": state.now, "requests": dict(sorted(by_status.items())),
-                "nodes_in_use": nodes, "quota_used": dict(sorted(state.quota_used.items()))}
+        return {
+            "now": state.now,
+            "requests": dict(sorted(by_status.items())),
+            "nodes_in_use": nodes,
+            "quota_used": dict(sorted(state.quota_used.items())),
+        }
 
 
 Decision = tuple[str, Event]
@@ -71,14 +86,27 @@ def release(state: ProvisionerState) -> list[Decision]:
     for rid in sorted(state.released):
         req = state.requests[rid]
         if req.status in HOLDS_NODES:
-            out.append((rid, pev.NodesDeleted(
-                request_id=rid, nodes=tuple(n.name for n in req.nodes), reason="Released",
-                message=f"workload {req.workload_id} no longer holds quota: nodes removed",
-            )))
+            out.append(
+                (
+                    rid,
+                    pev.NodesDeleted(
+                        request_id=rid,
+                        nodes=tuple(n.name for n in req.nodes),
+                        reason="Released",
+                        message=f"workload {req.workload_id} no longer holds quota: nodes removed",
+                    ),
+                )
+            )
         else:
-            out.append((rid, pev.ProvisioningCancelled(
-                request_id=rid, message="reservation released before capacity was found",
-            )))
+            out.append(
+                (
+                    rid,
+                    pev.ProvisioningCancelled(
+                        request_id=rid,
+                        message="reservation released before capacity was found",
+                    ),
+                )
+            )
     return out
 
 
@@ -89,15 +117,29 @@ def accept(state: ProvisionerState, cloud: ClusterSpec) -> list[Decision]:
         try:
             pod_sets = plan.plan(cloud, spec, wanted.node_selectors)
         except plan.Unplannable as exc:
-            out.append((rid, pev.ProvisioningFailed(
-                request_id=rid, reason="NoSuitableNodePool", message=str(exc))))
+            out.append(
+                (
+                    rid,
+                    pev.ProvisioningFailed(
+                        request_id=rid, reason="NoSuitableNodePool", message=str(exc)
+                    ),
+                )
+            )
             continue
         nodes = sum(p.nodes for p in pod_sets)
-        out.append((rid, pev.ProvisioningAccepted(
-            request_id=rid, workload_id=wanted.workload_id, attempt=wanted.attempt,
-            pod_sets=pod_sets,
-            message=f"request accepted: {nodes} node(s) of {', '.join(sorted({p.pool for p in pod_sets}))}",
-        )))
+        pools = sorted({p.pool for p in pod_sets})
+        out.append(
+            (
+                rid,
+                pev.ProvisioningAccepted(
+                    request_id=rid,
+                    workload_id=wanted.workload_id,
+                    attempt=wanted.attempt,
+                    pod_sets=pod_sets,
+                    message=f"request accepted: {nodes} node(s) of {', '.join(pools)}",
+                ),
+            )
+        )
     return out
 
 
@@ -105,11 +147,17 @@ def bring_up(state: ProvisionerState, cloud: ClusterSpec) -> list[Decision]:
     out: list[Decision] = []
     for req in state.requests.values():
         if req.status == "Creating" and req.ready_at is not None and req.ready_at <= state.now:
-            out.append((req.id, pev.ProvisioningProvisioned(
-                request_id=req.id, zone=req.zone or "",
-                assignments=plan.assignments(req.pod_sets, req.nodes),
-                message=f"{len(req.nodes)} node(s) ready in zone {req.zone}",
-            )))
+            out.append(
+                (
+                    req.id,
+                    pev.ProvisioningProvisioned(
+                        request_id=req.id,
+                        zone=req.zone or "",
+                        assignments=plan.assignments(req.pod_sets, req.nodes),
+                        message=f"{len(req.nodes)} node(s) ready in zone {req.zone}",
+                    ),
+                )
+            )
     return out
 
 
@@ -149,16 +197,24 @@ def _try_zones(
         nodes = plan.make_nodes(cloud, req.id, zone, req.pod_sets)
         quota_problem = _quota_problem(cloud, nodes, quota_used)
         if quota_problem is None:
-            delay = max((cloud.pool(p.pool).provisioning_delay_seconds  # type: ignore[union-attr]
-                         for p in req.pod_sets), default=0.0)
+            delay = max(
+                (
+                    cloud.pool(p.pool).provisioning_delay_seconds  # type: ignore[union-attr]
+                    for p in req.pod_sets
+                ),
+                default=0.0,
+            )
             return pev.NodesCreating(
                 request_id=req.id, zone=zone, nodes=nodes, ready_at=state.now + delay
             )
     if quota_problem is not None:
-        return pev.ProvisioningWaiting(request_id=req.id, reason="QuotaExceeded", message=quota_problem)
+        return pev.ProvisioningWaiting(
+            request_id=req.id, reason="QuotaExceeded", message=quota_problem
+        )
     need = ", ".join(f"{p.nodes} x {p.pool}" for p in req.pod_sets)
     return pev.ProvisioningWaiting(
-        request_id=req.id, reason="NotProvisioned",
+        request_id=req.id,
+        reason="NotProvisioned",
         message=f"waiting for capacity: no single zone has room for {need}",
     )
 
@@ -176,18 +232,24 @@ def _zone_has_room(
         total_in_pool = sum(n for (p, _), n in in_use.items() if p == pool_name)
         if total_in_pool + count > pool.max_nodes:
             return False
-        if in_use.get((pool_name, zone), 0) + count > pool.capacity_at(elapsed, cloud.zones).get(zone, 0):
+        if in_use.get((pool_name, zone), 0) + count > pool.capacity_at(elapsed, cloud.zones).get(
+            zone, 0
+        ):
             return False
     return True
 
 
-def _quota_problem(cloud: ClusterSpec, nodes: tuple[pev.NodeSpec, ...], quota_used: dict[str, int]) -> str | None:
+def _quota_problem(
+    cloud: ClusterSpec, nodes: tuple[pev.NodeSpec, ...], quota_used: dict[str, int]
+) -> str | None:
     asked: dict[str, int] = {}
     for node in nodes:
         for q, amount in node_quota_charge(cloud, node).items():
             asked[q] = asked.get(q, 0) + amount
     for quota in cloud.quotas:
         if quota_used.get(quota.name, 0) + asked.get(quota.name, 0) > quota.limit:
-            return (f"Quota '{quota.name}' exceeded. Limit: {float(quota.limit)} "
-                    f"in region {cloud.region}.")
+            return (
+                f"Quota '{quota.name}' exceeded. Limit: {float(quota.limit)} "
+                f"in region {cloud.region}."
+            )
     return None

@@ -46,13 +46,19 @@ def plan(
     out = []
     for ps in spec.pod_sets:
         pool = pool_for(cloud, ps, selectors.get(ps.name, ps.node_selector))
-        out.append(pev.PodSetNodes(
-            pod_set=ps.name, pods=ps.count, pool=pool.name,
-            per_node=pods_per_node(pool, ps.requests),
-        ))
+        out.append(
+            pev.PodSetNodes(
+                pod_set=ps.name,
+                pods=ps.count,
+                pool=pool.name,
+                per_node=pods_per_node(pool, ps.requests),
+            )
+        )
     total = sum(p.nodes for p in out)
     if total > MAX_NODES_PER_REQUEST:
-        raise Unplannable(f"request needs {total} nodes; at most {MAX_NODES_PER_REQUEST} per request")
+        raise Unplannable(
+            f"request needs {total} nodes; at most {MAX_NODES_PER_REQUEST} per request"
+        )
     return tuple(out)
 
 
@@ -62,29 +68,42 @@ class ZoneShortage:
     message: str
 
 
-def zones_for(cloud: ClusterSpec, spec: WorkloadSpec, selectors: Mapping[str, Mapping[str, str]]) -> list[str]:
+def zones_for(
+    cloud: ClusterSpec, spec: WorkloadSpec, selectors: Mapping[str, Mapping[str, str]]
+) -> list[str]:
     pinned = {sel[ZONE_LABEL] for sel in selectors.values() if ZONE_LABEL in sel}
     if not pinned:
-        pinned = {ps.node_selector[ZONE_LABEL] for ps in spec.pod_sets if ZONE_LABEL in ps.node_selector}
+        pinned = {
+            ps.node_selector[ZONE_LABEL] for ps in spec.pod_sets if ZONE_LABEL in ps.node_selector
+        }
     return [z for z in cloud.zones if not pinned or z in pinned]
 
 
-def make_nodes(cloud: ClusterSpec, request_id: str, zone: str, pod_sets: tuple[pev.PodSetNodes, ...]) -> tuple[pev.NodeSpec, ...]:
+def make_nodes(
+    cloud: ClusterSpec, request_id: str, zone: str, pod_sets: tuple[pev.PodSetNodes, ...]
+) -> tuple[pev.NodeSpec, ...]:
     nodes: list[pev.NodeSpec] = []
     for ps in pod_sets:
         pool = cloud.pool(ps.pool)
         assert pool is not None
         for i in range(ps.nodes):
             name = f"{pool.name}-{zone}-{request_id.replace('.', '-r')}-{ps.pod_set}-{i}"
-            nodes.append(pev.NodeSpec(
-                name=name, pool=pool.name, zone=zone, machine_type=pool.machine_type,
-                allocatable=dict(pool.allocatable),
-                labels={**pool.node_labels(zone), "kubernetes.io/hostname": name},
-            ))
+            nodes.append(
+                pev.NodeSpec(
+                    name=name,
+                    pool=pool.name,
+                    zone=zone,
+                    machine_type=pool.machine_type,
+                    allocatable=dict(pool.allocatable),
+                    labels={**pool.node_labels(zone), "kubernetes.io/hostname": name},
+                )
+            )
     return tuple(nodes)
 
 
-def assignments(pod_sets: tuple[pev.PodSetNodes, ...], nodes: tuple[pev.NodeSpec, ...]) -> dict[str, str]:
+def assignments(
+    pod_sets: tuple[pev.PodSetNodes, ...], nodes: tuple[pev.NodeSpec, ...]
+) -> dict[str, str]:
     """Pods ``<pod set>-<i>``, filled onto the request's nodes ``per_node`` at a time."""
     out: dict[str, str] = {}
     offset = 0

@@ -122,7 +122,9 @@ def _(event: qev.WorkloadRejected, state: ProvisionerState) -> None:
 def _(event: pev.ProvisioningAccepted, state: ProvisionerState) -> None:
     state.wanted.pop(event.request_id, None)
     state.requests[event.request_id] = Request(
-        id=event.request_id, workload_id=event.workload_id, pod_sets=event.pod_sets,
+        id=event.request_id,
+        workload_id=event.workload_id,
+        pod_sets=event.pod_sets,
         accepted_at=state.now,
     )
     state.by_workload.setdefault(event.workload_id, []).append(event.request_id)
@@ -136,7 +138,12 @@ def _(event: pev.ProvisioningWaiting, state: ProvisionerState) -> None:
 @_apply.register
 def _(event: pev.NodesCreating, state: ProvisionerState) -> None:
     req = state.requests[event.request_id]
-    req.status, req.zone, req.nodes, req.ready_at = "Creating", event.zone, event.nodes, event.ready_at
+    req.status, req.zone, req.nodes, req.ready_at = (
+        "Creating",
+        event.zone,
+        event.nodes,
+        event.ready_at,
+    )
     _claim(state, req.nodes, +1)
 
 

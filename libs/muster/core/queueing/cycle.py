@@ -47,10 +47,16 @@ def nominate(state: QueueState, cq_name: str | None, entries: list[WorkloadEntry
     blocked_by: str | None = None
     for wl in entries:
         if blocked_by is not None:
-            verdicts.append(Verdict(wl, cq.name, Unassignable(
-                "BlockedByStrictFIFO", f"waiting behind {blocked_by} in StrictFIFO ClusterQueue "
-                f"{cq.name}",
-            )))
+            verdicts.append(
+                Verdict(
+                    wl,
+                    cq.name,
+                    Unassignable(
+                        "BlockedByStrictFIFO",
+                        f"waiting behind {blocked_by} in StrictFIFO ClusterQueue {cq.name}",
+                    ),
+                )
+            )
             continue
         outcome = assign(cq, state.flavors, wl.spec, used)
         if isinstance(outcome, Assignment):
@@ -68,9 +74,9 @@ def _missing_queue(state: QueueState, cq_name: str | None, wl: WorkloadEntry) ->
     if cq_name is None:
         message = f"LocalQueue {wl.spec.queue_name} doesn't exist in namespace {wl.spec.namespace}"
         return Verdict(wl, None, Unassignable("LocalQueueNotFound", message))
-    return Verdict(wl, cq_name, Unassignable(
-        "ClusterQueueNotFound", f"ClusterQueue {cq_name} doesn't exist"
-    ))
+    return Verdict(
+        wl, cq_name, Unassignable("ClusterQueueNotFound", f"ClusterQueue {cq_name} doesn't exist")
+    )
 
 
 def to_events(state: QueueState, verdicts: list[Verdict]) -> list[NewEvent]:
@@ -79,21 +85,31 @@ def to_events(state: QueueState, verdicts: list[Verdict]) -> list[NewEvent]:
     for v in verdicts:
         wl = v.workload
         if isinstance(v.outcome, Assignment) and v.cluster_queue is not None:
-            out.append(_new(state, wl, qev.QuotaReserved(
-                workload_id=wl.id,
-                cluster_queue=v.cluster_queue,
-                flavors=v.outcome.flavors,
-                usage=v.outcome.usage,
-                node_selectors=v.outcome.node_selectors,
-                attempt=wl.attempt + 1,
-                message=f"Quota reserved in ClusterQueue {v.cluster_queue}",
-            )))
+            out.append(
+                _new(
+                    state,
+                    wl,
+                    qev.QuotaReserved(
+                        workload_id=wl.id,
+                        cluster_queue=v.cluster_queue,
+                        flavors=v.outcome.flavors,
+                        usage=v.outcome.usage,
+                        node_selectors=v.outcome.node_selectors,
+                        attempt=wl.attempt + 1,
+                        message=f"Quota reserved in ClusterQueue {v.cluster_queue}",
+                    ),
+                )
+            )
         elif isinstance(v.outcome, Unassignable):
             reason = (v.outcome.reason, v.outcome.message)
             if wl.pending_reason != reason:
-                out.append(_new(state, wl, qev.WorkloadPending(
-                    workload_id=wl.id, reason=reason[0], message=reason[1]
-                )))
+                out.append(
+                    _new(
+                        state,
+                        wl,
+                        qev.WorkloadPending(workload_id=wl.id, reason=reason[0], message=reason[1]),
+                    )
+                )
     return out
 
 

@@ -108,14 +108,16 @@ def _first_fitting_flavor(
             continue
         bad = matching.conflicts(ps.node_selector, flavor.node_labels)
         if bad:
-            problems.append(Unassignable(
-                "NoMatchingFlavor", f"flavor {fq.name} doesn't match node selector {bad[0]}"
-            ))
+            problems.append(
+                Unassignable(
+                    "NoMatchingFlavor", f"flavor {fq.name} doesn't match node selector {bad[0]}"
+                )
+            )
             continue
         if not matching.tolerates_all(ps.tolerations, flavor.node_taints):
-            problems.append(Unassignable(
-                "NoMatchingFlavor", f"untolerated taint in flavor {fq.name}"
-            ))
+            problems.append(
+                Unassignable("NoMatchingFlavor", f"untolerated taint in flavor {fq.name}")
+            )
             continue
         problem = _quota_problem(fq.name, fq, wanted, used, taken)
         if problem is None:
@@ -145,7 +147,8 @@ def _quota_problem(
             over_max = True
             messages.append(
                 f"insufficient quota for {resource} in flavor {name}, request > maximum "
-                f"capacity ({format_quantity(resource, qty)} > {format_quantity(resource, nominal)})"
+                f"capacity ({format_quantity(resource, qty)} > "
+                f"{format_quantity(resource, nominal)})"
             )
         elif in_use + qty > nominal:
             missing = in_use + qty - nominal

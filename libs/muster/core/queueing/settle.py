@@ -17,10 +17,14 @@ def settle(state: QueueState) -> list[NewEvent]:
     for wl in sorted((state.workloads[w] for w in state.active), key=lambda w: w.order):
         event = _next_step(wl)
         if event is not None:
-            out.append(NewEvent(
-                stream_id=qev.ADMISSION_STREAM, event=event, occurred_at=state.now,
-                correlation_id=wl.id,
-            ))
+            out.append(
+                NewEvent(
+                    stream_id=qev.ADMISSION_STREAM,
+                    event=event,
+                    occurred_at=state.now,
+                    correlation_id=wl.id,
+                )
+            )
     return out
 
 
@@ -45,12 +49,16 @@ def _next_step(wl: WorkloadEntry) -> Event | None:
         if wl.pods_failed:
             pod, why = sorted(wl.pods_failed.items())[0]
             return qev.WorkloadFinished(
-                workload_id=wl.id, outcome="Failed", reason="PodFailed",
+                workload_id=wl.id,
+                outcome="Failed",
+                reason="PodFailed",
                 message=f"pod {pod} failed: {why}",
             )
         if len(wl.pods_succeeded) >= wl.spec.pod_count:
             return qev.WorkloadFinished(
-                workload_id=wl.id, outcome="Succeeded", reason="Succeeded",
+                workload_id=wl.id,
+                outcome="Succeeded",
+                reason="Succeeded",
                 message=f"all {wl.spec.pod_count} pods succeeded",
             )
     return None

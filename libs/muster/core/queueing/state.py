@@ -96,7 +96,9 @@ def _(event: qev.LocalQueueConfigured, state: QueueState) -> None:
 def _(event: wev.WorkloadSubmitted, state: QueueState) -> None:
     # `order` is fixed by the submission's place in the log; see `submission_order`.
     state.workloads[event.workload_id] = WorkloadEntry(
-        id=event.workload_id, spec=event.spec, order=len(state.workloads),
+        id=event.workload_id,
+        spec=event.spec,
+        order=len(state.workloads),
         submitted_at=state.now,
     )
     state.pending.add(event.workload_id)
@@ -236,5 +238,9 @@ def summary(state: QueueState) -> dict[str, Any]:
     by_status: dict[str, int] = {}
     for wl in state.workloads.values():
         by_status[wl.status] = by_status.get(wl.status, 0) + 1
-    return {"now": state.now, "usage": usage, "workloads": dict(sorted(by_status.items())),
-            "pending": len(state.pending)}
+    return {
+        "now": state.now,
+        "usage": usage,
+        "workloads": dict(sorted(by_status.items())),
+        "pending": len(state.pending),
+    }

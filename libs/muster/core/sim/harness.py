@@ -74,13 +74,15 @@ class Harness:
                 runner.fold(self.log.after(runner.position))
                 news = runner.decide()
                 if news:
-                    self.log.append(runner.appends(news), producer=runner.decider.name,
-                                    recorded_at=self.clock)
+                    self.log.append(
+                        runner.appends(news), producer=runner.decider.name, recorded_at=self.clock
+                    )
                     progress = True
             if not progress:
                 return
         raise Livelock(f"no fixed point after {MAX_ROUNDS_PER_INSTANT} rounds at t={self.clock}")
 
     def _append(self, producer: str, new: NewEvent) -> None:
-        self.log.append([StreamAppend(new.stream_id, None, [new])], producer=producer,
-                        recorded_at=self.clock)
+        self.log.append(
+            [StreamAppend(new.stream_id, None, [new])], producer=producer, recorded_at=self.clock
+        )

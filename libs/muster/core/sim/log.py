@@ -23,11 +23,15 @@ class MemoryLog:
     def after(self, position: int) -> list[Envelope]:
         return self.envelopes[position:]
 
-    def append(self, batch: Sequence[StreamAppend], *, producer: str, recorded_at: float) -> list[Envelope]:
+    def append(
+        self, batch: Sequence[StreamAppend], *, producer: str, recorded_at: float
+    ) -> list[Envelope]:
         for item in batch:
             current = self.versions.get(item.stream_id, 0)
             if item.expected_version is not None and item.expected_version != current:
-                raise VersionConflict(f"{item.stream_id}: expected {item.expected_version}, at {current}")
+                raise VersionConflict(
+                    f"{item.stream_id}: expected {item.expected_version}, at {current}"
+                )
         out = []
         for item in batch:
             for new in item.events:
@@ -37,11 +41,18 @@ class MemoryLog:
                 # Round-trip the payload, as the store does, so the harness sees what services see.
                 event = decode_payload(new.event.TYPE, new.event.VERSION, encode_payload(new.event))
                 env = Envelope(
-                    position=position, event_id=f"sim-{position}", stream_id=item.stream_id,
-                    stream_version=version, type=new.event.TYPE, schema_version=new.event.VERSION,
-                    occurred_at=new.occurred_at, recorded_at=recorded_at,
-                    causation_id=new.causation_id, correlation_id=new.correlation_id,
-                    producer=producer, event=event,
+                    position=position,
+                    event_id=f"sim-{position}",
+                    stream_id=item.stream_id,
+                    stream_version=version,
+                    type=new.event.TYPE,
+                    schema_version=new.event.VERSION,
+                    occurred_at=new.occurred_at,
+                    recorded_at=recorded_at,
+                    causation_id=new.causation_id,
+                    correlation_id=new.correlation_id,
+                    producer=producer,
+                    event=event,
                 )
                 self.envelopes.append(env)
                 out.append(env)

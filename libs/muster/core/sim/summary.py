@@ -16,7 +16,7 @@ def percentile(values: list[float], p: float) -> float:
     if not values:
         return 0.0
     ordered = sorted(values)
-    return ordered[min(len(ordered) - 1, int(round(p / 100 * (len(ordered) - 1))))]
+    return ordered[min(len(ordered) - 1, round(p / 100 * (len(ordered) - 1)))]
 
 
 def summarize(envelopes: Iterable[Envelope]) -> dict[str, Any]:
@@ -55,9 +55,11 @@ def summarize(envelopes: Iterable[Envelope]) -> dict[str, Any]:
         "workloads": len(submitted),
         "outcomes": dict(sorted(by_outcome.items())),
         "admitted": len(first_admit),
-        "wait_seconds": {"mean": round(mean(waits), 3) if waits else 0.0,
-                         "p50": round(percentile(waits, 50), 3),
-                         "p99": round(percentile(waits, 99), 3)},
+        "wait_seconds": {
+            "mean": round(mean(waits), 3) if waits else 0.0,
+            "p50": round(percentile(waits, 50), 3),
+            "p99": round(percentile(waits, 99), 3),
+        },
         "nodes_provisioned": nodes,
         "nodes_by_zone": dict(sorted(zones.items())),
         "makespan_seconds": round(last - start, 3) if submitted else 0.0,

@@ -37,11 +37,19 @@ class WorkloadView:
 
     def to_json(self) -> dict[str, Any]:
         return {
-            "id": self.id, "name": self.name, "namespace": self.namespace,
-            "queueName": self.queue_name, "clusterQueue": self.cluster_queue,
-            "priority": self.priority, "pods": self.pods, "status": self.status,
-            "reason": self.reason, "message": self.message, "attempt": self.attempt,
-            "submittedAt": self.submitted_at, "updatedAt": self.updated_at,
+            "id": self.id,
+            "name": self.name,
+            "namespace": self.namespace,
+            "queueName": self.queue_name,
+            "clusterQueue": self.cluster_queue,
+            "priority": self.priority,
+            "pods": self.pods,
+            "status": self.status,
+            "reason": self.reason,
+            "message": self.message,
+            "attempt": self.attempt,
+            "submittedAt": self.submitted_at,
+            "updatedAt": self.updated_at,
             "cancelRequested": self.cancel_requested,
         }
 
@@ -79,9 +87,15 @@ def _(event: qev.LocalQueueConfigured, state: WorkloadsState) -> None:
 def _(event: wev.WorkloadSubmitted, state: WorkloadsState) -> None:
     spec = event.spec
     state.workloads[event.workload_id] = WorkloadView(
-        id=event.workload_id, name=spec.name, namespace=spec.namespace, queue_name=spec.queue_name,
-        priority=spec.priority, pods=spec.pod_count, submitted_at=state.now,
-        digest=event.request_digest, updated_at=state.now,
+        id=event.workload_id,
+        name=spec.name,
+        namespace=spec.namespace,
+        queue_name=spec.queue_name,
+        priority=spec.priority,
+        pods=spec.pod_count,
+        submitted_at=state.now,
+        digest=event.request_digest,
+        updated_at=state.now,
     )
 
 

@@ -1,0 +1,205 @@
+"""Simulated node agents: registration, pod lifecycles, exit codes and sharding."""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Iterable, Sequence
+from typing import Any, TypeVar
+
+import pytest
+from muster.core import inputs
+from muster.core.decider import Decider
+from muster.core.events import Envelope, Event
+from muster.core.events import node as nev
+from muster.core.events import provisioning as pev
+from muster.core.events import queue as qev
+from muster.core.model import parse
+from muster.core.nodes.decider import NodeAgentDecider
+from muster.core.nodes.state import owns
+from muster.core.provisioning.decider import ProvisionerDecider
+from muster.core.queueing.decider import QueueDecider
+from muster.core.sim.harness import Harness
+
+GPU = "nvidia.com/gpu"
+E = TypeVar("E", bound=Event)
+
+CLUSTER: dict[str, Any] = {
+    "name": "test",
+    "region": "r1",
+    "zones": ["r1-a", "r1-b"],
+    "nodePools": [{"name": "gpu", "machineType": "m", "allocatable": {GPU: 8},
+                   "provisioningDelaySeconds": 5}],
+    "resourceFlavors": [{"name": "gpu"}],
+    "clusterQueues": [{"name": "cq", "resourceGroups": [{
+        "coveredResources": [GPU],
+        "flavors": [{"name": "gpu", "resources": [{"name": GPU, "nominalQuota": 1000}]}],
+    }]}],
+    "localQueues": [{"namespace": "default", "name": "lq", "clusterQueue": "cq"}],
+}
+
+
+def workload_doc(name: str, count: int = 1, gpus: int = 8, duration: float = 30,
+                 exit_code: int = 0) -> dict[str, Any]:
+    return {"name": name, "queueName": "lq",
+            "podSets": [{"name": "w", "count": count, "requests": {GPU: gpus}}],
+            "runtime": {"durationSeconds": duration, "exitCode": exit_code}}
+
+
+def run(workloads: Iterable[tuple[float, dict[str, Any]]],
+        agents: Sequence[Decider[Any]] | None = None,
+        cancels: Iterable[tuple[float, str]] = ()) -> Harness:
+    deciders: list[Decider[Any]] = [QueueDecider(), ProvisionerDecider()]
+    deciders += list(agents) if agents is not None else [NodeAgentDecider()]
+    h = Harness(deciders)
+    for new in inputs.configuration(parse.cluster(CLUSTER), 0.0):
+        h.schedule(new, producer="admin")
+    for at, doc in workloads:
+        h.schedule(inputs.submission(doc["name"], parse.workload(doc), float(at)),
+                   producer="intake")
+    for at, wid in cancels:
+        h.schedule(inputs.cancellation(wid, float(at)), producer="intake")
+    h.run()
+    return h
+
+
+def of(h: Harness, cls: type[E], workload: str | None = None) -> list[tuple[Envelope, E]]:
+    return [(env, env.event) for env in h.log.envelopes if isinstance(env.event, cls)
+            and (workload is None or getattr(env.event, "workload_id", None) == workload)]
+
+
+def test_pods_start_when_their_nodes_register() -> None:
+    h = run([(2, workload_doc("job", count=3, duration=30))])
+    registered = {ev.node: env for env, ev in of(h, nev.NodeRegistered)}
+    provisioned = {env.stream_id: env for env, _ in of(h, pev.ProvisioningProvisioned)}
+    (p_env,) = provisioned.values()
+    assert p_env.occurred_at == 7.0  # submitted at 2, 5s boot
+    assert len(registered) == 3
+    started = of(h, nev.PodStarted, "job")
+    assert sorted(ev.pod for _, ev in started) == ["w-0", "w-1", "w-2"]
+    for env, ev in started:
+        reg = registered[ev.node]
+        assert reg.position > p_env.position  # registered once Ready, not before
+        assert env.position > reg.position  # started after its node registered
+        assert env.stream_id == nev.stream(ev.node)
+        assert env.occurred_at == reg.occurred_at == 7.0
+        assert ev.finishes_at == 37.0
+    # Registration carries what the provisioner created.
+    (_, creating), = of(h, pev.NodesCreating)
+    for spec in creating.nodes:
+        env = registered[spec.name]
+        assert env.event.allocatable == spec.allocatable  # type: ignore[attr-defined]
+        assert env.event.labels == spec.labels  # type: ignore[attr-defined]
+
+
+def test_pods_are_placed_where_the_provisioner_said() -> None:
+    h = run([(0, workload_doc("packed", count=4, gpus=4))])  # two pods a node
+    (_, up), = of(h, pev.ProvisioningProvisioned)
+    (_, admitted), = of(h, qev.WorkloadAdmitted, "packed")
+    assert admitted.placements == up.assignments
+    assert len(set(up.assignments.values())) == 2
+    assert {ev.pod: ev.node for _, ev in of(h, nev.PodStarted, "packed")} == dict(up.assignments)
+
+
+def test_pods_finish_at_start_plus_duration() -> None:
+    h = run([(0, workload_doc("a", count=2, duration=30)), (1.5, workload_doc("b", duration=12.25))])
+    for wid in ("a", "b"):
+        started = {ev.pod: (env.occurred_at, ev.finishes_at) for env, ev in of(h, nev.PodStarted, wid)}
+        done = {ev.pod: env.occurred_at for env, ev in of(h, nev.PodSucceeded, wid)}
+        assert started.keys() == done.keys()
+        for pod, (start, finishes_at) in started.items():
+            assert done[pod] == finishes_at
+        assert of(h, nev.PodFailed, wid) == []
+    assert [env.occurred_at for env, _ in of(h, nev.PodSucceeded, "a")] == [35.0, 35.0]
+    assert [env.occurred_at for env, _ in of(h, nev.PodSucceeded, "b")] == [18.75]
+    (env, fin), = of(h, qev.WorkloadFinished, "a")
+    assert (env.occurred_at, fin.outcome, fin.reason, fin.message) == (
+        35.0, "Succeeded", "Succeeded", "all 2 pods succeeded")
+
+
+def test_non_zero_exit_code_fails_the_pod_and_the_workload() -> None:
+    h = run([(0, workload_doc("bad", count=2, duration=20, exit_code=3))])
+    failed = of(h, nev.PodFailed, "bad")
+    assert sorted(ev.pod for _, ev in failed) == ["w-0", "w-1"]
+    assert all((ev.exit_code, ev.reason) == (3, "Error") for _, ev in failed)
+    assert all(env.occurred_at == 25.0 for env, _ in failed)
+    assert of(h, nev.PodSucceeded, "bad") == []
+    (env, fin), = of(h, qev.WorkloadFinished, "bad")
+    assert env.occurred_at == 25.0
+    assert (fin.outcome, fin.reason) == ("Failed", "PodFailed")
+    assert fin.message == "pod w-0 failed: Error (exit code 3)"
+    queue = h.runners[0]
+    assert queue.state.workloads["bad"].status == "Finished"
+    # Its nodes go away like a success's.
+    assert len(of(h, nev.NodeRemoved)) == 2
+
+
+def test_nodes_are_removed_after_their_pods_end() -> None:
+    h = run([(0, workload_doc("job", count=2, duration=10))])
+    (d_env, deleted), = of(h, pev.NodesDeleted)
+    removed = {ev.node: env for env, ev in of(h, nev.NodeRemoved)}
+    assert set(removed) == set(deleted.nodes)
+    last_pod_end = max(env.position for env, _ in of(h, nev.PodSucceeded, "job"))
+    assert all(env.position > d_env.position > last_pod_end for env in removed.values())
+    assert h.runners[2].state.nodes == set()
+
+
+def test_cancel_stops_running_pods() -> None:
+    h = run([(0, workload_doc("long", count=2, duration=1000))], cancels=[(100, "long")])
+    stopped = of(h, nev.PodStopped, "long")
+    assert sorted(ev.pod for _, ev in stopped) == ["w-0", "w-1"]
+    assert all(env.occurred_at == 100.0 for env, _ in stopped)
+    assert of(h, nev.PodSucceeded, "long") == []
+    assert len(of(h, nev.NodeRemoved)) == 2
+    agent = h.runners[2].state
+    assert agent.pods == {} and agent.nodes == set()
+
+
+def test_shard_out_of_range_is_refused() -> None:
+    with pytest.raises(ValueError, match="shard 2 is not in 0..1"):
+        NodeAgentDecider(2, 2)
+
+
+def test_sharded_agents_run_every_pod_exactly_once() -> None:
+    shards = [NodeAgentDecider(0, 2), NodeAgentDecider(1, 2)]
+    docs = [(float(i), workload_doc(f"job{i}", count=1 + i % 3, duration=10 + 3 * i))
+            for i in range(8)]
+    h = run(docs, agents=shards)
+    pods = {(wid, f"w-{k}") for _, d in docs for wid in [d["name"]]
+            for k in range(d["podSets"][0]["count"])}
+
+    for cls in (nev.PodStarted, nev.PodSucceeded):
+        seen = Counter((ev.workload_id, ev.pod) for _, ev in of(h, cls))
+        assert set(seen) == pods
+        assert set(seen.values()) == {1}, cls
+
+    # Each node is registered once, by the shard that owns it; both shards did work.
+    created = [n.name for _, ev in of(h, pev.NodesCreating) for n in ev.nodes]
+    registered = Counter(ev.node for _, ev in of(h, nev.NodeRegistered))
+    assert sorted(registered) == sorted(created) and set(registered.values()) == {1}
+    agents = {env.event.node: env.producer for env, _ in of(h, nev.NodeRegistered)}  # type: ignore[attr-defined]
+    for node, producer in agents.items():
+        shard = 0 if owns(node, 0, 2) else 1
+        assert producer == f"node-agent-{shard}"
+    assert set(agents.values()) == {"node-agent-0", "node-agent-1"}
+    # Pod events are written by the node's owner.
+    for cls in (nev.PodStarted, nev.PodSucceeded, nev.NodeRemoved):
+        for env, ev in of(h, cls):
+            assert env.producer == agents[ev.node]
+
+    finished = sorted(ev.workload_id for _, ev in of(h, qev.WorkloadFinished))
+    assert finished == sorted(d["name"] for _, d in docs)
+
+
+def test_sharded_run_matches_a_single_agent_run() -> None:
+    docs = [(float(i), workload_doc(f"job{i}", count=1 + i % 2, duration=5 + i)) for i in range(6)]
+    single = run(docs)
+    sharded = run(docs, agents=[NodeAgentDecider(0, 2), NodeAgentDecider(1, 2)])
+
+    def timeline(h: Harness) -> list[tuple[float, str, str]]:
+        keep = (qev.QuotaReserved, qev.WorkloadAdmitted, qev.WorkloadFinished,
+                nev.PodStarted, nev.PodSucceeded)
+        return sorted((env.occurred_at, env.type, str(getattr(env.event, "pod", "")) +
+                       env.event.workload_id)  # type: ignore[attr-defined]
+                      for env in h.log.envelopes if isinstance(env.event, keep))
+
+    assert timeline(single) == timeline(sharded)
