@@ -114,6 +114,18 @@ def _wait_finished(stack: Stack, count: int, timeout: float = 180.0) -> None:
         time.sleep(0.2)
 
 
+def _wait_nodes_released(stack: Stack, timeout: float = 60.0) -> None:
+    """Every node is removed once its workload finished."""
+    deadline = time.monotonic() + timeout
+    while True:
+        state = call("GET", f"{stack.url('provisioner')}/state?fresh=1")["summary"]
+        if not state["nodes_in_use"] and set(state["requests"]) == {"Deleted"}:
+            return
+        if time.monotonic() > deadline:
+            raise TimeoutError(f"provisioner still holds {state}")
+        time.sleep(0.2)
+
+
 def quota_violations(log: list[Envelope], nominal: int) -> list[str]:
     """An independent check: usage per ClusterQueue never above nominal, after every event."""
     held: dict[str, int] = {}
@@ -157,6 +169,7 @@ def _run(tmp_path: Path, fault: str) -> tuple[Stack, list[Envelope], dict[str, A
         # A retried submission returns the original and appends nothing.
         assert _submit(stack, range(3)) == ids[:3]
         _wait_finished(stack, WORKLOADS)
+        _wait_nodes_released(stack)
         live = call("GET", f"{stack.url('queue')}/state?fresh=1")
         log = asyncio.run(_log(stack.store_url))
     return stack, log, live
