@@ -53,10 +53,10 @@ class ProvisionerDecider:
     def next_deadline(self, state: ProvisionerState) -> float | None:
         times = [
             r.ready_at
-            for r in state.requests.values()
+            for r in state.open_requests()
             if r.status == "Creating" and r.ready_at is not None and r.ready_at > state.now
         ]
-        if state.cloud is not None and any(r.status == "Accepted" for r in state.requests.values()):
+        if state.cloud is not None and any(r.status == "Accepted" for r in state.open_requests()):
             times += [
                 state.cloud_since + step.at
                 for pool in state.cloud.node_pools
@@ -145,7 +145,7 @@ def accept(state: ProvisionerState, cloud: ClusterSpec) -> list[Decision]:
 
 def bring_up(state: ProvisionerState, cloud: ClusterSpec) -> list[Decision]:
     out: list[Decision] = []
-    for req in state.requests.values():
+    for req in state.open_requests():
         if req.status == "Creating" and req.ready_at is not None and req.ready_at <= state.now:
             out.append(
                 (
@@ -166,7 +166,7 @@ def find_capacity(state: ProvisionerState, cloud: ClusterSpec) -> list[Decision]
     in_use = dict(state.in_use)
     quota_used = dict(state.quota_used)
     out: list[Decision] = []
-    for req in sorted(state.requests.values(), key=lambda r: (r.accepted_at, r.id)):
+    for req in sorted(state.open_requests(), key=lambda r: (r.accepted_at, r.id)):
         if req.status != "Accepted":
             continue
         decision = _try_zones(state, cloud, req, in_use, quota_used)

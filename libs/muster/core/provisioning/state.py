@@ -49,12 +49,14 @@ class ProvisionerState:
     wanted: dict[str, Wanted] = field(default_factory=dict)  # request id -> reservation
     requests: dict[str, Request] = field(default_factory=dict)
     by_workload: dict[str, list[str]] = field(default_factory=dict)  # workload -> request ids
+    # Accepted or Creating, in acceptance order: what each step has to look at.
+    open: dict[str, None] = field(default_factory=dict)
     released: set[str] = field(default_factory=set)  # requests whose workload let go
     in_use: dict[tuple[str, str], int] = field(default_factory=dict)  # (pool, zone) -> nodes
     quota_used: dict[str, int] = field(default_factory=dict)  # cloud quota name -> amount
 
     def open_requests(self) -> list[Request]:
-        return [r for r in self.requests.values() if r.status in ("Accepted", "Creating")]
+        return [self.requests[rid] for rid in self.open]
 
 
 def request_id(workload_id: str, attempt: int) -> str:
@@ -128,6 +130,7 @@ def _(event: pev.ProvisioningAccepted, state: ProvisionerState) -> None:
         accepted_at=state.now,
     )
     state.by_workload.setdefault(event.workload_id, []).append(event.request_id)
+    state.open[event.request_id] = None
 
 
 @_apply.register
@@ -150,6 +153,7 @@ def _(event: pev.NodesCreating, state: ProvisionerState) -> None:
 @_apply.register
 def _(event: pev.ProvisioningProvisioned, state: ProvisionerState) -> None:
     state.requests[event.request_id].status = "Provisioned"
+    state.open.pop(event.request_id, None)
 
 
 @_apply.register
@@ -159,12 +163,14 @@ def _(event: pev.ProvisioningFailed, state: ProvisionerState) -> None:
     if req is not None:
         req.status = "Failed"
     state.released.discard(event.request_id)
+    state.open.pop(event.request_id, None)
 
 
 @_apply.register
 def _(event: pev.ProvisioningCancelled, state: ProvisionerState) -> None:
     state.requests[event.request_id].status = "Cancelled"
     state.released.discard(event.request_id)
+    state.open.pop(event.request_id, None)
 
 
 @_apply.register
@@ -173,6 +179,7 @@ def _(event: pev.NodesDeleted, state: ProvisionerState) -> None:
     _claim(state, req.nodes, -1)
     req.status = "Deleted"
     state.released.discard(event.request_id)
+    state.open.pop(event.request_id, None)
 
 
 def _claim(state: ProvisionerState, nodes: tuple[pev.NodeSpec, ...], sign: int) -> None:
