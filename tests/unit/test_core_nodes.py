@@ -101,12 +101,15 @@ def test_pods_are_placed_where_the_provisioner_said() -> None:
 
 
 def test_pods_finish_at_start_plus_duration() -> None:
-    h = run([(0, workload_doc("a", count=2, duration=30)), (1.5, workload_doc("b", duration=12.25))])
-    for wid in ("a", "b"):
-        started = {ev.pod: (env.occurred_at, ev.finishes_at) for env, ev in of(h, nev.PodStarted, wid)}
+    h = run([(0, workload_doc("a", count=2, duration=30)),
+             (1.5, workload_doc("b", duration=12.25))])
+    for wid, duration in (("a", 30.0), ("b", 12.25)):
+        started = {ev.pod: (env.occurred_at, ev.finishes_at)
+                   for env, ev in of(h, nev.PodStarted, wid)}
         done = {ev.pod: env.occurred_at for env, ev in of(h, nev.PodSucceeded, wid)}
         assert started.keys() == done.keys()
         for pod, (start, finishes_at) in started.items():
+            assert finishes_at == start + duration
             assert done[pod] == finishes_at
         assert of(h, nev.PodFailed, wid) == []
     assert [env.occurred_at for env, _ in of(h, nev.PodSucceeded, "a")] == [35.0, 35.0]
@@ -155,7 +158,7 @@ def test_cancel_stops_running_pods() -> None:
 
 
 def test_shard_out_of_range_is_refused() -> None:
-    with pytest.raises(ValueError, match="shard 2 is not in 0..1"):
+    with pytest.raises(ValueError, match=r"shard 2 is not in 0\.\.1"):
         NodeAgentDecider(2, 2)
 
 
@@ -205,18 +208,12 @@ def test_sharded_run_matches_a_single_agent_run() -> None:
     assert timeline(single) == timeline(sharded)
 
 
-@pytest.mark.xfail(strict=True, reason=(
-    "BUG: nodes/state.py folds every NodeRegistered into state.nodes without checking "
-    "owns(), so with shards a non-owning agent dooms the node on NodesDeleted and appends "
-    "NodeRemoved for a node it does not own, without knowing the owner's pods: the node is "
-    "removed before the owner has stopped the pods running on it"
-))
 def test_only_the_owning_shard_removes_a_node_and_only_after_its_pods_ended() -> None:
     shards = [NodeAgentDecider(0, 2), NodeAgentDecider(1, 2)]
     h = run([(0, workload_doc("job2", count=2, duration=1000))], agents=shards,
             cancels=[(100, "job2")])
     (_, creating), = of(h, pev.NodesCreating)
-    assert all(owns(n.name, 1, 2) for n in creating.nodes)  # the second shard's nodes
+    owner = {n.name: 0 if owns(n.name, 0, 2) else 1 for n in creating.nodes}
     pod_ends: dict[str, int] = {}
     for cls in (nev.PodSucceeded, nev.PodFailed, nev.PodStopped):
         for env, ev in of(h, cls):
@@ -224,5 +221,5 @@ def test_only_the_owning_shard_removes_a_node_and_only_after_its_pods_ended() ->
     removed = of(h, nev.NodeRemoved)
     assert len(removed) == 2
     for env, ev in removed:
-        assert env.producer == "node-agent-1"
+        assert env.producer == f"node-agent-{owner[ev.node]}"
         assert env.position > pod_ends[ev.node]

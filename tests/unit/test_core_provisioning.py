@@ -123,6 +123,7 @@ def test_request_waits_for_one_zone_with_room_for_all_its_nodes() -> None:
     # Admitted only then, and every pod runs on a zone-b node.
     (env, admitted), = workload_events(h, qev.WorkloadAdmitted, "gang")
     assert env.occurred_at == 600.0
+    assert admitted.placements == up.assignments
     started = [ev for _, ev in workload_events(h, nev.PodStarted, "gang")]
     assert len(started) == 4 and all(ev.node in set(up.assignments.values()) for ev in started)
     assert workload_events(h, qev.WorkloadFinished, "gang")[0][1].outcome == "Succeeded"
@@ -292,6 +293,7 @@ def test_provisioned_exactly_at_accept_time_plus_delay(delay: float, submit: flo
     h = run(cluster_doc(delay=delay), [(submit, workload_doc("job", duration=10))])
     accepted, _ = one(h, pev.ProvisioningAccepted, "job.1")
     creating, nodes = one(h, pev.NodesCreating, "job.1")
+    assert creating.occurred_at == submit  # capacity is there at once
     provisioned, _ = one(h, pev.ProvisioningProvisioned, "job.1")
     assert accepted.occurred_at == submit
     assert nodes.ready_at == submit + delay
@@ -334,13 +336,6 @@ def test_zone_pinned_by_the_pod_node_selector_is_honoured() -> None:
     assert creating.zone == ZB
 
 
-@pytest.mark.xfail(strict=True, reason=(
-    "BUG: plan.make_nodes names nodes f'{pool}-{zone}-{request_id.replace(\".\", \"-r\")}-"
-    "{pod_set}-{i}', which is ambiguous: workload j-0/pod set a-1-r1-b and workload "
-    "j-0-r1-a-1/pod set b both get node a100-us-central1-a-j-0-r1-a-1-r1-b-0; when one "
-    "finishes, the shared node is removed and the other's pod is stopped, leaving that "
-    "workload Admitted (holding quota) forever"
-))
 def test_node_names_are_unique_across_requests_whatever_the_ids() -> None:
     first = workload_doc("j", duration=100)
     first["podSets"][0]["name"] = "a-1-r1-b"
@@ -355,3 +350,32 @@ def test_node_names_are_unique_across_requests_whatever_the_ids() -> None:
     names = [n.name for _, ev in of(h, pev.NodesCreating) for n in ev.nodes]
     assert len(names) == len(set(names)), names
     assert sorted(ev.workload_id for _, ev in of(h, qev.WorkloadFinished)) == ["j-0", "j-0-r1-a-1"]
+
+
+@pytest.mark.parametrize("case", ["pools-share-no-zone", "more-nodes-than-max-nodes"])
+def test_request_the_cloud_can_never_serve_fails_at_once(case: str) -> None:
+    cpu_pool = {"name": "cpu", "machineType": "n2", "allocatable": {"cpu": 32},
+                "labels": {"kind": "cpu"}, "zones": [ZB]}
+    cluster = cluster_doc(max_nodes=2 if case == "more-nodes-than-max-nodes" else 100,
+                          extra_pools=[cpu_pool])
+    cluster["nodePools"][0]["zones"] = [ZA]
+    cluster["clusterQueues"][0]["resourceGroups"].append({
+        "coveredResources": ["cpu"],
+        "flavors": [{"name": "cpu", "resources": [{"name": "cpu", "nominalQuota": 1000}]}]})
+    cluster["resourceFlavors"].append({"name": "cpu", "nodeLabels": {"kind": "cpu"}})
+    doc = workload_doc("never", nodes=3 if case == "more-nodes-than-max-nodes" else 1)
+    if case == "pools-share-no-zone":
+        doc["podSets"].append({"name": "driver", "count": 1, "requests": {"cpu": 8}})
+    h = run(cluster, [(0, doc)])
+    assert of(h, pev.NodesCreating) == []
+    assert [ev.reason for _, ev in workload_events(h, qev.WorkloadRejected, "never")] == [
+        "ProvisioningFailed"]
+
+
+def test_release_at_the_instant_nodes_are_ready_does_not_provision() -> None:
+    h = run(cluster_doc(delay=30), [(0, workload_doc("job"))], cancels=[(30, "job")])
+    deleted, _ = one(h, pev.NodesDeleted, "job.1")
+    assert deleted.occurred_at == 30.0
+    assert of(h, pev.ProvisioningProvisioned, "job.1") == []
+    provisioner = next(r for r in h.runners if r.decider.name == "provisioner")
+    assert provisioner.state.requests["job.1"].status == "Deleted"

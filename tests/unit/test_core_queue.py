@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import itertools
 from collections.abc import Iterable
 from typing import Any, TypeVar
 
@@ -101,7 +102,9 @@ def of(h: Harness, cls: type[E], workload: str | None = None) -> list[tuple[Enve
     out = []
     for env in h.log.envelopes:
         ev = env.event
-        if isinstance(ev, cls) and (workload is None or getattr(ev, "workload_id", None) == workload):
+        if isinstance(ev, cls) and (
+            workload is None or getattr(ev, "workload_id", None) == workload
+        ):
             out.append((env, ev))
     return out
 
@@ -298,7 +301,7 @@ def test_pending_reason_is_recorded_only_when_it_changes() -> None:
     for wid in ("w1", "w2", "w3"):
         reasons = [(r, m) for _, r, m in pendings(h, wid)]
         assert reasons, wid
-        assert all(a != b for a, b in zip(reasons, reasons[1:], strict=False)), wid
+        assert all(a != b for a, b in itertools.pairwise(reasons)), wid
 
 
 def test_best_effort_fifo_admits_later_workloads_that_fit() -> None:
@@ -385,7 +388,8 @@ def test_usage_is_released_on_cancel_and_the_next_workload_gets_it() -> None:
     assert of(h, qev.WorkloadFinished, "running") == []
     # Its pods were stopped and its nodes removed at the cancellation.
     assert [env.occurred_at for env, _ in of(h, nev.PodStopped, "running")] == [50.0]
-    deleted = [env.occurred_at for env, ev in of(h, pev.NodesDeleted) if ev.request_id == "running.1"]
+    deleted = [env.occurred_at for env, ev in of(h, pev.NodesDeleted)
+               if ev.request_id == "running.1"]
     assert deleted == [50.0]
     assert queue_state(h).workloads["running"].status == "Cancelled"
 
@@ -425,7 +429,8 @@ def test_local_queue_pointing_at_a_missing_cluster_queue() -> None:
     cluster["localQueues"].append({"namespace": "default", "name": "dangling",
                                    "clusterQueue": "ghost"})
     h = run(cluster, [(0, workload_doc("lost", queue="dangling"))])
-    assert pendings(h, "lost") == [(0.0, "ClusterQueueNotFound", "ClusterQueue ghost doesn't exist")]
+    assert pendings(h, "lost") == [
+        (0.0, "ClusterQueueNotFound", "ClusterQueue ghost doesn't exist")]
 
 
 @pytest.mark.parametrize("strategy", ["BestEffortFIFO", "StrictFIFO"])

@@ -60,7 +60,8 @@ def verify_decisions(log: Sequence[Envelope], decider: Decider[Any]) -> tuple[in
             continue
         runner.fold(log[folded : basis + 1])
         folded = max(folded, basis + 1)
-        derived: list[NewEvent] = runner.decide()
+        # Stored order: the runner groups a batch per stream before appending it.
+        derived: list[NewEvent] = [n for a in runner.appends(runner.decide()) for n in a.events]
         logged = [_key(e.stream_id, e.type, encode_payload(e.event), e.occurred_at) for e in batch]
         again = [
             _key(n.stream_id, n.event.TYPE, encode_payload(n.event), n.occurred_at) for n in derived

@@ -6,6 +6,7 @@ never dropped silently.
 
 from __future__ import annotations
 
+import math
 import re
 from collections.abc import Iterator, Mapping
 from typing import Any
@@ -37,6 +38,8 @@ def parse_duration(raw: object, path: str) -> float:
         value = float(m.group(1)) * _UNIT[m.group(2)]
     else:
         raise InvalidInput(path, f"{raw!r} is not a duration such as 30, 90s, 10m or 2h")
+    if not math.isfinite(value):
+        raise InvalidInput(path, f"{raw!r} is not a finite duration")
     if value < 0:
         raise InvalidInput(path, "must not be negative")
     return value

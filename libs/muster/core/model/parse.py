@@ -198,13 +198,20 @@ def cluster(data: object, path: str = "") -> ClusterSpec:
         resource_flavors=tuple(resource_flavor(f, at) for f, at in o.items("resourceFlavors")),
         cluster_queues=tuple(cluster_queue(q, at) for q, at in o.items("clusterQueues")),
         local_queues=tuple(local_queue(q, at) for q, at in o.items("localQueues")),
-        booking_seconds=o.duration("bookingSeconds", default=600.0) or 600.0,
+        booking_seconds=_booking(o),
     )
     o.done()
     _unique(o.at("nodePools"), [p.name for p in spec.node_pools])
     _unique(o.at("clusterQueues"), [q.name for q in spec.cluster_queues])
     _unique(o.at("resourceFlavors"), [f.name for f in spec.resource_flavors])
     return spec
+
+
+def _booking(o: Obj) -> float:
+    seconds = o.duration("bookingSeconds", default=600.0)
+    if seconds is None or seconds <= 0:
+        raise InvalidInput(o.at("bookingSeconds"), "must be a positive duration")
+    return seconds
 
 
 def _unique(path: str, names: list[str]) -> None:

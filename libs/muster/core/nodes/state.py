@@ -86,8 +86,9 @@ def _(event: pev.NodesDeleted, state: NodeAgentState) -> None:
 
 @_apply.register
 def _(event: nev.NodeRegistered, state: NodeAgentState) -> None:
-    state.unregistered.pop(event.node, None)
-    state.nodes.add(event.node)
+    if owns(event.node, state.shard, state.shards):
+        state.unregistered.pop(event.node, None)
+        state.nodes.add(event.node)
 
 
 @_apply.register

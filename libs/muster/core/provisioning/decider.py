@@ -146,6 +146,8 @@ def accept(state: ProvisionerState, cloud: ClusterSpec) -> list[Decision]:
 def bring_up(state: ProvisionerState, cloud: ClusterSpec) -> list[Decision]:
     out: list[Decision] = []
     for req in state.open_requests():
+        if req.id in state.released:
+            continue  # released in the same instant: it is deleted, not brought up
         if req.status == "Creating" and req.ready_at is not None and req.ready_at <= state.now:
             out.append(
                 (

@@ -59,7 +59,26 @@ def plan(
         raise Unplannable(
             f"request needs {total} nodes; at most {MAX_NODES_PER_REQUEST} per request"
         )
+    _check_servable(cloud, tuple(out))
     return tuple(out)
+
+
+def _check_servable(cloud: ClusterSpec, pod_sets: tuple[pev.PodSetNodes, ...]) -> None:
+    """Refuse at once what this cloud can never serve, rather than wait forever."""
+    need: dict[str, int] = {}
+    for p in pod_sets:
+        need[p.pool] = need.get(p.pool, 0) + p.nodes
+    zones = set(cloud.zones)
+    for name, count in need.items():
+        pool = cloud.pool(name)
+        assert pool is not None
+        if count > pool.max_nodes:
+            raise Unplannable(f"request needs {count} nodes of pool {name}; its maxNodes is "
+                              f"{pool.max_nodes}")
+        zones &= set(pool.zones_or(cloud.zones))
+    if not zones:
+        raise Unplannable(f"pools {', '.join(sorted(need))} share no zone: the request's nodes "
+                          "must all come up in one zone")
 
 
 @dataclass(frozen=True, slots=True)
@@ -87,7 +106,8 @@ def make_nodes(
         pool = cloud.pool(ps.pool)
         assert pool is not None
         for i in range(ps.nodes):
-            name = f"{pool.name}-{zone}-{request_id.replace('.', '-r')}-{ps.pod_set}-{i}"
+            # Dots cannot occur in the parts (DNS labels), so names never collide.
+            name = f"{pool.name}.{zone}.{request_id}.{ps.pod_set}.{i}"
             nodes.append(
                 pev.NodeSpec(
                     name=name,

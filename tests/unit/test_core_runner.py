@@ -1,0 +1,371 @@
+"""DeciderRunner folding and snapshots, the MemoryLog's version guard, and re-deriving
+logged decisions with verify_decisions."""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import os
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+from typing import Any
+
+import pytest
+from muster.core import inputs
+from muster.core.decider import Decider
+from muster.core.events import Envelope, NewEvent, StreamAppend, encode_payload
+from muster.core.events import queue as qev
+from muster.core.events import workload as wev
+from muster.core.model import parse
+from muster.core.nodes.decider import NodeAgentDecider
+from muster.core.provisioning.decider import ProvisionerDecider
+from muster.core.queueing.decider import QueueDecider
+from muster.core.runner import DeciderRunner
+from muster.core.sim.harness import Harness
+from muster.core.sim.log import MemoryLog, VersionConflict
+from muster.core.verify import verify_decisions
+
+ROOT = Path(__file__).resolve().parents[2]
+GPU = "nvidia.com/gpu"
+
+CLUSTER: dict[str, Any] = {
+    "name": "test",
+    "region": "us-central1",
+    "zones": ["us-central1-a", "us-central1-b"],
+    "nodePools": [{"name": "gpu", "machineType": "m", "allocatable": {GPU: 8},
+                   "provisioningDelaySeconds": 3,
+                   "capacity": [{"at": 0, "zones": {"us-central1-a": 3, "us-central1-b": 1}},
+                                {"at": 40, "zones": {"us-central1-b": 4}}]}],
+    "quotas": [{"name": "GPUS", "resource": GPU, "limit": 40}],
+    "resourceFlavors": [{"name": "gpu"}],
+    "clusterQueues": [{"name": "cq", "resourceGroups": [{
+        "coveredResources": [GPU],
+        "flavors": [{"name": "gpu", "resources": [{"name": GPU, "nominalQuota": 64}]}],
+    }]}],
+    "localQueues": [{"namespace": "default", "name": "lq", "clusterQueue": "cq"}],
+}
+
+
+def deciders() -> list[Decider[Any]]:
+    return [QueueDecider(), ProvisionerDecider(), NodeAgentDecider()]
+
+
+def scenario() -> Harness:
+    """Waiting for quota and capacity, a failure, a cancellation, a rejection."""
+    h = Harness(deciders())
+    for new in inputs.configuration(parse.cluster(CLUSTER), 0.0):
+        h.schedule(new, producer="admin")
+    jobs = [(0, "a", 3, 50, 0), (2, "b", 4, 20, 0), (4, "c", 1, 10, 1), (6, "d", 2, 30, 0),
+            (8, "e", 1, 15, 0), (9, "f", 2, 25, 0), (30, "g", 1, 5, 0)]
+    for at, name, count, duration, code in jobs:
+        doc = {"name": name, "queueName": "lq",
+               "podSets": [{"name": "w", "count": count, "requests": {GPU: 8}}],
+               "runtime": {"durationSeconds": duration, "exitCode": code}}
+        h.schedule(inputs.submission(name, parse.workload(doc), float(at)), producer="intake")
+    wide = {"name": "wide", "queueName": "lq",
+            "podSets": [{"name": "w", "count": 1, "requests": {GPU: 16}}]}
+    h.schedule(inputs.submission("wide", parse.workload(wide), 12.0), producer="intake")
+    h.schedule(inputs.cancellation("f", 35.0), producer="intake")
+    h.run()
+    return h
+
+
+@pytest.fixture(scope="module")
+def log() -> list[Envelope]:
+    return list(scenario().log.envelopes)
+
+
+def test_scenario_exercises_what_the_checks_rely_on(log: list[Envelope]) -> None:
+    types = {env.type for env in log}
+    for wanted in ("admission.pending", "provisioning.waiting", "admission.finished",
+                   "admission.cancelled", "admission.rejected", "timer.fired"):
+        assert wanted in types
+    outcomes = {getattr(env.event, "workload_id", None): env.type for env in log
+                if env.type in ("admission.finished", "admission.cancelled", "admission.rejected")}
+    assert len(outcomes) == 8  # every workload ended
+
+
+# -- fold --------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("decider", deciders(), ids=lambda d: d.name)
+def test_fold_is_idempotent(log: list[Envelope], decider: Decider[Any]) -> None:
+    runner: DeciderRunner[Any] = DeciderRunner(decider)
+    applied = runner.fold(log)
+    assert 0 < applied < len(log) or decider.categories >= {e.category for e in log}
+    assert runner.position == log[-1].position
+    before = (runner.snapshot(), decider.summary(runner.state), runner.decide())
+    assert runner.fold(log) == 0
+    assert runner.fold(log[: len(log) // 2]) == 0
+    after = (runner.snapshot(), decider.summary(runner.state), runner.decide())
+    assert after == before
+
+
+@pytest.mark.parametrize("decider", deciders(), ids=lambda d: d.name)
+def test_overlapping_chunks_fold_like_one_pass(log: list[Envelope], decider: Decider[Any]) -> None:
+    whole: DeciderRunner[Any] = DeciderRunner(decider)
+    whole.fold(log)
+    pieces: DeciderRunner[Any] = DeciderRunner(decider)
+    n = len(log)
+    total = 0
+    for lo, hi in ((0, n // 3), (n // 4, n // 2), (0, 2 * n // 3), (n // 2, n)):
+        total += pieces.fold(log[lo:hi])
+    assert total == sum(1 for e in log if e.category in decider.categories)
+    assert pieces.position == whole.position
+    assert pieces.versions == whole.versions
+    assert pieces.last_event_id == whole.last_event_id
+    assert decider.summary(pieces.state) == decider.summary(whole.state)
+
+
+def test_fold_skips_other_categories_but_moves_the_position(log: list[Envelope]) -> None:
+    runner: DeciderRunner[Any] = DeciderRunner(ProvisionerDecider())
+    node_events = [e for e in log if e.category == "node"]
+    assert node_events
+    assert runner.fold(node_events) == 0  # the provisioner does not fold node streams
+    assert runner.position == node_events[-1].position
+    assert runner.versions == {} and runner.last_event_id is None
+
+
+def test_decisions_carry_the_last_folded_event_as_causation(log: list[Envelope]) -> None:
+    runner: DeciderRunner[Any] = DeciderRunner(QueueDecider())
+    submitted = next(i for i, e in enumerate(log) if e.type == "workload.submitted")
+    runner.fold(log[: submitted + 1])
+    news = runner.decide()
+    assert news and all(n.causation_id == log[submitted].event_id for n in news)
+    (append,) = runner.appends(news)
+    assert append.stream_id == qev.ADMISSION_STREAM and append.expected_version == 0
+
+
+# -- snapshots ------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("decider", deciders(), ids=lambda d: d.name)
+@pytest.mark.parametrize("cut", [0.0, 0.3, 0.6, 0.9])
+def test_snapshot_restore_gives_the_same_later_decisions(
+    log: list[Envelope], decider: Decider[Any], cut: float
+) -> None:
+    original: DeciderRunner[Any] = DeciderRunner(decider)
+    k = int(len(log) * cut)
+    original.fold(log[:k])
+    restored: DeciderRunner[Any] = DeciderRunner(decider)
+    restored.restore(original.snapshot())
+    assert restored.position == original.position
+    assert restored.decide() == original.decide()
+    compared = 0
+    for env in log[k:]:
+        original.fold([env])
+        restored.fold([env])
+        assert restored.decide() == original.decide(), env.position
+        assert restored.next_deadline() == original.next_deadline()
+        compared += 1
+    assert decider.summary(restored.state) == decider.summary(original.state)
+    assert compared == len(log) - k
+
+
+def test_restored_state_is_independent_of_the_original(log: list[Envelope]) -> None:
+    original: DeciderRunner[Any] = DeciderRunner(QueueDecider())
+    original.fold(log[: len(log) // 2])
+    snap = original.snapshot()
+    restored: DeciderRunner[Any] = DeciderRunner(QueueDecider())
+    restored.restore(snap)
+    original.fold(log)  # must not reach into the restored copy
+    reference: DeciderRunner[Any] = DeciderRunner(QueueDecider())
+    reference.fold(log[: len(log) // 2])
+    assert restored.position == reference.position == log[len(log) // 2 - 1].position
+    assert QueueDecider().summary(restored.state) == QueueDecider().summary(reference.state)
+    assert QueueDecider().summary(original.state) != QueueDecider().summary(reference.state)
+    assert restored.decide() == reference.decide()
+
+
+# -- the memory log -----------------------------------------------------------------------
+
+
+def _new(stream: str, wid: str = "x") -> NewEvent:
+    return NewEvent(stream_id=stream, event=wev.WorkloadCancelRequested(workload_id=wid),
+                    occurred_at=1.0)
+
+
+def test_memory_log_positions_and_versions() -> None:
+    mlog = MemoryLog()
+    out = mlog.append([StreamAppend("workload-a", 0, [_new("workload-a"), _new("workload-a")]),
+                       StreamAppend("workload-b", None, [_new("workload-b")])],
+                      producer="p", recorded_at=5.0)
+    assert [(e.position, e.stream_id, e.stream_version) for e in out] == [
+        (1, "workload-a", 1), (2, "workload-a", 2), (3, "workload-b", 1)]
+    assert mlog.head == 3 and mlog.after(2) == out[2:]
+    assert all(e.producer == "p" and e.recorded_at == 5.0 for e in out)
+
+
+def test_memory_log_raises_on_a_version_conflict_and_appends_nothing() -> None:
+    mlog = MemoryLog()
+    mlog.append([StreamAppend("workload-a", 0, [_new("workload-a")])], producer="p",
+                recorded_at=0.0)
+    with pytest.raises(VersionConflict, match="workload-a: expected 0, at 1"):
+        mlog.append([StreamAppend("workload-a", 0, [_new("workload-a")])], producer="p",
+                    recorded_at=0.0)
+    # A batch is all or nothing: the good first item is not appended either.
+    with pytest.raises(VersionConflict, match="workload-a: expected 2, at 1"):
+        mlog.append([StreamAppend("workload-b", 0, [_new("workload-b")]),
+                     StreamAppend("workload-a", 2, [_new("workload-a")])],
+                    producer="p", recorded_at=0.0)
+    assert mlog.head == 1 and mlog.versions == {"workload-a": 1}
+    # The right version, or no guard at all, succeeds.
+    mlog.append([StreamAppend("workload-a", 1, [_new("workload-a")])], producer="p",
+                recorded_at=0.0)
+    mlog.append([StreamAppend("workload-a", None, [_new("workload-a")])], producer="p",
+                recorded_at=0.0)
+    assert mlog.versions == {"workload-a": 3}
+
+
+def test_two_runners_deciding_on_the_same_version_conflict(log: list[Envelope]) -> None:
+    """The admission stream's version is the single-writer guard between queue replicas."""
+    mlog = MemoryLog()
+    setup = [e for e in log if e.category in ("config", "cloud")]
+    first_submit = next(e for e in log if e.type == "workload.submitted")
+    for env in [*setup, first_submit]:
+        mlog.append([StreamAppend(env.stream_id, None, [NewEvent(
+            stream_id=env.stream_id, event=env.event, occurred_at=env.occurred_at)])],
+            producer=env.producer, recorded_at=0.0)
+    a: DeciderRunner[Any] = DeciderRunner(QueueDecider())
+    b: DeciderRunner[Any] = DeciderRunner(QueueDecider())
+    a.fold(mlog.after(0))
+    b.fold(mlog.after(0))
+    mlog.append(a.appends(a.decide()), producer="queue", recorded_at=0.0)
+    with pytest.raises(VersionConflict):
+        mlog.append(b.appends(b.decide()), producer="queue", recorded_at=0.0)
+
+
+# -- verify_decisions -------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("decider", deciders(), ids=lambda d: d.name)
+def test_verify_decisions_on_a_harness_log(log: list[Envelope], decider: Decider[Any]) -> None:
+    checked, mismatches = verify_decisions(log, decider)
+    assert mismatches == []
+    decided = [e for e in log if e.producer == decider.name and e.causation_id is not None]
+    assert 0 < checked <= len(decided)
+
+
+def _tampered(log: list[Envelope], index: int, **changes: Any) -> list[Envelope]:
+    env = log[index]
+    copy = list(log)
+    copy[index] = dataclasses.replace(env, event=dataclasses.replace(env.event, **changes))
+    return copy
+
+
+def test_verify_reports_a_tampered_decision(log: list[Envelope]) -> None:
+    i = next(i for i, e in enumerate(log) if isinstance(e.event, qev.QuotaReserved))
+    forged = _tampered(log, i, message="Quota reserved by a forger")
+    _, mismatches = verify_decisions(forged, QueueDecider())
+    assert mismatches
+    first = mismatches[0]
+    assert first.decider == "queue" and first.position == log[i].position
+    assert any("forger" in line for line in first.logged)
+    assert not any("forger" in line for line in first.derived)
+    # The other deciders did not make that decision and still verify.
+    assert verify_decisions(forged, ProvisionerDecider())[1] == []
+
+
+def test_verify_reports_tampered_usage(log: list[Envelope]) -> None:
+    i = next(i for i, e in enumerate(log) if isinstance(e.event, qev.QuotaReserved))
+    ev = log[i].event
+    assert isinstance(ev, qev.QuotaReserved)
+    cheaper = {f: {r: q - 1 for r, q in res.items()} for f, res in ev.usage.items()}
+    _, mismatches = verify_decisions(_tampered(log, i, usage=cheaper), QueueDecider())
+    assert [m.position for m in mismatches][:1] == [log[i].position]
+
+
+def test_verify_reports_a_tampered_time(log: list[Envelope]) -> None:
+    i = next(i for i, e in enumerate(log) if e.type == "node.pod_started")
+    forged = list(log)
+    forged[i] = dataclasses.replace(log[i], occurred_at=log[i].occurred_at + 1)
+    _, mismatches = verify_decisions(forged, NodeAgentDecider())
+    assert [m.position for m in mismatches] == [log[i].position]
+
+
+def test_verify_reports_a_dropped_decision(log: list[Envelope]) -> None:
+    i = next(i for i, e in enumerate(log) if isinstance(e.event, qev.WorkloadFinished))
+    dropped = [*log[:i], *log[i + 1:]]
+    _, mismatches = verify_decisions(dropped, QueueDecider())
+    assert mismatches
+
+
+def test_verify_unknown_causation(log: list[Envelope]) -> None:
+    i = next(i for i, e in enumerate(log) if e.producer == "queue" and e.causation_id)
+    forged = list(log)
+    forged[i] = dataclasses.replace(log[i], causation_id="nowhere")
+    _, mismatches = verify_decisions(forged, QueueDecider())
+    assert any(m.logged == ["unknown causation"] and m.position == log[i].position
+               for m in mismatches)
+
+
+def _single_workload_log(count: int, gpus_per_pod: int, gpus_per_node: int,
+                         cancel_at: float | None) -> list[Envelope]:
+    cluster = {**CLUSTER, "quotas": [],
+               "nodePools": [{"name": "gpu", "machineType": "m",
+                              "allocatable": {GPU: gpus_per_node}}]}
+    h = Harness(deciders())
+    for new in inputs.configuration(parse.cluster(cluster), 0.0):
+        h.schedule(new, producer="admin")
+    doc = {"name": "j", "queueName": "lq",
+           "podSets": [{"name": "w", "count": count, "requests": {GPU: gpus_per_pod}}],
+           "runtime": {"durationSeconds": 100}}
+    h.schedule(inputs.submission("j", parse.workload(doc), 0.0), producer="intake")
+    if cancel_at is not None:
+        h.schedule(inputs.cancellation("j", cancel_at), producer="intake")
+    h.run()
+    return list(h.log.envelopes)
+
+
+@pytest.mark.parametrize(
+    ("count", "per_pod", "per_node", "cancel_at"),
+    [(2, 8, 8, 50.0), (12, 2, 6, None)],
+    ids=["cancel-running-two-nodes", "twelve-pods-three-a-node"],
+)
+def test_verify_accepts_batches_spanning_several_node_streams(
+    count: int, per_pod: int, per_node: int, cancel_at: float | None
+) -> None:
+    log = _single_workload_log(count, per_pod, per_node, cancel_at)
+    assert any(e.type == ("node.pod_stopped" if cancel_at else "node.pod_succeeded") for e in log)
+    _, mismatches = verify_decisions(log, NodeAgentDecider())
+    assert mismatches == []
+
+
+def test_verify_mismatch_there_is_only_the_per_stream_grouping() -> None:
+    """What the bug above is, exactly: same events, regrouped per stream as stored."""
+    log = _single_workload_log(2, 8, 8, 50.0)
+    _, mismatches = verify_decisions(log, NodeAgentDecider())
+    for m in mismatches:
+        streams = list(dict.fromkeys(line.split(" ", 1)[0] for line in m.derived))
+        grouped = [line for s in streams for line in m.derived if line.split(" ", 1)[0] == s]
+        assert m.logged == grouped != m.derived
+
+
+# -- determinism beyond one process -------------------------------------------------------
+
+
+SCRIPT = textwrap.dedent("""
+    import hashlib, json, sys
+    sys.path.insert(0, sys.argv[1])
+    from tests.unit.test_core_runner import scenario
+    from muster.core.events import encode_payload
+    rows = [[e.stream_id, e.type, encode_payload(e.event), e.occurred_at]
+            for e in scenario().log.envelopes]
+    print(hashlib.sha256(json.dumps(rows, sort_keys=True).encode()).hexdigest(), len(rows))
+""")
+
+
+def test_log_is_identical_across_hash_seeds(log: list[Envelope]) -> None:
+    """Sets of strings iterate in a per-process order: no decision may depend on it."""
+    digests = set()
+    for seed in ("0", "1", "12345"):
+        env = {**os.environ, "PYTHONHASHSEED": seed}
+        out = subprocess.run([sys.executable, "-c", SCRIPT, str(ROOT)], env=env, cwd=ROOT,
+                             capture_output=True, text=True, timeout=120, check=True)
+        digests.add(out.stdout.strip())
+    assert len(digests) == 1
+    rows = [[e.stream_id, e.type, encode_payload(e.event), e.occurred_at] for e in log]
+    assert digests.pop().endswith(f" {len(rows)}")
+    assert json.dumps(rows, sort_keys=True)  # the in-process log is serialisable too
