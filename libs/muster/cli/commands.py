@@ -217,7 +217,15 @@ def _print_usage(state: Any, position: int, took: float) -> None:
             for fq in group.flavors:
                 for rq in fq.resources:
                     used = state.usage.get(cq_name, {}).get(fq.name, {}).get(rq.name, 0)
-                    rows.append((cq_name, fq.name, rq.name, used, rq.nominal_quota))
+                    rows.append(
+                        (
+                            cq_name,
+                            fq.name,
+                            rq.name,
+                            format_quantity(rq.name, used),
+                            format_quantity(rq.name, rq.nominal_quota),
+                        )
+                    )
     print(f"replayed to position {position} in {took:.3f}s")
     print(table(["CLUSTERQUEUE", "FLAVOR", "RESOURCE", "USED", "NOMINAL"], rows))
     counts: dict[str, int] = {}
