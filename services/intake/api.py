@@ -15,9 +15,10 @@ import orjson
 from aiohttp import web
 from muster.core import inputs
 from muster.core.events import StreamAppend
+from muster.core.events.workload import WorkloadSubmitted
 from muster.core.model import parse
 from muster.core.model.fields import InvalidInput
-from muster.core.views.workloads import TERMINAL, WorkloadsState, WorkloadView
+from muster.core.views.workloads import TERMINAL, WorkloadsState, submitted_view
 from muster.runtime.loop import DeciderLoop
 from muster.store import ConcurrencyConflict
 
@@ -100,17 +101,8 @@ async def submit(request: web.Request) -> web.Response:
     except ConcurrencyConflict:
         return await _retried(loop, wid, inputs.digest(spec))
     loop.appended()
-    view = WorkloadView(
-        id=wid,
-        name=spec.name,
-        namespace=spec.namespace,
-        queue_name=spec.queue_name,
-        priority=spec.priority,
-        pods=spec.pod_count,
-        submitted_at=new.occurred_at,
-        digest=inputs.digest(spec),
-        updated_at=new.occurred_at,
-    )
+    assert isinstance(new.event, WorkloadSubmitted)
+    view = submitted_view(new.event, new.occurred_at)
     return web.json_response(view.to_json(), status=201)
 
 

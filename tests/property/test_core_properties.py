@@ -110,8 +110,8 @@ def scenarios(draw: st.DrawFn, feasible: bool | None = None) -> Scenario:
             pool["zones"] = draw(st.lists(st.sampled_from(zones), min_size=1, unique=True))
             if feasible and zones[0] not in pool["zones"]:
                 # Pod sets of one workload may land on different pools: they need a zone
-                # in common (a request whose pools share none waits forever; see
-                # test_core_provisioning.py).
+                # in common (a request whose pools share none is rejected at once; see
+                # test_core_provisioning.py), and "feasible" promises no rejection.
                 pool["zones"].append(zones[0])
         pools.append(pool)
 
@@ -271,13 +271,8 @@ def check_provisioning(log: Iterable[Envelope], cluster: ClusterSpec) -> None:
             live[ev.request_id] = ev
             check_capacity(cluster, live, ev, env.occurred_at - start)
         elif isinstance(ev, pev.ProvisioningProvisioned):
-            if ev.request_id in deleted and ev.request_id not in live:
-                # Known bug (xfail test_release_at_the_instant_nodes_are_ready_does_not_
-                # provision): released and Ready at one instant, the provisioner appends
-                # NodesDeleted then Provisioned. The request stays deleted for this check,
-                # so a pod or a registration on its nodes still fails below.
-                continue
-            assert ev.request_id in live
+            # Never after its nodes were deleted (released and Ready at one instant).
+            assert ev.request_id in live, f"{ev.request_id} Provisioned but not live"
             assert ev.zone == live[ev.request_id].zone
             assert env.occurred_at >= live[ev.request_id].ready_at
             assert set(ev.assignments.values()) <= {n.name for n in live[ev.request_id].nodes}
@@ -412,14 +407,4 @@ def test_every_workload_ends_exactly_once(sc: Scenario) -> None:
     for runner in h.runners:
         checked, mismatches = verify_decisions(log, runner.decider)
         assert checked > 0 or runner.decider.name != "queue"
-        real = [m for m in mismatches if m.logged != grouped_per_stream(m.derived)]
-        assert real == [], real[:1]
-
-
-def grouped_per_stream(lines: list[str]) -> list[str]:
-    """verify_decisions' ``derived`` in the order the log stores a batch: DeciderRunner.appends
-    groups it per stream (first appearance first). verify_decisions compares without this
-    grouping, a known bug (xfail in tests/unit/test_core_runner.py); any mismatch that is
-    not just this reordering is a real one."""
-    streams = list(dict.fromkeys(line.split(" ", 1)[0] for line in lines))
-    return [line for s in streams for line in lines if line.split(" ", 1)[0] == s]
+        assert mismatches == [], mismatches[:1]

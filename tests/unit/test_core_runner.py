@@ -333,14 +333,30 @@ def test_verify_accepts_batches_spanning_several_node_streams(
     assert mismatches == []
 
 
-def test_verify_mismatch_there_is_only_the_per_stream_grouping() -> None:
-    """What the bug above is, exactly: same events, regrouped per stream as stored."""
+def test_verify_still_checks_every_event_of_a_multi_stream_batch() -> None:
+    """Comparing in stored (per-stream) order must not make verify lenient."""
     log = _single_workload_log(2, 8, 8, 50.0)
-    _, mismatches = verify_decisions(log, NodeAgentDecider())
-    for m in mismatches:
-        streams = list(dict.fromkeys(line.split(" ", 1)[0] for line in m.derived))
-        grouped = [line for s in streams for line in m.derived if line.split(" ", 1)[0] == s]
-        assert m.logged == grouped != m.derived
+    stop = next(i for i, e in enumerate(log) if e.type == "node.pod_stopped")
+    batch = [e for e in log if e.causation_id == log[stop].causation_id
+             and e.producer == "node-agent"]
+    assert len({e.stream_id for e in batch}) == 2  # two nodes: an interleaving batch
+    removed = next(i for i, e in enumerate(log) if e.type == "node.removed")
+    assert log[removed] in batch
+    for index, changes in ((stop, {"reason": "forged"}), (removed, {"reason": "forged"})):
+        forged = list(log)
+        forged[index] = dataclasses.replace(
+            log[index], event=dataclasses.replace(log[index].event, **changes))
+        _, mismatches = verify_decisions(forged, NodeAgentDecider())
+        assert [m.position for m in mismatches] == [batch[0].position]
+    # Reordering the stored batch (swapping its two streams' runs) is a mismatch too.
+    first = batch[0].position - 1
+    runs: dict[str, list[Envelope]] = {}
+    for e in batch:
+        runs.setdefault(e.stream_id, []).append(e)
+    a, b = runs.values()
+    swapped = [*log[:first], *b, *a, *log[first + len(batch):]]
+    _, mismatches = verify_decisions(swapped, NodeAgentDecider())
+    assert mismatches
 
 
 # -- determinism beyond one process -------------------------------------------------------

@@ -54,6 +54,22 @@ class WorkloadView:
         }
 
 
+def submitted_view(event: wev.WorkloadSubmitted, at: float) -> WorkloadView:
+    """A workload as it stands right after submission (intake answers POST with it)."""
+    spec = event.spec
+    return WorkloadView(
+        id=event.workload_id,
+        name=spec.name,
+        namespace=spec.namespace,
+        queue_name=spec.queue_name,
+        priority=spec.priority,
+        pods=spec.pod_count,
+        submitted_at=at,
+        digest=event.request_digest,
+        updated_at=at,
+    )
+
+
 @dataclass(slots=True)
 class WorkloadsState:
     now: float = 0.0
@@ -85,18 +101,7 @@ def _(event: qev.LocalQueueConfigured, state: WorkloadsState) -> None:
 
 @_apply.register
 def _(event: wev.WorkloadSubmitted, state: WorkloadsState) -> None:
-    spec = event.spec
-    state.workloads[event.workload_id] = WorkloadView(
-        id=event.workload_id,
-        name=spec.name,
-        namespace=spec.namespace,
-        queue_name=spec.queue_name,
-        priority=spec.priority,
-        pods=spec.pod_count,
-        submitted_at=state.now,
-        digest=event.request_digest,
-        updated_at=state.now,
-    )
+    state.workloads[event.workload_id] = submitted_view(event, state.now)
 
 
 @_apply.register
