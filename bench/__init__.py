@@ -13,9 +13,10 @@ import uuid
 from collections.abc import AsyncIterator
 from typing import Any
 
+from sqlalchemy.engine import make_url
+
 from muster.core.model import parse
 from muster.core.model.workload import WorkloadSpec
-from sqlalchemy.engine import make_url
 
 POSTGRES_ENV = "MUSTER_TEST_POSTGRES_URL"
 

@@ -32,6 +32,8 @@ from typing import Any
 
 import aiohttp
 import orjson
+
+from bench import machine, per_second, ratio, workload_body, workload_spec
 from muster.core import inputs
 from muster.core.events import StreamAppend
 from muster.core.events import queue as qev
@@ -42,8 +44,6 @@ from muster.runtime import admin
 from muster.runtime.stack import Stack
 from muster.store import SqlEventStore
 from muster.store.migrate import upgrade_async
-
-from bench import machine, per_second, ratio, workload_body, workload_spec
 
 GPU = "nvidia.com/gpu"
 GAVE_UP = (qev.WorkloadRejected, qev.WorkloadCancelled)

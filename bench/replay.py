@@ -28,6 +28,9 @@ from pathlib import Path
 from typing import Any
 
 import orjson
+from sqlalchemy import create_engine, func, select
+
+from bench import machine, per_second, ratio
 from muster.cli.commands import EXAMPLES, build_harness, load_cluster
 from muster.core.events import Envelope, encode_payload
 from muster.core.model import parse
@@ -38,9 +41,6 @@ from muster.runtime import admin
 from muster.store import SqlEventStore
 from muster.store.migrate import upgrade
 from muster.store.schema import events as events_table
-from sqlalchemy import create_engine, func, select
-
-from bench import machine, per_second, ratio
 
 COPY_BATCH = 10_000
 

@@ -29,12 +29,6 @@ import uuid
 from collections.abc import Callable
 from pathlib import Path
 
-from muster.core import inputs
-from muster.core.events import NewEvent, StreamAppend
-from muster.core.events import timer as tev
-from muster.store import SqlEventStore
-from muster.store.migrate import upgrade_async
-
 from bench import (
     POSTGRES_ENV,
     machine,
@@ -45,6 +39,11 @@ from bench import (
     scratch_postgres,
     workload_spec,
 )
+from muster.core import inputs
+from muster.core.events import NewEvent, StreamAppend
+from muster.core.events import timer as tev
+from muster.store import SqlEventStore
+from muster.store.migrate import upgrade_async
 
 EventFactory = Callable[[str, int], NewEvent]
 

@@ -6,11 +6,12 @@ import asyncio
 import os
 
 from alembic import context
-from muster.store.schema import metadata
-from muster.store.sql import normalise_url
 from sqlalchemy import text
 from sqlalchemy.engine import Connection
 from sqlalchemy.ext.asyncio import create_async_engine
+
+from muster.store.schema import metadata
+from muster.store.sql import normalise_url
 
 config = context.config
 target_metadata = metadata

@@ -8,10 +8,11 @@ from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
 
 import pytest
+from sqlalchemy.engine import make_url
+
 from muster.bus.broker import EmbeddedBroker
 from muster.store import SqlEventStore
 from muster.store.migrate import upgrade_async
-from sqlalchemy.engine import make_url
 
 POSTGRES_URL = os.environ.get("MUSTER_TEST_POSTGRES_URL")
 

@@ -2,7 +2,6 @@
 
 from muster.core.views.workloads import WorkloadsView
 from muster.runtime.service import main
-
 from services.intake.api import routes
 
 if __name__ == "__main__":

@@ -13,6 +13,7 @@ from typing import Any
 
 import orjson
 from aiohttp import web
+
 from muster.core import inputs
 from muster.core.events import StreamAppend
 from muster.core.events.workload import WorkloadSubmitted
@@ -21,7 +22,6 @@ from muster.core.model.fields import InvalidInput
 from muster.core.views.workloads import TERMINAL, WorkloadsState, submitted_view
 from muster.runtime.loop import DeciderLoop
 from muster.store import ConcurrencyConflict
-
 from services.intake.errors import error
 
 LOOP = web.AppKey("loop", DeciderLoop)

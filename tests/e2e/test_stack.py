@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+
 from muster.cli.commands import deciders
 from muster.cli.http import call
 from muster.core import inputs
@@ -149,8 +150,18 @@ def quota_violations(log: list[Envelope], nominal: int) -> list[str]:
     return problems
 
 
+def _heartbeats(stack: Stack) -> float:
+    import urllib.request
+
+    with urllib.request.urlopen(f"{stack.url('node-agent')}/metrics", timeout=5) as resp:
+        text = resp.read().decode()
+    return sum(float(line.rsplit(" ", 1)[1]) for line in text.splitlines()
+               if line.startswith("muster_node_heartbeats_total{"))
+
+
 def _run(tmp_path: Path, fault: str) -> tuple[Stack, list[Envelope], dict[str, Any]]:
-    with Stack(tmp_path, poll_seconds=0.3) as stack:
+    env = {"MUSTER_HEARTBEAT_SECONDS": "0.1"}
+    with Stack(tmp_path, poll_seconds=0.3, extra_env=env) as stack:
         asyncio.run(_apply(stack.store_url, stack.broker.bootstrap))
         ids = _submit(stack, range(WORKLOADS // 2))
         _wait_finished(stack, 5)
@@ -171,6 +182,7 @@ def _run(tmp_path: Path, fault: str) -> tuple[Stack, list[Envelope], dict[str, A
         _wait_finished(stack, WORKLOADS)
         _wait_nodes_released(stack)
         live = call("GET", f"{stack.url('queue')}/state?fresh=1")
+        live["heartbeats"] = _heartbeats(stack)
         log = asyncio.run(_log(stack.store_url))
     return stack, log, live
 
@@ -194,6 +206,8 @@ def test_fifty_workloads_through_the_services(tmp_path: Path, fault: str) -> Non
     # The queue really was full at times: the limit was exercised, not just respected.
     assert any("insufficient quota" in getattr(e.event, "message", "") for e in log)
     # Replay from the store reproduces the live state and every decision.
+    # The node agent beat for the nodes it ran (a restarted agent would start from zero).
+    assert live["heartbeats"] > 0
     rebuilt = asyncio.run(_rebuild(stack.store_url, live["position"]))
     assert rebuilt == live["summary"]
     for decider in deciders().values():

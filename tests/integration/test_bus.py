@@ -8,6 +8,7 @@ import uuid
 
 import orjson
 from aiokafka import AIOKafkaConsumer
+
 from muster.bus.broker import EmbeddedBroker
 from muster.bus.kafka import Doorbell, Publisher, ensure_topics, topic
 from muster.core.events import NewEvent, StreamAppend

@@ -7,6 +7,7 @@ from typing import Any
 
 import pytest
 from aiohttp.test_utils import TestClient, TestServer
+
 from muster.core.model import parse
 from muster.core.views.workloads import WorkloadsView
 from muster.runtime import admin
@@ -15,7 +16,6 @@ from muster.runtime.metrics import ServiceMetrics
 from muster.runtime.service import http_app
 from muster.runtime.settings import load
 from muster.store import SqlEventStore
-
 from services.intake.api import routes
 
 CLUSTER = {

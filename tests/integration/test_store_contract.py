@@ -6,11 +6,12 @@ import asyncio
 from dataclasses import dataclass
 
 import pytest
+from sqlalchemy import text
+
 from muster.core.events import Event, NewEvent, StreamAppend, decode_payload, event_class, upcaster
 from muster.core.events import timer as tev
 from muster.store import ConcurrencyConflict, SqlEventStore, Tracking
 from muster.store.migrate import upgrade_async
-from sqlalchemy import text
 
 
 def timer(stream: str, deadline: float = 1.0, correlation: str | None = None) -> NewEvent:

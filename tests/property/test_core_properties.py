@@ -13,6 +13,7 @@ from typing import Any
 
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+
 from muster.core import inputs
 from muster.core.decider import Decider
 from muster.core.events import Envelope, encode_payload

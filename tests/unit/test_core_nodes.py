@@ -7,6 +7,7 @@ from collections.abc import Iterable, Sequence
 from typing import Any, TypeVar
 
 import pytest
+
 from muster.core import inputs
 from muster.core.decider import Decider
 from muster.core.events import Envelope, Event

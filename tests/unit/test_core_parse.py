@@ -9,6 +9,7 @@ from collections.abc import Callable
 from typing import Any
 
 import pytest
+
 from muster.core.model import parse
 from muster.core.model.fields import InvalidInput
 from muster.core.model.resources import MAX_QUANTITY

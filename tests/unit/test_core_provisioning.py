@@ -7,6 +7,7 @@ from collections.abc import Iterable
 from typing import Any, TypeVar
 
 import pytest
+
 from muster.core import inputs
 from muster.core.events import Envelope, Event
 from muster.core.events import node as nev
@@ -314,11 +315,6 @@ def test_delay_counts_from_when_capacity_is_found() -> None:
 # -- bugs -------------------------------------------------------------------------------
 
 
-@pytest.mark.xfail(strict=True, reason=(
-    "BUG: provisioning/decider.py _try_zones calls plan.zones_for(cloud, spec, {}) with "
-    "empty selectors, so a zone pinned by the flavor's nodeLabels (carried in "
-    "QuotaReserved.node_selectors) is ignored and the nodes come up in another zone"
-))
 def test_zone_pinned_by_the_flavor_is_honoured() -> None:
     cluster = cluster_doc()
     cluster["resourceFlavors"][0]["nodeLabels"]["topology.kubernetes.io/zone"] = ZB

@@ -7,6 +7,7 @@ from collections.abc import Iterable
 from typing import Any, TypeVar
 
 import pytest
+
 from muster.core import inputs
 from muster.core.events import Envelope, Event
 from muster.core.events import node as nev

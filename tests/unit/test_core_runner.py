@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+
 from muster.core import inputs
 from muster.core.decider import Decider
 from muster.core.events import Envelope, NewEvent, StreamAppend, encode_payload

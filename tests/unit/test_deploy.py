@@ -16,6 +16,7 @@ from typing import Any
 
 import pytest
 import yaml
+
 from muster.runtime.settings import DEFAULT_PORTS, ENV_NAMES, SettingsError, load
 
 ROOT = Path(__file__).resolve().parents[2]

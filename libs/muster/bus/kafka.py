@@ -25,6 +25,8 @@ from muster.core.events import Envelope
 log = structlog.get_logger("muster.bus")
 
 CATEGORIES = ("config", "cloud", "workload", "admission", "provisioning", "node", "timer")
+# Liveness, not history: heartbeats go to Kafka only, never to the store.
+HEARTBEAT = "heartbeat"
 
 
 def topic(prefix: str, category: str) -> str:
@@ -46,7 +48,7 @@ async def ensure_topics(bootstrap: str, prefix: str, partitions: int = 3) -> Non
         existing = set(await admin.list_topics())
         wanted = [
             NewTopic(topic(prefix, c), partitions, 1)
-            for c in CATEGORIES
+            for c in (*CATEGORIES, HEARTBEAT)
             if topic(prefix, c) not in existing
         ]
         if wanted:
@@ -84,6 +86,13 @@ class Publisher:
             for env in envelopes
         ]
         await asyncio.gather(*futures)
+
+    async def heartbeat(self, node: str, agent: str, sent_at: float, position: int) -> None:
+        """One node's liveness, keyed by node so a node's beats stay in order."""
+        value = orjson.dumps(
+            {"node": node, "agent": agent, "sentAt": sent_at, "position": position}
+        )
+        await self._producer.send_and_wait(topic(self.prefix, HEARTBEAT), value, key=node.encode())
 
 
 class Doorbell:

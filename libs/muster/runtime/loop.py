@@ -52,6 +52,7 @@ class DeciderLoop:
         self._since_snapshot = 0
         self.last_step_at = 0.0
         self.published_up_to = 0
+        self.rounds_beaten = 0  # heartbeat rounds sent (node-agent)
 
     # -- start ------------------------------------------------------------------
 

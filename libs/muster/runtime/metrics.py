@@ -44,6 +44,9 @@ class ServiceMetrics:
             registry=r,
             buckets=(0.001, 0.005, 0.01, 0.05, 0.1, 0.5, 1, 5),
         )
+        self.heartbeats = Counter(
+            "muster_node_heartbeats_total", "Node heartbeats published", ["service"], registry=r
+        )
         self.state = Gauge(
             "muster_state", "Service-specific state figures", ["service", "name", "key"], registry=r
         )

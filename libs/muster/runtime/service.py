@@ -10,7 +10,7 @@ import asyncio
 import contextlib
 import signal
 import time
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Sequence
 from typing import Any
 
 import structlog
@@ -26,6 +26,12 @@ from muster.store import SqlEventStore
 from muster.store.migrate import upgrade_async
 
 Routes = Callable[[web.Application, DeciderLoop], None]
+# A long-lived routine of one service (e.g. node-agent heartbeats), restarted if it fails.
+Routine = Callable[[DeciderLoop, Settings], Awaitable[None]]
+
+
+def _bind(routine: Routine, loop: DeciderLoop, settings: Settings) -> Callable[[], Awaitable[None]]:
+    return lambda: routine(loop, settings)
 
 
 class Stop(Exception):
@@ -40,6 +46,7 @@ async def run(
     decides: bool = True,
     routes: Routes | None = None,
     on_step: Callable[[DeciderLoop], None] | None = None,
+    routines: Sequence[Routine] = (),
 ) -> None:
     log = structlog.get_logger(service)
     if settings.migrate:
@@ -66,6 +73,8 @@ async def run(
         asyncio.get_running_loop().add_signal_handler(sig, stop.set)
     try:
         async with asyncio.TaskGroup() as tg:
+            for routine in routines:
+                tg.create_task(_supervise(log, routine.__name__, _bind(routine, loop, settings)))
             tg.create_task(loop.follow())
             tg.create_task(loop.timers())
             tg.create_task(_supervise(log, "relay", lambda: _relay(loop, settings)))

@@ -29,6 +29,7 @@ class Settings:
     snapshot_every: int = 5000  # MUSTER_SNAPSHOT_EVERY: events folded between snapshots (0: off)
     poll_seconds: float = 1.0  # MUSTER_POLL_SECONDS: store poll when Kafka is quiet
     max_body_bytes: int = 1_048_576  # MUSTER_MAX_BODY_BYTES (intake)
+    heartbeat_seconds: float = 5.0  # MUSTER_HEARTBEAT_SECONDS: node-agent liveness interval
     node_agent_shard: int = 0  # MUSTER_NODE_AGENT_SHARD
     node_agent_shards: int = 1  # MUSTER_NODE_AGENT_SHARDS
 
@@ -86,5 +87,7 @@ def _check(s: Settings) -> None:
         )
     if s.poll_seconds <= 0 or s.max_body_bytes <= 0 or s.snapshot_every < 0:
         raise SettingsError("MUSTER_POLL_SECONDS and MUSTER_MAX_BODY_BYTES must be positive")
+    if not 0 < s.heartbeat_seconds <= 3600:
+        raise SettingsError(f"MUSTER_HEARTBEAT_SECONDS={s.heartbeat_seconds}: use 0 < s <= 3600")
     if not s.store_url.startswith(("sqlite", "postgres")):
         raise SettingsError(f"MUSTER_STORE_URL={s.store_url!r}: use sqlite:/// or postgresql://")

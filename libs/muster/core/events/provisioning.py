@@ -62,6 +62,8 @@ class ProvisioningAccepted(Event):
     attempt: int
     pod_sets: tuple[PodSetNodes, ...]
     message: str
+    # The zones every pod set allows (selectors incl. flavor labels, pools); () in old events.
+    zones: tuple[str, ...] = ()
 
 
 @event_class("provisioning.waiting")

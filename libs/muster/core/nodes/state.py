@@ -43,6 +43,11 @@ class NodeAgentState:
     stopping: dict[tuple[str, int, str], str] = field(default_factory=dict)  # pod -> reason
 
 
+def beating(state: NodeAgentState) -> list[str]:
+    """The nodes this agent vouches for: registered, owned, not on their way out."""
+    return sorted(n for n in state.nodes if n not in state.doomed)
+
+
 def evolve(state: NodeAgentState, envelope: Envelope) -> NodeAgentState:
     advance(state, envelope)
     _apply(envelope.event, state)

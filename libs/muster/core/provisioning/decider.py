@@ -115,7 +115,7 @@ def accept(state: ProvisionerState, cloud: ClusterSpec) -> list[Decision]:
     for rid, wanted in state.wanted.items():
         spec = state.specs[wanted.workload_id]
         try:
-            pod_sets = plan.plan(cloud, spec, wanted.node_selectors)
+            pod_sets, zones = plan.plan(cloud, spec, wanted.node_selectors)
         except plan.Unplannable as exc:
             out.append(
                 (
@@ -137,6 +137,7 @@ def accept(state: ProvisionerState, cloud: ClusterSpec) -> list[Decision]:
                     attempt=wanted.attempt,
                     pod_sets=pod_sets,
                     message=f"request accepted: {nodes} node(s) of {', '.join(pools)}",
+                    zones=zones,
                 ),
             )
         )
@@ -190,10 +191,9 @@ def _try_zones(
     in_use: dict[tuple[str, str], int],
     quota_used: dict[str, int],
 ) -> pev.NodesCreating | pev.ProvisioningWaiting:
-    spec = state.specs[req.workload_id]
     elapsed = state.now - state.cloud_since
     quota_problem: str | None = None
-    for zone in plan.zones_for(cloud, spec, {}):
+    for zone in req.zones or cloud.zones:
         if not _zone_has_room(cloud, req, zone, elapsed, in_use):
             continue
         nodes = plan.make_nodes(cloud, req.id, zone, req.pod_sets)

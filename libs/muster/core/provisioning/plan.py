@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass
 
 from muster.core.events import provisioning as pev
 from muster.core.model import matching
@@ -42,7 +41,8 @@ def pool_for(cloud: ClusterSpec, ps: PodSet, selector: Mapping[str, str]) -> Nod
 
 def plan(
     cloud: ClusterSpec, spec: WorkloadSpec, selectors: Mapping[str, Mapping[str, str]]
-) -> tuple[pev.PodSetNodes, ...]:
+) -> tuple[tuple[pev.PodSetNodes, ...], tuple[str, ...]]:
+    """The pool of each pod set and the zones the request may use, or ``Unplannable``."""
     out = []
     for ps in spec.pod_sets:
         pool = pool_for(cloud, ps, selectors.get(ps.name, ps.node_selector))
@@ -59,43 +59,57 @@ def plan(
         raise Unplannable(
             f"request needs {total} nodes; at most {MAX_NODES_PER_REQUEST} per request"
         )
-    _check_servable(cloud, tuple(out))
-    return tuple(out)
+    pod_sets = tuple(out)
+    return pod_sets, _check_servable(cloud, spec, selectors, pod_sets)
 
 
-def _check_servable(cloud: ClusterSpec, pod_sets: tuple[pev.PodSetNodes, ...]) -> None:
+def _check_servable(
+    cloud: ClusterSpec,
+    spec: WorkloadSpec,
+    selectors: Mapping[str, Mapping[str, str]],
+    pod_sets: tuple[pev.PodSetNodes, ...],
+) -> tuple[str, ...]:
     """Refuse at once what this cloud can never serve, rather than wait forever."""
     need: dict[str, int] = {}
     for p in pod_sets:
         need[p.pool] = need.get(p.pool, 0) + p.nodes
-    zones = set(cloud.zones)
     for name, count in need.items():
         pool = cloud.pool(name)
         assert pool is not None
         if count > pool.max_nodes:
-            raise Unplannable(f"request needs {count} nodes of pool {name}; its maxNodes is "
-                              f"{pool.max_nodes}")
-        zones &= set(pool.zones_or(cloud.zones))
+            raise Unplannable(
+                f"request needs {count} nodes of pool {name}; its maxNodes is {pool.max_nodes}"
+            )
+    zones = zones_for(cloud, spec, selectors, pod_sets)
     if not zones:
-        raise Unplannable(f"pools {', '.join(sorted(need))} share no zone: the request's nodes "
-                          "must all come up in one zone")
-
-
-@dataclass(frozen=True, slots=True)
-class ZoneShortage:
-    reason: str  # NotProvisioned | QuotaExceeded
-    message: str
+        raise Unplannable(
+            f"no zone allows every pod set (pools {', '.join(sorted(need))} and the zones "
+            "their node selectors pin): the request's nodes must all come up in one zone"
+        )
+    return zones
 
 
 def zones_for(
-    cloud: ClusterSpec, spec: WorkloadSpec, selectors: Mapping[str, Mapping[str, str]]
-) -> list[str]:
-    pinned = {sel[ZONE_LABEL] for sel in selectors.values() if ZONE_LABEL in sel}
-    if not pinned:
-        pinned = {
-            ps.node_selector[ZONE_LABEL] for ps in spec.pod_sets if ZONE_LABEL in ps.node_selector
-        }
-    return [z for z in cloud.zones if not pinned or z in pinned]
+    cloud: ClusterSpec,
+    spec: WorkloadSpec,
+    selectors: Mapping[str, Mapping[str, str]],
+    pod_sets: tuple[pev.PodSetNodes, ...],
+) -> tuple[str, ...]:
+    """Zones where every pod set may run: its selector (flavor labels included) and pool allow it.
+
+    All nodes of a request come up in one zone, so this is an intersection; empty means the
+    request can never be served.
+    """
+    allowed = set(cloud.zones)
+    for ps in spec.pod_sets:
+        selector = selectors.get(ps.name, ps.node_selector)
+        if ZONE_LABEL in selector:
+            allowed &= {selector[ZONE_LABEL]}
+    for p in pod_sets:
+        pool = cloud.pool(p.pool)
+        assert pool is not None
+        allowed &= set(pool.zones_or(cloud.zones))
+    return tuple(z for z in cloud.zones if z in allowed)
 
 
 def make_nodes(

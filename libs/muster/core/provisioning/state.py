@@ -33,6 +33,7 @@ class Request:
     workload_id: str
     pod_sets: tuple[pev.PodSetNodes, ...]
     accepted_at: float
+    zones: tuple[str, ...] = ()
     status: RequestStatus = "Accepted"
     zone: str | None = None
     nodes: tuple[pev.NodeSpec, ...] = ()
@@ -128,6 +129,7 @@ def _(event: pev.ProvisioningAccepted, state: ProvisionerState) -> None:
         workload_id=event.workload_id,
         pod_sets=event.pod_sets,
         accepted_at=state.now,
+        zones=event.zones,
     )
     state.by_workload.setdefault(event.workload_id, []).append(event.request_id)
     state.open[event.request_id] = None
