@@ -22,14 +22,22 @@ from muster.core.model.fields import InvalidInput
 from muster.core.views.workloads import TERMINAL, WorkloadsState, submitted_view
 from muster.runtime.loop import DeciderLoop
 from muster.store import ConcurrencyConflict
+from services.intake.batcher import GroupCommitter
 from services.intake.errors import error
 
 LOOP = web.AppKey("loop", DeciderLoop)
+COMMITTER = web.AppKey("committer", GroupCommitter)
 MAX_LIST = 1000
 
 
 def routes(app: web.Application, loop: DeciderLoop) -> None:
     app[LOOP] = loop
+    app[COMMITTER] = GroupCommitter(loop.store, producer="intake")
+
+    async def close_committer(app: web.Application) -> None:
+        await app[COMMITTER].close()
+
+    app.on_cleanup.append(close_committer)
     app.router.add_post("/v1/workloads", submit)
     app.router.add_get("/v1/workloads", list_workloads)
     app.router.add_get("/v1/workloads/{id}", get_workload)
@@ -95,9 +103,7 @@ async def submit(request: web.Request) -> web.Response:
     wid = inputs.workload_id(spec.namespace, key) if key else uuid.uuid4().hex[:16]
     new = inputs.submission(wid, spec, time.time(), key)
     try:
-        await loop.store.append(
-            [StreamAppend(new.stream_id, 0, [new])], producer="intake", recorded_at=time.time()
-        )
+        await request.app[COMMITTER].append(StreamAppend(new.stream_id, 0, [new]))
     except ConcurrencyConflict:
         return await _retried(loop, wid, inputs.digest(spec))
     loop.appended()

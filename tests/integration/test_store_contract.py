@@ -158,8 +158,7 @@ async def test_events_are_never_updated_or_deleted(store: SqlEventStore) -> None
     await put(store, "timer-a", 0)
     for statement in ("UPDATE events SET payload = '{}'", "DELETE FROM events"):
         with pytest.raises(Exception, match="append-only"):
-            async with store._writer.begin() as conn:
-                await conn.execute(text(statement))
+            await store._write(lambda conn, sql=statement: conn.execute(text(sql)))
     assert len(await store.read_all(0)) == 1
 
 

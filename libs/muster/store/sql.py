@@ -5,20 +5,27 @@ Positions are gapless and assigned in commit order: appends are serialised
 readers through), and each append takes ``max(position) + 1``. So a reader that
 has seen position P has seen everything committed before it, which is what lets
 consumers fill gaps from the store without ever skipping an event.
+
+Every operation is one synchronous function over a SQLAlchemy ``Connection``. On
+PostgreSQL it runs through asyncpg (``AsyncConnection.run_sync``); on SQLite the
+whole function runs in a worker thread, so a transaction costs one hop between the
+event loop and the database instead of one per statement.
 """
 
 from __future__ import annotations
 
+import asyncio
 import uuid
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, TypeVar
 
 import orjson
+from sqlalchemy import Connection, Engine, create_engine, func, select, text
 from sqlalchemy import event as sa_event
-from sqlalchemy import func, select, text
 from sqlalchemy.engine import make_url
-from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine, create_async_engine
+from sqlalchemy.ext.asyncio import AsyncEngine, create_async_engine
 
 from muster.core.events import (
     Envelope,
@@ -31,7 +38,8 @@ from muster.core.events import (
 from muster.store.errors import ConcurrencyConflict
 from muster.store.schema import events, snapshots, tracking
 
-ANY_VERSION = None
+T = TypeVar("T")
+SQLITE_PRAGMAS = ("journal_mode=WAL", "synchronous=NORMAL", "busy_timeout=60000")
 
 
 @dataclass(frozen=True, slots=True)
@@ -43,6 +51,7 @@ class Tracking:
 
 
 def normalise_url(url: str) -> str:
+    """The async driver URL (Alembic and PostgreSQL use it)."""
     parsed = make_url(url)
     driver = {
         "sqlite": "sqlite+aiosqlite",
@@ -56,34 +65,37 @@ class SqlEventStore:
     def __init__(self, url: str, *, pool_size: int = 5) -> None:
         self.url = normalise_url(url)
         self.is_sqlite = self.url.startswith("sqlite")
+        self._async: AsyncEngine | None = None
         if self.is_sqlite:
-            self._writer = self._sqlite_engine(begin="BEGIN IMMEDIATE")
-            self._reader = self._sqlite_engine(begin="BEGIN")
+            sync_url = make_url(self.url).set(drivername="sqlite+pysqlite")
+            self._write_engine = _sqlite_engine(sync_url, begin="BEGIN IMMEDIATE")
+            self._read_engine = _sqlite_engine(sync_url, begin="BEGIN")
+            # One writer thread: SQLite has one writer anyway; readers run beside it (WAL).
+            self._write_pool = ThreadPoolExecutor(1, thread_name_prefix="muster-sqlite-w")
+            self._read_pool = ThreadPoolExecutor(2, thread_name_prefix="muster-sqlite-r")
         else:
-            self._writer = create_async_engine(self.url, pool_size=pool_size, pool_pre_ping=True)
-            self._reader = self._writer
-
-    def _sqlite_engine(self, *, begin: str) -> AsyncEngine:
-        engine = create_async_engine(self.url)
-
-        @sa_event.listens_for(engine.sync_engine, "connect")
-        def _connect(dbapi_connection: Any, _record: Any) -> None:
-            dbapi_connection.isolation_level = None  # we issue BEGIN ourselves
-            cursor = dbapi_connection.cursor()
-            for pragma in ("journal_mode=WAL", "synchronous=NORMAL", "busy_timeout=60000"):
-                cursor.execute(f"PRAGMA {pragma}")
-            cursor.close()
-
-        @sa_event.listens_for(engine.sync_engine, "begin")
-        def _begin(conn: Any) -> None:
-            conn.exec_driver_sql(begin)
-
-        return engine
+            self._async = create_async_engine(self.url, pool_size=pool_size, pool_pre_ping=True)
 
     async def close(self) -> None:
-        await self._writer.dispose()
-        if self._reader is not self._writer:
-            await self._reader.dispose()
+        if self._async is not None:
+            await self._async.dispose()
+            return
+        self._write_pool.shutdown(wait=True)
+        self._read_pool.shutdown(wait=True)
+        self._write_engine.dispose()
+        self._read_engine.dispose()
+
+    async def _write(self, fn: Callable[[Connection], T]) -> T:
+        if self._async is None:
+            return await _in_thread(self._write_pool, self._write_engine, fn)
+        async with self._async.begin() as conn:
+            return await conn.run_sync(fn)
+
+    async def _read(self, fn: Callable[[Connection], T]) -> T:
+        if self._async is None:
+            return await _in_thread(self._read_pool, self._read_engine, fn)
+        async with self._async.connect() as conn:
+            return await conn.run_sync(fn)
 
     # -- writing -------------------------------------------------------------
 
@@ -96,59 +108,42 @@ class SqlEventStore:
         tracking_row: Tracking | None = None,
     ) -> list[Envelope]:
         """Append every stream's events in one transaction, or none of them."""
-        async with self._writer.begin() as conn:
-            if not self.is_sqlite:
-                await conn.execute(text("LOCK TABLE events IN EXCLUSIVE MODE"))
-            head = await self._head(conn)
-            rows: list[dict[str, Any]] = []
-            for item in batch:
-                version = await self._stream_version(conn, item.stream_id)
-                if item.expected_version is not None and item.expected_version != version:
-                    raise ConcurrencyConflict(item.stream_id, item.expected_version, version)
-                for new in item.events:
-                    version += 1
-                    head += 1
-                    rows.append(_row(new, item.stream_id, version, head, producer, recorded_at))
+        pg = not self.is_sqlite
+
+        def run(conn: Connection) -> list[Envelope]:
+            if pg:
+                conn.execute(text("LOCK TABLE events IN EXCLUSIVE MODE"))
+            rows = _rows(conn, batch, producer, recorded_at)
             if rows:
-                await conn.execute(
+                conn.execute(
                     events.insert(), [{k: v for k, v in r.items() if k != "_event"} for r in rows]
                 )
             if tracking_row is not None:
-                await self._track(conn, tracking_row)
-        return [_envelope(row) for row in rows]
+                _track(conn, tracking_row)
+            return [_envelope(row) for row in rows]
+
+        return await self._write(run)
 
     async def set_tracking(self, row: Tracking) -> None:
-        async with self._writer.begin() as conn:
-            await self._track(conn, row)
-
-    async def _track(self, conn: AsyncConnection, row: Tracking) -> None:
-        # Positions only move forward: a late, replayed commit never rewinds a consumer.
-        await conn.execute(
-            text(
-                "INSERT INTO tracking (consumer, position) VALUES (:c, :p) "
-                "ON CONFLICT (consumer) DO UPDATE SET position = excluded.position "
-                "WHERE tracking.position < excluded.position"
-            ),
-            {"c": row.consumer, "p": row.position},
-        )
+        await self._write(lambda conn: _track(conn, row))
 
     async def save_snapshot(self, name: str, position: int, fmt: str, state: bytes) -> None:
-        async with self._writer.begin() as conn:
-            await conn.execute(snapshots.delete().where(snapshots.c.name == name))
-            await conn.execute(
+        def run(conn: Connection) -> None:
+            conn.execute(snapshots.delete().where(snapshots.c.name == name))
+            conn.execute(
                 snapshots.insert(),
                 {"name": name, "position": position, "format": fmt, "state": state},
             )
 
+        await self._write(run)
+
     # -- reading -------------------------------------------------------------
 
     async def head(self) -> int:
-        async with self._reader.connect() as conn:
-            return await self._head(conn)
+        return await self._read(_head)
 
     async def stream_version(self, stream_id: str) -> int:
-        async with self._reader.connect() as conn:
-            return await self._stream_version(conn, stream_id)
+        return await self._read(lambda conn: _stream_versions(conn, [stream_id]).get(stream_id, 0))
 
     async def read_stream(self, stream_id: str, after_version: int = 0) -> list[Envelope]:
         query = (
@@ -156,9 +151,7 @@ class SqlEventStore:
             .where(events.c.stream_id == stream_id, events.c.stream_version > after_version)
             .order_by(events.c.stream_version)
         )
-        async with self._reader.connect() as conn:
-            result = await conn.execute(query)
-            return [_envelope(row._mapping) for row in result]
+        return await self._read(lambda conn: _envelopes(conn, query))
 
     async def read_all(
         self,
@@ -179,9 +172,7 @@ class SqlEventStore:
             query = query.where(events.c.producer == producer)
         if limit is not None:
             query = query.limit(limit)
-        async with self._reader.connect() as conn:
-            result = await conn.execute(query)
-            return [_envelope(row._mapping) for row in result]
+        return await self._read(lambda conn: _envelopes(conn, query))
 
     async def read_correlated(self, correlation_id: str) -> list[Envelope]:
         """Everything that happened because of one workload, in order (``muster describe``)."""
@@ -190,39 +181,104 @@ class SqlEventStore:
             .where(events.c.correlation_id == correlation_id)
             .order_by(events.c.position)
         )
-        async with self._reader.connect() as conn:
-            result = await conn.execute(query)
-            return [_envelope(row._mapping) for row in result]
+        return await self._read(lambda conn: _envelopes(conn, query))
 
     async def tracking_position(self, consumer: str) -> int:
-        async with self._reader.connect() as conn:
-            result = await conn.execute(
+        def run(conn: Connection) -> int:
+            value = conn.execute(
                 select(tracking.c.position).where(tracking.c.consumer == consumer)
-            )
-            value = result.scalar()
+            ).scalar()
             return int(value) if value is not None else 0
 
+        return await self._read(run)
+
     async def load_snapshot(self, name: str) -> tuple[int, str, bytes] | None:
-        async with self._reader.connect() as conn:
-            result = await conn.execute(select(snapshots).where(snapshots.c.name == name))
-            row = result.first()
+        def run(conn: Connection) -> tuple[int, str, bytes] | None:
+            row = conn.execute(select(snapshots).where(snapshots.c.name == name)).first()
             if row is None:
                 return None
             return int(row.position), str(row.format), bytes(row.state)
 
-    @staticmethod
-    async def _head(conn: AsyncConnection) -> int:
-        result = await conn.execute(select(func.coalesce(func.max(events.c.position), 0)))
-        return int(result.scalar_one())
+        return await self._read(run)
 
-    @staticmethod
-    async def _stream_version(conn: AsyncConnection, stream_id: str) -> int:
-        result = await conn.execute(
-            select(func.coalesce(func.max(events.c.stream_version), 0)).where(
-                events.c.stream_id == stream_id
-            )
+
+def _sqlite_engine(url: Any, *, begin: str) -> Engine:
+    engine = create_engine(url, connect_args={"check_same_thread": False})
+
+    @sa_event.listens_for(engine, "connect")
+    def _connect(dbapi_connection: Any, _record: Any) -> None:
+        dbapi_connection.isolation_level = None  # we issue BEGIN ourselves
+        cursor = dbapi_connection.cursor()
+        for pragma in SQLITE_PRAGMAS:
+            cursor.execute(f"PRAGMA {pragma}")
+        cursor.close()
+
+    @sa_event.listens_for(engine, "begin")
+    def _begin(conn: Any) -> None:
+        conn.exec_driver_sql(begin)
+
+    return engine
+
+
+async def _in_thread(pool: ThreadPoolExecutor, engine: Engine, fn: Callable[[Connection], T]) -> T:
+    def run() -> T:
+        with engine.begin() as conn:
+            return fn(conn)
+
+    return await asyncio.get_running_loop().run_in_executor(pool, run)
+
+
+def _rows(
+    conn: Connection, batch: Sequence[StreamAppend], producer: str, recorded_at: float
+) -> list[dict[str, Any]]:
+    """Rows to insert, after checking every stream's expected version."""
+    head = _head(conn)
+    versions = _stream_versions(conn, [item.stream_id for item in batch])
+    rows: list[dict[str, Any]] = []
+    for item in batch:
+        version = versions.get(item.stream_id, 0)
+        if item.expected_version is not None and item.expected_version != version:
+            raise ConcurrencyConflict(item.stream_id, item.expected_version, version)
+        for new in item.events:
+            version += 1
+            head += 1
+            rows.append(_row(new, item.stream_id, version, head, producer, recorded_at))
+        versions[item.stream_id] = version  # a stream may appear twice in one batch
+    return rows
+
+
+def _track(conn: Connection, row: Tracking) -> None:
+    # Positions only move forward: a late, replayed commit never rewinds a consumer.
+    conn.execute(
+        text(
+            "INSERT INTO tracking (consumer, position) VALUES (:c, :p) "
+            "ON CONFLICT (consumer) DO UPDATE SET position = excluded.position "
+            "WHERE tracking.position < excluded.position"
+        ),
+        {"c": row.consumer, "p": row.position},
+    )
+
+
+def _head(conn: Connection) -> int:
+    return int(conn.execute(select(func.coalesce(func.max(events.c.position), 0))).scalar_one())
+
+
+def _stream_versions(conn: Connection, stream_ids: list[str]) -> dict[str, int]:
+    """Every stream's version in one query: a batch costs the same as one append."""
+    found: dict[str, int] = {}
+    unique = sorted(set(stream_ids))
+    for i in range(0, len(unique), 500):  # stay under SQLite's bound-parameter limit
+        result = conn.execute(
+            select(events.c.stream_id, func.max(events.c.stream_version))
+            .where(events.c.stream_id.in_(unique[i : i + 500]))
+            .group_by(events.c.stream_id)
         )
-        return int(result.scalar_one())
+        found.update({row[0]: int(row[1]) for row in result})
+    return found
+
+
+def _envelopes(conn: Connection, query: Any) -> list[Envelope]:
+    return [_envelope(row._mapping) for row in conn.execute(query)]
 
 
 def _row(
