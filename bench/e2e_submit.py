@@ -182,11 +182,9 @@ async def wait_admitted(store: SqlEventStore, ids: set[str], timeout: float
 
 
 async def through_stack(stack: Stack, args: argparse.Namespace) -> dict[str, Any]:
+    await admin.configure(stack.store_url, parse.cluster(cluster_doc()), stack.broker.bootstrap)
     store = SqlEventStore(stack.store_url)
     try:
-        spec = parse.cluster(cluster_doc())
-        await admin.apply_cluster(store, spec)
-        await admin.publish(store, stack.broker.bootstrap)
         ids, latencies, statuses, took = await submit_all(
             stack.url(), args.workloads, args.clients, args.duration)
         submitted, admitted, gave_up, waited = await wait_admitted(store, set(ids), args.timeout)

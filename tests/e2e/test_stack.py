@@ -78,15 +78,6 @@ def body(i: int) -> dict[str, Any]:
     }
 
 
-async def _apply(url: str, bootstrap: str) -> None:
-    store = SqlEventStore(url)
-    try:
-        await admin.apply_cluster(store, CLUSTER)
-        await admin.publish(store, bootstrap)
-    finally:
-        await store.close()
-
-
 async def _log(url: str) -> list[Envelope]:
     store = SqlEventStore(url)
     try:
@@ -162,7 +153,7 @@ def _heartbeats(stack: Stack) -> float:
 def _run(tmp_path: Path, fault: str) -> tuple[Stack, list[Envelope], dict[str, Any]]:
     env = {"MUSTER_HEARTBEAT_SECONDS": "0.1"}
     with Stack(tmp_path, poll_seconds=0.3, extra_env=env) as stack:
-        asyncio.run(_apply(stack.store_url, stack.broker.bootstrap))
+        asyncio.run(admin.configure(stack.store_url, CLUSTER, stack.broker.bootstrap))
         ids = _submit(stack, range(WORKLOADS // 2))
         _wait_finished(stack, 5)
         if fault == "kill-queue":

@@ -14,7 +14,6 @@ from typing import Any
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from muster.core import inputs
 from muster.core.decider import Decider
 from muster.core.events import Envelope, encode_payload
 from muster.core.events import node as nev
@@ -28,7 +27,7 @@ from muster.core.nodes.decider import NodeAgentDecider
 from muster.core.provisioning.decider import ProvisionerDecider
 from muster.core.queueing.decider import QueueDecider
 from muster.core.runner import DeciderRunner
-from muster.core.sim.harness import Harness
+from muster.core.sim.harness import Harness, build
 from muster.core.verify import verify_decisions
 
 GPU = "nvidia.com/gpu"
@@ -57,14 +56,8 @@ class Scenario:
         return [QueueDecider(), ProvisionerDecider(), *agents]
 
     def harness(self) -> Harness:
-        h = Harness(self.deciders())
-        for new in inputs.configuration(parse.cluster(self.cluster), 0.0):
-            h.schedule(new, producer="admin")
-        for at, wid, doc in self.workloads:
-            h.schedule(inputs.submission(wid, parse.workload(doc), at), producer="intake")
-        for at, wid in self.cancels:
-            h.schedule(inputs.cancellation(wid, at), producer="intake")
-        return h
+        subs = [(at, wid, parse.workload(doc)) for at, wid, doc in self.workloads]
+        return build(parse.cluster(self.cluster), subs, self.cancels, self.deciders())
 
     def run(self) -> Harness:
         h = self.harness()

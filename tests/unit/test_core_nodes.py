@@ -8,7 +8,6 @@ from typing import Any, TypeVar
 
 import pytest
 
-from muster.core import inputs
 from muster.core.decider import Decider
 from muster.core.events import Envelope, Event
 from muster.core.events import node as nev
@@ -19,7 +18,8 @@ from muster.core.nodes.decider import NodeAgentDecider
 from muster.core.nodes.state import owns
 from muster.core.provisioning.decider import ProvisionerDecider
 from muster.core.queueing.decider import QueueDecider
-from muster.core.sim.harness import Harness
+from muster.core.sim.harness import Harness, build
+from tests.unit.harness_inputs import submissions
 
 GPU = "nvidia.com/gpu"
 E = TypeVar("E", bound=Event)
@@ -51,14 +51,7 @@ def run(workloads: Iterable[tuple[float, dict[str, Any]]],
         cancels: Iterable[tuple[float, str]] = ()) -> Harness:
     deciders: list[Decider[Any]] = [QueueDecider(), ProvisionerDecider()]
     deciders += list(agents) if agents is not None else [NodeAgentDecider()]
-    h = Harness(deciders)
-    for new in inputs.configuration(parse.cluster(CLUSTER), 0.0):
-        h.schedule(new, producer="admin")
-    for at, doc in workloads:
-        h.schedule(inputs.submission(doc["name"], parse.workload(doc), float(at)),
-                   producer="intake")
-    for at, wid in cancels:
-        h.schedule(inputs.cancellation(wid, float(at)), producer="intake")
+    h = build(parse.cluster(CLUSTER), submissions(workloads), cancels, deciders)
     h.run()
     return h
 

@@ -17,7 +17,8 @@ from muster.core.model import parse
 from muster.core.nodes.decider import NodeAgentDecider
 from muster.core.provisioning.decider import ProvisionerDecider
 from muster.core.queueing.decider import QueueDecider
-from muster.core.sim.harness import Harness
+from muster.core.sim.harness import Harness, build
+from tests.unit.harness_inputs import submissions
 
 GPU = "nvidia.com/gpu"
 ZA, ZB = "us-central1-a", "us-central1-b"
@@ -61,15 +62,8 @@ def workload_doc(name: str, nodes: int = 1, gpus: int = 8, duration: float = 100
 
 def harness(cluster: dict[str, Any], workloads: Iterable[tuple[float, dict[str, Any]]],
             cancels: Iterable[tuple[float, str]] = ()) -> Harness:
-    h = Harness([QueueDecider(), ProvisionerDecider(), NodeAgentDecider()])
-    for new in inputs.configuration(parse.cluster(cluster), 0.0):
-        h.schedule(new, producer="admin")
-    for at, doc in workloads:
-        h.schedule(inputs.submission(doc["name"], parse.workload(doc), float(at)),
-                   producer="intake")
-    for at, wid in cancels:
-        h.schedule(inputs.cancellation(wid, float(at)), producer="intake")
-    return h
+    """Workload ids are the workload names."""
+    return build(parse.cluster(cluster), submissions(workloads), cancels)
 
 
 def run(cluster: dict[str, Any], workloads: Iterable[tuple[float, dict[str, Any]]],

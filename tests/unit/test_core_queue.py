@@ -8,19 +8,16 @@ from typing import Any, TypeVar
 
 import pytest
 
-from muster.core import inputs
 from muster.core.events import Envelope, Event
 from muster.core.events import node as nev
 from muster.core.events import provisioning as pev
 from muster.core.events import queue as qev
 from muster.core.model import parse
 from muster.core.model.queues import ClusterQueueSpec, ResourceFlavorSpec
-from muster.core.nodes.decider import NodeAgentDecider
-from muster.core.provisioning.decider import ProvisionerDecider
-from muster.core.queueing.decider import QueueDecider
 from muster.core.queueing.flavors import Assignment, Unassignable, assign
 from muster.core.queueing.state import QueueState
-from muster.core.sim.harness import Harness
+from muster.core.sim.harness import Harness, build
+from tests.unit.harness_inputs import submissions
 
 GPU = "nvidia.com/gpu"
 E = TypeVar("E", bound=Event)
@@ -76,15 +73,7 @@ def workload_doc(name: str, gpus: int = 8, count: int = 1, duration: float = 100
 def harness(cluster: dict[str, Any], workloads: Iterable[tuple[float, dict[str, Any]]],
             cancels: Iterable[tuple[float, str]] = ()) -> Harness:
     """Workload ids are the workload names."""
-    h = Harness([QueueDecider(), ProvisionerDecider(), NodeAgentDecider()])
-    for new in inputs.configuration(parse.cluster(cluster), 0.0):
-        h.schedule(new, producer="admin")
-    for at, doc in workloads:
-        h.schedule(inputs.submission(doc["name"], parse.workload(doc), float(at)),
-                   producer="intake")
-    for at, wid in cancels:
-        h.schedule(inputs.cancellation(wid, float(at)), producer="intake")
-    return h
+    return build(parse.cluster(cluster), submissions(workloads), cancels)
 
 
 def run(cluster: dict[str, Any], workloads: Iterable[tuple[float, dict[str, Any]]],

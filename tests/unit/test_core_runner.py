@@ -24,7 +24,7 @@ from muster.core.nodes.decider import NodeAgentDecider
 from muster.core.provisioning.decider import ProvisionerDecider
 from muster.core.queueing.decider import QueueDecider
 from muster.core.runner import DeciderRunner
-from muster.core.sim.harness import Harness
+from muster.core.sim.harness import Harness, build, default_deciders
 from muster.core.sim.log import MemoryLog, VersionConflict
 from muster.core.verify import verify_decisions
 
@@ -50,14 +50,12 @@ CLUSTER: dict[str, Any] = {
 
 
 def deciders() -> list[Decider[Any]]:
-    return [QueueDecider(), ProvisionerDecider(), NodeAgentDecider()]
+    return default_deciders()
 
 
 def scenario() -> Harness:
     """Waiting for quota and capacity, a failure, a cancellation, a rejection."""
-    h = Harness(deciders())
-    for new in inputs.configuration(parse.cluster(CLUSTER), 0.0):
-        h.schedule(new, producer="admin")
+    h = build(parse.cluster(CLUSTER), [])
     jobs = [(0, "a", 3, 50, 0), (2, "b", 4, 20, 0), (4, "c", 1, 10, 1), (6, "d", 2, 30, 0),
             (8, "e", 1, 15, 0), (9, "f", 2, 25, 0), (30, "g", 1, 5, 0)]
     for at, name, count, duration, code in jobs:

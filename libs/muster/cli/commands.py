@@ -14,15 +14,12 @@ import yaml
 
 from muster.cli.http import ApiError, call
 from muster.cli.tables import table
-from muster.core import inputs
 from muster.core.decider import Decider
 from muster.core.model import parse
 from muster.core.model.fields import InvalidInput, parse_duration
 from muster.core.model.resources import format_quantity
-from muster.core.nodes.decider import NodeAgentDecider
-from muster.core.provisioning.decider import ProvisionerDecider
 from muster.core.queueing.decider import QueueDecider
-from muster.core.sim.harness import Harness
+from muster.core.sim import harness as sim_harness
 from muster.core.sim.summary import summarize
 from muster.core.verify import verify_decisions
 from muster.runtime import admin
@@ -37,7 +34,7 @@ class CliError(RuntimeError):
 
 
 def deciders() -> dict[str, Decider[Any]]:
-    return {d.name: d for d in (QueueDecider(), ProvisionerDecider(), NodeAgentDecider())}
+    return {d.name: d for d in sim_harness.default_deciders()}
 
 
 def load_yaml(path: Path) -> Any:
@@ -165,13 +162,7 @@ def _indent(text: str) -> str:
 
 async def apply(store_url: str, cluster_path: Path, kafka: str | None) -> int:
     spec = load_cluster(cluster_path)
-    store = SqlEventStore(store_url)
-    try:
-        appended = await admin.apply_cluster(store, spec)
-        if kafka:
-            await admin.publish(store, kafka)
-    finally:
-        await store.close()
+    appended = await admin.configure(store_url, spec, kafka)
     print(f"cluster {spec.name}: {len(appended)} configuration change(s) applied")
     return 0
 
@@ -299,13 +290,10 @@ def sim(cluster_path: Path, workload_paths: list[Path], until: str | None, as_js
     return 0
 
 
-def build_harness(spec: Any, workloads: list[tuple[float, Any]]) -> Harness:
-    harness = Harness(list(deciders().values()))
-    for new in inputs.configuration(spec, 0.0):
-        harness.schedule(new, producer=admin.ADMIN)
-    for i, (at, wl) in enumerate(workloads):
-        harness.schedule(inputs.submission(f"{wl.name}-{i}", wl, at), producer="intake")
-    return harness
+def build_harness(spec: Any, workloads: list[tuple[float, Any]]) -> sim_harness.Harness:
+    """Workload ids are ``<name>-<index in the file>``: names need not be unique."""
+    subs = [(at, f"{wl.name}-{i}", wl) for i, (at, wl) in enumerate(workloads)]
+    return sim_harness.build(spec, subs)
 
 
 def print_summary(summary: dict[str, Any]) -> None:
@@ -339,7 +327,7 @@ def demo(data_dir: Path, cluster_path: Path, workloads_path: Path) -> int:
         print(
             f"  intake {stack.url()}  queue {stack.url('queue')}  broker {stack.broker.bootstrap}"
         )
-        asyncio.run(_apply_now(stack.store_url, spec, stack.broker.bootstrap))
+        asyncio.run(admin.configure(stack.store_url, spec, stack.broker.bootstrap))
         ids = _submit_all(stack.url(), workloads)
         _wait_all(stack.url(), ids)
         asyncio.run(_demo_report(stack, ids))
@@ -348,15 +336,6 @@ def demo(data_dir: Path, cluster_path: Path, workloads_path: Path) -> int:
         )
     print(f"\nat {datetime.now(UTC):%H:%M:%S} UTC: demo {'passed' if ok == 0 else 'FAILED'}")
     return ok
-
-
-async def _apply_now(store_url: str, spec: Any, kafka: str) -> None:
-    store = SqlEventStore(store_url)
-    try:
-        await admin.apply_cluster(store, spec)
-        await admin.publish(store, kafka)
-    finally:
-        await store.close()
 
 
 def _submit_all(server: str, workloads: list[tuple[float, Any]]) -> list[str]:

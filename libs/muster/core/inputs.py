@@ -18,6 +18,9 @@ from muster.core.events import workload as wev
 from muster.core.model.cluster import ClusterSpec
 from muster.core.model.workload import WorkloadSpec
 
+ADMIN = "admin"  # producer of configuration events (muster apply)
+INTAKE = "intake"  # producer of submissions and cancellations
+
 
 def configuration(spec: ClusterSpec, at: float) -> list[NewEvent]:
     """The cloud and every queue object of a cluster description, one stream each."""

@@ -11,9 +11,10 @@ from muster.core.decider import Decider
 from muster.core.events import Envelope, StreamAppend, encode_payload
 from muster.core.model.cluster import ClusterSpec
 from muster.core.runner import DeciderRunner
-from muster.store import SqlEventStore, Tracking
+from muster.runtime.relay import relay_step
+from muster.store import SqlEventStore
 
-ADMIN = "admin"
+ADMIN = inputs.ADMIN
 REPLAY_BATCH = 10_000
 
 
@@ -37,17 +38,31 @@ async def publish(store: SqlEventStore, bootstrap: str, prefix: str = "muster.")
     """Relay what ``admin`` committed; consumers would also find it on their next store poll."""
     consumer = f"relay:{ADMIN}"
     position = await store.tracking_position(consumer)
-    envs = await store.read_all(position, producer=ADMIN)
-    if envs:
-        await ensure_topics(bootstrap, prefix)
-        publisher = Publisher(bootstrap, prefix)
-        await publisher.start()
-        try:
-            await publisher.publish(envs)
-        finally:
-            await publisher.stop()
-        await store.set_tracking(Tracking(consumer, envs[-1].position))
-    return len(envs)
+    published = 0
+    await ensure_topics(bootstrap, prefix)
+    publisher = Publisher(bootstrap, prefix)
+    await publisher.start()
+    try:
+        while True:
+            position, sent = await relay_step(store, publisher, ADMIN, position)
+            if not sent:
+                break
+            published += sent
+    finally:
+        await publisher.stop()
+    return published
+
+
+async def configure(store_url: str, spec: ClusterSpec, bootstrap: str | None) -> list[Envelope]:
+    """``muster apply``: append what changed and, given a broker, publish it at once."""
+    store = SqlEventStore(store_url)
+    try:
+        appended = await apply_cluster(store, spec)
+        if bootstrap:
+            await publish(store, bootstrap)
+        return appended
+    finally:
+        await store.close()
 
 
 async def rebuild(

@@ -21,11 +21,11 @@ from muster.core.decider import Decider
 from muster.core.events import Envelope, StreamAppend
 from muster.core.runner import DeciderRunner
 from muster.runtime.metrics import ServiceMetrics
+from muster.runtime.relay import relay_step
 from muster.runtime.settings import Settings
 from muster.store import ConcurrencyConflict, SqlEventStore, Tracking
 
 READ_BATCH = 5000
-RELAY_BATCH = 1000
 
 
 class DeciderLoop:
@@ -165,26 +165,22 @@ class DeciderLoop:
     # -- relay ------------------------------------------------------------------
 
     async def relay(self, publisher: Publisher) -> None:
-        consumer = f"relay:{self.name}"
-        position = await self.store.tracking_position(consumer)
+        position = await self.store.tracking_position(f"relay:{self.name}")
         while True:
             with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(self._relay_wake.wait(), self.settings.poll_seconds)
             self._relay_wake.clear()
             while True:
-                envs = await self.store.read_all(position, producer=self.name, limit=RELAY_BATCH)
-                if not envs:
-                    break
                 try:
-                    await publisher.publish(envs)
+                    moved, sent = await relay_step(self.store, publisher, self.name, position)
                 except Exception as exc:  # the broker is away: keep the position, retry later
                     self.log.warning("publish failed; will retry", error=str(exc))
                     await asyncio.sleep(1.0)
                     break
-                position = envs[-1].position
-                self.published_up_to = position
-                await self.store.set_tracking(Tracking(consumer, position))
-                self.metrics.published.labels(self.name).inc(len(envs))
+                if not sent:
+                    break
+                self.metrics.published.labels(self.name).inc(sent)
+                position = self.published_up_to = moved
 
     # -- snapshots ----------------------------------------------------------------
 

@@ -4,12 +4,18 @@ inputs and deadlines. The services do the same thing over the store and Kafka.""
 from __future__ import annotations
 
 import heapq
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from muster.core import inputs
 from muster.core.decider import Decider
 from muster.core.events import NewEvent, StreamAppend
+from muster.core.model.cluster import ClusterSpec
+from muster.core.model.workload import WorkloadSpec
+from muster.core.nodes.decider import NodeAgentDecider
+from muster.core.provisioning.decider import ProvisionerDecider
+from muster.core.queueing.decider import QueueDecider
 from muster.core.runner import DeciderRunner
 from muster.core.sim.log import MemoryLog
 
@@ -26,6 +32,11 @@ class _Input:
     seq: int
     producer: str = field(compare=False)
     event: NewEvent = field(compare=False)
+
+
+def default_deciders() -> list[Decider[Any]]:
+    """The three deciders of a cluster with one node agent."""
+    return [QueueDecider(), ProvisionerDecider(), NodeAgentDecider()]
 
 
 class Harness:
@@ -86,3 +97,24 @@ class Harness:
         self.log.append(
             [StreamAppend(new.stream_id, None, [new])], producer=producer, recorded_at=self.clock
         )
+
+
+# (virtual submit time, workload id, spec)
+Submission = tuple[float, str, WorkloadSpec]
+
+
+def build(
+    cluster: ClusterSpec,
+    submissions: Iterable[Submission],
+    cancels: Iterable[tuple[float, str]] = (),
+    deciders: Sequence[Decider[Any]] | None = None,
+) -> Harness:
+    """A harness with the cluster configured at time 0 and the inputs scheduled."""
+    harness = Harness(default_deciders() if deciders is None else deciders)
+    for new in inputs.configuration(cluster, 0.0):
+        harness.schedule(new, producer=inputs.ADMIN)
+    for at, wid, spec in submissions:
+        harness.schedule(inputs.submission(wid, spec, float(at)), producer=inputs.INTAKE)
+    for at, wid in cancels:
+        harness.schedule(inputs.cancellation(wid, float(at)), producer=inputs.INTAKE)
+    return harness
