@@ -476,7 +476,7 @@ RES = "clusterQueues[0].resourceGroups[0].flavors[0].resources[0]"
         (lambda d: d["quotas"][0].update(limit="1.5"), "quotas[0].limit",
          f"'1.5' is not a whole number of units for {GPU}"),
         (lambda d: d["clusterQueues"][0].update(queueingStrategy="LIFO"),
-         "clusterQueues[0].queueingStrategy", "must be BestEffortFIFO or StrictFIFO"),
+         "clusterQueues[0].queueingStrategy", "must be one of BestEffortFIFO, StrictFIFO, not 'LIFO'"),
         (lambda d: d["clusterQueues"][0]["resourceGroups"][0].update(coveredResources=[]),
          "clusterQueues[0].resourceGroups[0].coveredResources", "must name at least one resource"),
         (lambda d: d["resourceFlavors"][0].update(nodeLabels={"bad key!": "x"}),

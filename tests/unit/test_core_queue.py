@@ -14,6 +14,7 @@ from muster.core.events import provisioning as pev
 from muster.core.events import queue as qev
 from muster.core.model import parse
 from muster.core.model.queues import ClusterQueueSpec, ResourceFlavorSpec
+from muster.core.queueing import quota as qt
 from muster.core.queueing.flavors import Assignment, Unassignable, assign
 from muster.core.queueing.state import QueueState
 from muster.core.sim.harness import Harness, build
@@ -24,6 +25,17 @@ E = TypeVar("E", bound=Event)
 
 
 # -- building blocks ------------------------------------------------------------------
+
+
+def assign_used(
+    cq: ClusterQueueSpec,
+    flavors: dict[str, ResourceFlavorSpec],
+    spec: Any,
+    used: dict[str, dict[str, int]],
+) -> Assignment | Unassignable:
+    """Flavor assignment for a lone queue that already uses ``used``."""
+    tree = qt.build({cq.name: cq}, {}, {cq.name: used})
+    return assign(cq, flavors, spec, tree, can_preempt=False)
 
 
 def cluster_doc(
@@ -123,27 +135,27 @@ THREE = [("spot", 8, {"nodeTaints": [{"key": "spot", "value": "true"}]}),
 def test_first_fitting_flavor_in_order() -> None:
     cq, flavors = specs(cluster_doc(flavors=[("a100", 16, {}), ("h100", 32, {})]))
     spec = parse.workload(workload_doc("j", gpus=8))
-    got = assign(cq, flavors, spec, {})
+    got = assign_used(cq, flavors, spec, {})
     assert isinstance(got, Assignment)
     assert got.flavors == {"w": {GPU: "a100"}}
     assert got.usage == {"a100": {GPU: 8}}
     assert got.node_selectors == {"w": {"flavor": "a100"}}
     # a100 has 8 of 16 left: 8 more still fit there ...
-    assert assign(cq, flavors, spec, {"a100": {GPU: 8}}).flavors == {"w": {GPU: "a100"}}  # type: ignore[union-attr]
+    assert assign_used(cq, flavors, spec, {"a100": {GPU: 8}}).flavors == {"w": {GPU: "a100"}}  # type: ignore[union-attr]
     # ... 9 do not: the next flavor in order takes them.
-    got = assign(cq, flavors, spec, {"a100": {GPU: 9}})
+    got = assign_used(cq, flavors, spec, {"a100": {GPU: 9}})
     assert isinstance(got, Assignment) and got.usage == {"h100": {GPU: 8}}
 
 
 def test_node_selector_conflict_skips_a_flavor() -> None:
     cq, flavors = specs(cluster_doc(flavors=[("a100", 16, {}), ("h100", 32, {})]))
     spec = parse.workload(workload_doc("j", gpus=8, nodeSelector={"flavor": "h100"}))
-    got = assign(cq, flavors, spec, {})
+    got = assign_used(cq, flavors, spec, {})
     assert isinstance(got, Assignment)
     assert got.flavors == {"w": {GPU: "h100"}}
     # A selector key the flavor does not define is no conflict; it is kept as is.
     spec = parse.workload(workload_doc("j", gpus=8, nodeSelector={"team": "x"}))
-    got = assign(cq, flavors, spec, {})
+    got = assign_used(cq, flavors, spec, {})
     assert isinstance(got, Assignment)
     assert got.node_selectors == {"w": {"flavor": "a100", "team": "x"}}
 
@@ -151,7 +163,7 @@ def test_node_selector_conflict_skips_a_flavor() -> None:
 def test_no_flavor_matches_the_node_selector() -> None:
     cq, flavors = specs(cluster_doc(flavors=[("a100", 16, {}), ("h100", 32, {})]))
     spec = parse.workload(workload_doc("j", gpus=8, nodeSelector={"flavor": "tpu"}))
-    got = assign(cq, flavors, spec, {})
+    got = assign_used(cq, flavors, spec, {})
     assert isinstance(got, Unassignable)
     assert got.reason == "NoMatchingFlavor"
     assert got.message == (
@@ -163,7 +175,7 @@ def test_no_flavor_matches_the_node_selector() -> None:
 def test_taints_need_tolerations() -> None:
     cq, flavors = specs(cluster_doc(flavors=THREE))
     plain = parse.workload(workload_doc("j", gpus=8))
-    got = assign(cq, flavors, plain, {})
+    got = assign_used(cq, flavors, plain, {})
     assert isinstance(got, Assignment) and got.flavors == {"w": {GPU: "a100"}}
 
     for tol in ({"key": "spot", "operator": "Exists"},
@@ -171,21 +183,21 @@ def test_taints_need_tolerations() -> None:
                 {"operator": "Exists"},
                 {"key": "spot", "value": "true", "effect": "NoSchedule"}):
         tolerant = parse.workload(workload_doc("j", gpus=8, tolerations=[tol]))
-        got = assign(cq, flavors, tolerant, {})
+        got = assign_used(cq, flavors, tolerant, {})
         assert isinstance(got, Assignment) and got.flavors == {"w": {GPU: "spot"}}, tol
 
     for tol in ({"key": "spot", "operator": "Equal", "value": "false"},
                 {"key": "other", "operator": "Exists"},
                 {"key": "spot", "operator": "Exists", "effect": "NoExecute"}):
         wrong = parse.workload(workload_doc("j", gpus=8, tolerations=[tol]))
-        got = assign(cq, flavors, wrong, {})
+        got = assign_used(cq, flavors, wrong, {})
         assert isinstance(got, Assignment) and got.flavors == {"w": {GPU: "a100"}}, tol
 
 
 def test_waiting_for_quota_names_the_shortfall() -> None:
     cq, flavors = specs(cluster_doc(flavors=[("a100", 16, {})]))
     spec = parse.workload(workload_doc("j", gpus=4, count=2))  # 8 GPUs in all
-    got = assign(cq, flavors, spec, {"a100": {GPU: 11}})
+    got = assign_used(cq, flavors, spec, {"a100": {GPU: 11}})
     assert isinstance(got, Unassignable)
     assert got.reason == "WaitingForQuota"
     assert got.message == ("couldn't assign flavors to pod set w: "
@@ -195,7 +207,7 @@ def test_waiting_for_quota_names_the_shortfall() -> None:
 
 def test_request_above_nominal_exceeds_max_quota() -> None:
     cq, flavors = specs(cluster_doc(flavors=[("a100", 16, {})]))
-    got = assign(cq, flavors, parse.workload(workload_doc("j", gpus=8, count=3)), {})
+    got = assign_used(cq, flavors, parse.workload(workload_doc("j", gpus=8, count=3)), {})
     assert isinstance(got, Unassignable)
     assert got.reason == "ExceedsMaxQuota"
     assert got.message == (
@@ -207,7 +219,7 @@ def test_request_above_nominal_exceeds_max_quota() -> None:
 def test_quota_shortfall_is_reported_over_max_and_mismatch() -> None:
     cq, flavors = specs(cluster_doc(flavors=THREE))
     # spot: untolerated; a100: 10 GPUs already used; h100: 24 > 32 is fine but used up.
-    got = assign(cq, flavors, parse.workload(workload_doc("j", gpus=12)),
+    got = assign_used(cq, flavors, parse.workload(workload_doc("j", gpus=12)),
                  {"a100": {GPU: 10}, "h100": {GPU: 30}})
     assert isinstance(got, Unassignable)
     assert got.reason == "WaitingForQuota"
@@ -220,7 +232,7 @@ def test_resource_not_covered_gives_no_matching_flavor() -> None:
     cq, flavors = specs(cluster_doc())
     doc = workload_doc("j")
     doc["podSets"][0]["requests"] = {GPU: 1, "example.com/tpu": 1}
-    got = assign(cq, flavors, parse.workload(doc), {})
+    got = assign_used(cq, flavors, parse.workload(doc), {})
     assert isinstance(got, Unassignable)
     assert got.reason == "NoMatchingFlavor"
     assert got.message == ("couldn't assign flavors to pod set w: "
@@ -232,7 +244,7 @@ def test_pod_sets_charge_the_sum_of_their_requests() -> None:
     doc = workload_doc("j")
     doc["podSets"] = [{"name": "a", "count": 2, "requests": {GPU: 4}},
                       {"name": "b", "count": 3, "requests": {GPU: 4}}]
-    got = assign(cq, flavors, parse.workload(doc), {})
+    got = assign_used(cq, flavors, parse.workload(doc), {})
     assert isinstance(got, Assignment)
     # a: 8 in a100 (8 left); b: 12 does not fit a100's remaining 8, so h100.
     assert got.flavors == {"a": {GPU: "a100"}, "b": {GPU: "h100"}}

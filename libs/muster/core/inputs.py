@@ -7,6 +7,7 @@ so the services and the harness see identical inputs.
 from __future__ import annotations
 
 import hashlib
+from collections.abc import Iterable
 
 import orjson
 
@@ -16,6 +17,15 @@ from muster.core.events import provisioning as pev
 from muster.core.events import queue as qev
 from muster.core.events import workload as wev
 from muster.core.model.cluster import ClusterSpec
+from muster.core.model.manifests import Manifests
+from muster.core.model.queues import (
+    ClusterQueueSpec,
+    CohortSpec,
+    LocalQueueSpec,
+    NamespaceQuotaSpec,
+    PriorityClassSpec,
+    ResourceFlavorSpec,
+)
 from muster.core.model.workload import WorkloadSpec
 
 ADMIN = "admin"  # producer of configuration events (muster apply)
@@ -25,22 +35,74 @@ INTAKE = "intake"  # producer of submissions and cancellations
 def configuration(spec: ClusterSpec, at: float) -> list[NewEvent]:
     """The cloud and every queue object of a cluster description, one stream each."""
     items: list[tuple[str, Event]] = [(pev.cloud_stream(spec.name), pev.CloudConfigured(spec=spec))]
-    items += [
-        (qev.config_stream("flavor", f.name), qev.ResourceFlavorConfigured(spec=f))
-        for f in spec.resource_flavors
+    items += _queue_items(
+        flavors=spec.resource_flavors,
+        cluster_queues=spec.cluster_queues,
+        local_queues=spec.local_queues,
+        cohorts=spec.cohorts,
+        priority_classes=spec.priority_classes,
+        namespace_quotas=spec.namespace_quotas,
+    )
+    items.append(
+        (
+            qev.config_stream("fairsharing", "cluster"),
+            qev.FairSharingConfigured(spec=spec.fair_sharing),
+        )
+    )
+    return [NewEvent(stream_id=s, event=e, occurred_at=at) for s, e in items]
+
+
+def queue_configuration(m: Manifests, at: float) -> list[NewEvent]:
+    """The queue objects of Kubernetes manifests alone (no cloud, no fair-sharing switch),
+    on the same streams ``configuration`` uses."""
+    items = _queue_items(
+        flavors=m.resource_flavors,
+        cluster_queues=m.cluster_queues,
+        local_queues=m.local_queues,
+        cohorts=m.cohorts,
+        priority_classes=m.priority_classes,
+        namespace_quotas=m.namespace_quotas,
+    )
+    return [NewEvent(stream_id=s, event=e, occurred_at=at) for s, e in items]
+
+
+def _queue_items(
+    *,
+    flavors: Iterable[ResourceFlavorSpec],
+    cluster_queues: Iterable[ClusterQueueSpec],
+    local_queues: Iterable[LocalQueueSpec],
+    cohorts: Iterable[CohortSpec],
+    priority_classes: Iterable[PriorityClassSpec],
+    namespace_quotas: Iterable[NamespaceQuotaSpec],
+) -> list[tuple[str, Event]]:
+    """One configuration event per queue object, each on its own stream."""
+    items: list[tuple[str, Event]] = [
+        (qev.config_stream("flavor", f.name), qev.ResourceFlavorConfigured(spec=f)) for f in flavors
     ]
     items += [
         (qev.config_stream("clusterqueue", q.name), qev.ClusterQueueConfigured(spec=q))
-        for q in spec.cluster_queues
+        for q in cluster_queues
     ]
     items += [
         (
             qev.config_stream("localqueue", f"{q.namespace}.{q.name}"),
             qev.LocalQueueConfigured(spec=q),
         )
-        for q in spec.local_queues
+        for q in local_queues
     ]
-    return [NewEvent(stream_id=s, event=e, occurred_at=at) for s, e in items]
+    items += [(qev.config_stream("cohort", c.name), qev.CohortConfigured(spec=c)) for c in cohorts]
+    items += [
+        (qev.config_stream("priorityclass", c.name), qev.PriorityClassConfigured(spec=c))
+        for c in priority_classes
+    ]
+    items += [
+        (
+            qev.config_stream("namespacequota", f"{q.namespace}.{q.name}"),
+            qev.NamespaceQuotaConfigured(spec=q),
+        )
+        for q in namespace_quotas
+    ]
+    return items
 
 
 def digest(spec: WorkloadSpec) -> str:

@@ -1,15 +1,18 @@
-"""Admin operations on the store: apply a cluster description, rebuild state (replay)."""
+"""Admin operations on the store: apply configuration (a cluster description, Kubernetes
+manifests), rebuild state (replay)."""
 
 from __future__ import annotations
 
 import time
+from collections.abc import Sequence
 from typing import Any
 
 from muster.bus.kafka import Publisher, ensure_topics
 from muster.core import inputs
 from muster.core.decider import Decider
-from muster.core.events import Envelope, StreamAppend, encode_payload
+from muster.core.events import Envelope, NewEvent, StreamAppend, encode_payload
 from muster.core.model.cluster import ClusterSpec
+from muster.core.model.manifests import Manifests, merge
 from muster.core.runner import DeciderRunner
 from muster.runtime.relay import relay_step
 from muster.store import SqlEventStore
@@ -18,13 +21,11 @@ ADMIN = inputs.ADMIN
 REPLAY_BATCH = 10_000
 
 
-async def apply_cluster(
-    store: SqlEventStore, spec: ClusterSpec, now: float | None = None
-) -> list[Envelope]:
-    """Append the configuration events that differ from what the store holds (idempotent)."""
-    now = time.time() if now is None else now
+async def apply_events(store: SqlEventStore, events: Sequence[NewEvent]) -> list[Envelope]:
+    """Append the configuration events that differ from what the store holds (idempotent):
+    an event equal to the last one on its stream is left out."""
     batch = []
-    for new in inputs.configuration(spec, now):
+    for new in events:
         current = await store.read_stream(new.stream_id)
         if current and encode_payload(current[-1].event) == encode_payload(new.event):
             continue
@@ -32,6 +33,14 @@ async def apply_cluster(
     if not batch:
         return []
     return await store.append(batch, producer=ADMIN, recorded_at=time.time())
+
+
+async def apply_cluster(
+    store: SqlEventStore, spec: ClusterSpec, now: float | None = None
+) -> list[Envelope]:
+    """A cluster description's configuration events, through ``apply_events``."""
+    now = time.time() if now is None else now
+    return await apply_events(store, inputs.configuration(spec, now))
 
 
 async def publish(store: SqlEventStore, bootstrap: str, prefix: str = "muster.") -> int:
@@ -53,11 +62,27 @@ async def publish(store: SqlEventStore, bootstrap: str, prefix: str = "muster.")
     return published
 
 
-async def configure(store_url: str, spec: ClusterSpec, bootstrap: str | None) -> list[Envelope]:
-    """``muster apply``: append what changed and, given a broker, publish it at once."""
+async def configure(
+    store_url: str,
+    spec: ClusterSpec | None,
+    bootstrap: str | None,
+    manifests: Manifests | None = None,
+) -> list[Envelope]:
+    """``muster apply``: append what changed and, given a broker, publish it at once.
+
+    The manifests' queue objects are merged into the cluster description (same name
+    replaces); without a description, they are applied alone.
+    """
+    if spec is not None and manifests is not None:
+        spec = merge(spec, manifests)
     store = SqlEventStore(store_url)
     try:
-        appended = await apply_cluster(store, spec)
+        if spec is not None:
+            appended = await apply_cluster(store, spec)
+        elif manifests is not None:
+            appended = await apply_events(store, inputs.queue_configuration(manifests, time.time()))
+        else:
+            appended = []
         if bootstrap:
             await publish(store, bootstrap)
         return appended

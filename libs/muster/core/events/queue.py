@@ -7,7 +7,15 @@ from dataclasses import dataclass
 from typing import Literal
 
 from muster.core.events.base import Event, event_class
-from muster.core.model.queues import ClusterQueueSpec, LocalQueueSpec, ResourceFlavorSpec
+from muster.core.model.queues import (
+    ClusterQueueSpec,
+    CohortSpec,
+    FairSharingConfig,
+    LocalQueueSpec,
+    NamespaceQuotaSpec,
+    PriorityClassSpec,
+    ResourceFlavorSpec,
+)
 
 # One decision stream for the whole cluster: its version is the single-writer guard
 # that keeps two queue replicas from admitting against the same quota.
@@ -34,6 +42,30 @@ class ClusterQueueConfigured(Event):
 @dataclass(frozen=True, slots=True, kw_only=True)
 class LocalQueueConfigured(Event):
     spec: LocalQueueSpec
+
+
+@event_class("config.cohort_configured")
+@dataclass(frozen=True, slots=True, kw_only=True)
+class CohortConfigured(Event):
+    spec: CohortSpec
+
+
+@event_class("config.priority_class_configured")
+@dataclass(frozen=True, slots=True, kw_only=True)
+class PriorityClassConfigured(Event):
+    spec: PriorityClassSpec
+
+
+@event_class("config.namespace_quota_configured")
+@dataclass(frozen=True, slots=True, kw_only=True)
+class NamespaceQuotaConfigured(Event):
+    spec: NamespaceQuotaSpec
+
+
+@event_class("config.fair_sharing_configured")
+@dataclass(frozen=True, slots=True, kw_only=True)
+class FairSharingConfigured(Event):
+    spec: FairSharingConfig
 
 
 @event_class("admission.pending")
@@ -81,6 +113,8 @@ class WorkloadEvicted(Event):
     reason: str
     message: str
     preemptor: str | None = None
+    # Kueue's Preempted condition reason: InClusterQueue, InCohortReclamation, ...
+    preemption_reason: str | None = None
 
 
 @event_class("admission.finished")

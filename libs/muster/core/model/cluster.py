@@ -12,7 +12,11 @@ from dataclasses import dataclass, field
 
 from muster.core.model.queues import (
     ClusterQueueSpec,
+    CohortSpec,
+    FairSharingConfig,
     LocalQueueSpec,
+    NamespaceQuotaSpec,
+    PriorityClassSpec,
     ResourceFlavorSpec,
     Taint,
 )
@@ -85,6 +89,10 @@ class ClusterSpec:
     resource_flavors: tuple[ResourceFlavorSpec, ...] = ()
     cluster_queues: tuple[ClusterQueueSpec, ...] = ()
     local_queues: tuple[LocalQueueSpec, ...] = ()
+    cohorts: tuple[CohortSpec, ...] = ()
+    priority_classes: tuple[PriorityClassSpec, ...] = ()
+    namespace_quotas: tuple[NamespaceQuotaSpec, ...] = ()
+    fair_sharing: FairSharingConfig = field(default_factory=FairSharingConfig)
     booking_seconds: float = 600.0
 
     def pool(self, name: str) -> NodePool | None:

@@ -176,6 +176,32 @@ class Obj:
             return None
         return _quantity(self.at(key), resource, value, positive=False)
 
+    def choice(self, key: str, choices: tuple[str, ...], default: str) -> str:
+        value = self.text(key, default=default) or default
+        if value not in choices:
+            raise InvalidInput(self.at(key), f"must be one of {', '.join(choices)}, not {value!r}")
+        return value
+
+    def number(self, key: str, *, default: float, lo: float = 0.0, hi: float = 1e9) -> float:
+        value = self.raw(key)
+        if value is None:
+            return default
+        if isinstance(value, str):
+            try:
+                value = float(value)
+            except ValueError:
+                raise InvalidInput(self.at(key), f"must be a number, not {value!r}") from None
+        if isinstance(value, bool) or not isinstance(value, int | float):
+            raise InvalidInput(self.at(key), f"must be a number, not {_kind(value)}")
+        if not lo <= value <= hi:
+            raise InvalidInput(self.at(key), f"must be between {lo:g} and {hi:g}, got {value}")
+        return float(value)
+
+    def obj(self, key: str) -> Obj | None:
+        """A nested object, or None when absent; the caller calls ``done()`` on it."""
+        value = self.raw(key)
+        return None if value is None else Obj(value, self.at(key))
+
     def items(
         self, key: str, *, required: bool = False, max_items: int = 1000
     ) -> Iterator[tuple[Any, str]]:

@@ -9,9 +9,16 @@ from __future__ import annotations
 from muster.core.model.cluster import CapacityStep, ClusterSpec, NodePool, RegionalQuota
 from muster.core.model.fields import NAME, InvalidInput, Obj
 from muster.core.model.queues import (
+    BorrowWithinCohort,
     ClusterQueueSpec,
+    CohortSpec,
+    FairSharingConfig,
+    FlavorFungibility,
     FlavorQuotas,
     LocalQueueSpec,
+    NamespaceQuotaSpec,
+    PreemptionPolicy,
+    PriorityClassSpec,
     ResourceFlavorSpec,
     ResourceGroup,
     ResourceQuota,
@@ -120,20 +127,170 @@ def resource_flavor(data: object, path: str = "") -> ResourceFlavorSpec:
 
 def cluster_queue(data: object, path: str = "") -> ClusterQueueSpec:
     o = Obj(data, path)
-    strategy = o.text("queueingStrategy", default="BestEffortFIFO")
-    if strategy not in ("BestEffortFIFO", "StrictFIFO"):
-        raise InvalidInput(o.at("queueingStrategy"), "must be BestEffortFIFO or StrictFIFO")
-    groups = tuple(_resource_group(g, p) for g, p in o.items("resourceGroups", required=True))
-    covered = [r for g in groups for r in g.covered_resources]
-    if len(covered) != len(set(covered)):
-        raise InvalidInput(o.at("resourceGroups"), "a resource is covered by two resource groups")
+    strategy = o.choice("queueingStrategy", ("BestEffortFIFO", "StrictFIFO"), "BestEffortFIFO")
+    groups = _resource_groups(o, required=True)
+    cohort = o.text("cohort", pattern=NAME)
+    cohort_name = o.text("cohortName", pattern=NAME)
+    if cohort and cohort_name and cohort != cohort_name:
+        raise InvalidInput(o.at("cohortName"), "cohort and cohortName disagree")
+    _accept_any_namespace(o)
     spec = ClusterQueueSpec(
         name=o.req_text("name", pattern=NAME),
         resource_groups=groups,
-        cohort=o.text("cohort", pattern=NAME),
+        cohort=cohort or cohort_name,
         queueing_strategy="StrictFIFO" if strategy == "StrictFIFO" else "BestEffortFIFO",
         admission_checks=o.texts("admissionChecks"),
+        preemption=_preemption(o.obj("preemption")),
+        flavor_fungibility=_fungibility(o.obj("flavorFungibility")),
+        fair_sharing_weight=_weight(o.obj("fairSharing")),
+        stop_policy=_stop_policy(o),  # type: ignore[arg-type]
+        admission_mode=_admission_mode(o.obj("admissionScope")),  # type: ignore[arg-type]
     )
+    o.done()
+    return spec
+
+
+def _resource_groups(o: Obj, *, required: bool) -> tuple[ResourceGroup, ...]:
+    groups = tuple(_resource_group(g, p) for g, p in o.items("resourceGroups", required=required))
+    covered = [r for g in groups for r in g.covered_resources]
+    if len(covered) != len(set(covered)):
+        raise InvalidInput(o.at("resourceGroups"), "a resource is covered by two resource groups")
+    flavors = [f.name for g in groups for f in g.flavors]
+    if len(flavors) != len(set(flavors)):
+        raise InvalidInput(o.at("resourceGroups"), "a flavor appears in two resource groups")
+    return groups
+
+
+def _accept_any_namespace(o: Obj) -> None:
+    """Kueue's ``namespaceSelector``: only the match-all ``{}`` is supported (LocalQueues route)."""
+    selector = o.raw("namespaceSelector")
+    if selector not in (None, {}):
+        raise InvalidInput(o.at("namespaceSelector"), "only {} (every namespace) is supported")
+
+
+def _preemption(o: Obj | None) -> PreemptionPolicy:
+    if o is None:
+        return PreemptionPolicy()
+    within = o.choice(
+        "withinClusterQueue", ("Never", "LowerPriority", "LowerOrNewerEqualPriority"), "Never"
+    )
+    reclaim = o.choice("reclaimWithinCohort", ("Never", "LowerPriority", "Any"), "Never")
+    borrow = BorrowWithinCohort()
+    b = o.obj("borrowWithinCohort")
+    if b is not None:
+        borrow = BorrowWithinCohort(
+            policy=b.choice("policy", ("Never", "LowerPriority"), "Never"),  # type: ignore[arg-type]
+            max_priority_threshold=b.integer("maxPriorityThreshold"),
+        )
+        b.done()
+    o.done()
+    return PreemptionPolicy(
+        within_cluster_queue=within,  # type: ignore[arg-type]
+        reclaim_within_cohort=reclaim,  # type: ignore[arg-type]
+        borrow_within_cohort=borrow,
+    )
+
+
+def _fungibility(o: Obj | None) -> FlavorFungibility:
+    if o is None:
+        return FlavorFungibility()
+    stops = ("MayStopSearch", "TryNextFlavor")
+    spec = FlavorFungibility(
+        when_can_borrow=o.choice("whenCanBorrow", stops, "MayStopSearch"),  # type: ignore[arg-type]
+        when_can_preempt=o.choice("whenCanPreempt", stops, "TryNextFlavor"),  # type: ignore[arg-type]
+        preference=o.choice(  # type: ignore[arg-type]
+            "preference",
+            ("BorrowingOverPreemption", "PreemptionOverBorrowing"),
+            "BorrowingOverPreemption",
+        ),
+    )
+    o.done()
+    return spec
+
+
+def _weight(o: Obj | None) -> float:
+    if o is None:
+        return 1.0
+    weight = o.number("weight", default=1.0, lo=0.0, hi=1e6)
+    o.done()
+    return weight
+
+
+def _stop_policy(o: Obj) -> str:
+    return o.choice("stopPolicy", ("None", "Hold", "HoldAndDrain"), "None")
+
+
+def _admission_mode(o: Obj | None) -> str:
+    if o is None:
+        return "None"
+    mode = o.choice(
+        "admissionMode",
+        ("NoAdmissionFairSharing", "UsageBasedAdmissionFairSharing"),
+        "NoAdmissionFairSharing",
+    )
+    o.done()
+    return "UsageBasedAdmissionFairSharing" if mode == "UsageBasedAdmissionFairSharing" else "None"
+
+
+def cohort(data: object, path: str = "") -> CohortSpec:
+    o = Obj(data, path)
+    spec = CohortSpec(
+        name=o.req_text("name", pattern=NAME),
+        parent=o.text("parentName", pattern=NAME) or o.text("parent", pattern=NAME),
+        resource_groups=_resource_groups(o, required=False),
+        fair_sharing_weight=_weight(o.obj("fairSharing")),
+    )
+    o.done()
+    if spec.parent == spec.name:
+        raise InvalidInput(o.at("parentName"), "a cohort cannot be its own parent")
+    return spec
+
+
+def priority_class(
+    data: object, path: str = "", kind: str = "WorkloadPriorityClass"
+) -> PriorityClassSpec:
+    o = Obj(data, path)
+    spec = PriorityClassSpec(
+        name=o.req_text("name", pattern=NAME),
+        value=o.req_integer("value", lo=-(2**31), hi=10**9),
+        kind="PriorityClass" if kind == "PriorityClass" else "WorkloadPriorityClass",
+        global_default=o.flag("globalDefault", False),
+    )
+    o.raw("description")
+    o.raw("preemptionPolicy")
+    o.done()
+    return spec
+
+
+def namespace_quota(data: object, path: str = "") -> NamespaceQuotaSpec:
+    o = Obj(data, path)
+    hard = o.quantities("hard", positive=False)
+    if not hard:
+        raise InvalidInput(o.at("hard"), "must name at least one resource")
+    spec = NamespaceQuotaSpec(
+        namespace=o.text("namespace", default="default", pattern=NAME) or "default",
+        name=o.req_text("name", pattern=NAME),
+        hard={_quota_resource(r): q for r, q in hard.items()},
+        enforcement=o.choice("enforcement", ("Wait", "Reject"), "Wait"),  # type: ignore[arg-type]
+    )
+    o.done()
+    return spec
+
+
+def _quota_resource(name: str) -> str:
+    """ResourceQuota writes extended resources as ``requests.nvidia.com/gpu``; plain names too."""
+    return name.removeprefix("requests.").removeprefix("limits.")
+
+
+def fair_sharing(data: object, path: str = "") -> FairSharingConfig:
+    if data is None:
+        return FairSharingConfig()
+    o = Obj(data, path)
+    strategies = o.texts("preemptionStrategies") or FairSharingConfig().preemption_strategies
+    for s in strategies:
+        if s not in ("LessThanOrEqualToFinalShare", "LessThanInitialShare"):
+            raise InvalidInput(o.at("preemptionStrategies"), f"unknown strategy {s!r}")
+    spec = FairSharingConfig(enable=o.flag("enable", False), preemption_strategies=strategies)
     o.done()
     return spec
 
@@ -178,6 +335,8 @@ def local_queue(data: object, path: str = "") -> LocalQueueSpec:
         namespace=o.text("namespace", default="default", pattern=NAME) or "default",
         name=o.req_text("name", pattern=NAME),
         cluster_queue=o.req_text("clusterQueue", pattern=NAME),
+        stop_policy=_stop_policy(o),  # type: ignore[arg-type]
+        fair_sharing_weight=_weight(o.obj("fairSharing")),
     )
     o.done()
     return spec
@@ -198,12 +357,19 @@ def cluster(data: object, path: str = "") -> ClusterSpec:
         resource_flavors=tuple(resource_flavor(f, at) for f, at in o.items("resourceFlavors")),
         cluster_queues=tuple(cluster_queue(q, at) for q, at in o.items("clusterQueues")),
         local_queues=tuple(local_queue(q, at) for q, at in o.items("localQueues")),
+        cohorts=tuple(cohort(c, at) for c, at in o.items("cohorts")),
+        priority_classes=tuple(priority_class(c, at) for c, at in o.items("priorityClasses")),
+        namespace_quotas=tuple(namespace_quota(q, at) for q, at in o.items("namespaceQuotas")),
+        fair_sharing=fair_sharing(o.raw("fairSharing"), o.at("fairSharing")),
         booking_seconds=_booking(o),
     )
     o.done()
     _unique(o.at("nodePools"), [p.name for p in spec.node_pools])
     _unique(o.at("clusterQueues"), [q.name for q in spec.cluster_queues])
     _unique(o.at("resourceFlavors"), [f.name for f in spec.resource_flavors])
+    _unique(o.at("cohorts"), [c.name for c in spec.cohorts])
+    _unique(o.at("priorityClasses"), [c.name for c in spec.priority_classes])
+    _unique(o.at("localQueues"), [q.key for q in spec.local_queues])
     return spec
 
 

@@ -48,6 +48,32 @@ class ResourceGroup:
 
 
 QueueingStrategy = Literal["BestEffortFIFO", "StrictFIFO"]
+WithinClusterQueue = Literal["Never", "LowerPriority", "LowerOrNewerEqualPriority"]
+ReclaimWithinCohort = Literal["Never", "LowerPriority", "Any"]
+StopPolicy = Literal["None", "Hold", "HoldAndDrain"]
+AdmissionMode = Literal["None", "UsageBasedAdmissionFairSharing"]
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class BorrowWithinCohort:
+    policy: Literal["Never", "LowerPriority"] = "Never"
+    max_priority_threshold: int | None = None
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class PreemptionPolicy:
+    within_cluster_queue: WithinClusterQueue = "Never"
+    reclaim_within_cohort: ReclaimWithinCohort = "Never"
+    borrow_within_cohort: BorrowWithinCohort = field(default_factory=BorrowWithinCohort)
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class FlavorFungibility:
+    when_can_borrow: Literal["MayStopSearch", "TryNextFlavor"] = "MayStopSearch"
+    when_can_preempt: Literal["MayStopSearch", "TryNextFlavor"] = "TryNextFlavor"
+    preference: Literal["BorrowingOverPreemption", "PreemptionOverBorrowing"] = (
+        "BorrowingOverPreemption"
+    )
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -57,9 +83,25 @@ class ClusterQueueSpec:
     cohort: str | None = None
     queueing_strategy: QueueingStrategy = "BestEffortFIFO"
     admission_checks: tuple[str, ...] = ()
+    preemption: PreemptionPolicy = field(default_factory=PreemptionPolicy)
+    flavor_fungibility: FlavorFungibility = field(default_factory=FlavorFungibility)
+    fair_sharing_weight: float = 1.0
+    stop_policy: StopPolicy = "None"
+    # Within the queue: order tenants (LocalQueues) by their current share, weighted.
+    admission_mode: AdmissionMode = "None"
 
     def group_for(self, resource: str) -> ResourceGroup | None:
         return next((g for g in self.resource_groups if resource in g.covered_resources), None)
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class CohortSpec:
+    """A node of the quota tree above ClusterQueues: may hold quota and have a parent."""
+
+    name: str
+    parent: str | None = None
+    resource_groups: tuple[ResourceGroup, ...] = ()
+    fair_sharing_weight: float = 1.0
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -67,7 +109,46 @@ class LocalQueueSpec:
     namespace: str
     name: str
     cluster_queue: str
+    stop_policy: StopPolicy = "None"
+    fair_sharing_weight: float = 1.0
 
     @property
     def key(self) -> str:
         return f"{self.namespace}/{self.name}"
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class PriorityClassSpec:
+    """Kueue's WorkloadPriorityClass or Kubernetes' PriorityClass: a named priority value."""
+
+    name: str
+    value: int
+    kind: Literal["WorkloadPriorityClass", "PriorityClass"] = "WorkloadPriorityClass"
+    global_default: bool = False
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class NamespaceQuotaSpec:
+    """Like a Kubernetes ResourceQuota: a cap on what one namespace's workloads hold at once.
+
+    ``enforcement`` chooses what happens to a workload that would exceed it: wait
+    (the default, with a reason naming the quota) or be rejected, as the API server
+    refuses a pod over a ResourceQuota.
+    """
+
+    namespace: str
+    name: str
+    hard: Mapping[str, int]
+    enforcement: Literal["Wait", "Reject"] = "Wait"
+
+    @property
+    def key(self) -> str:
+        return f"{self.namespace}/{self.name}"
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class FairSharingConfig:
+    """Cluster-wide switch, as in Kueue's configuration: order and preempt by weighted share."""
+
+    enable: bool = False
+    preemption_strategies: tuple[str, ...] = ("LessThanOrEqualToFinalShare", "LessThanInitialShare")

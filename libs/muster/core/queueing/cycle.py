@@ -1,76 +1,346 @@
-"""The admission cycle: an explicit pipeline of small phases over the folded state.
+"""The admission cycle: an explicit pipeline over one snapshot of the quota tree.
 
-heads -> nominate (flavor assignment) -> admit in order -> requeue with reasons.
-Unlike Kueue's one pop per ClusterQueue per cycle, a BestEffortFIFO queue admits
-every workload that fits in one cycle; a StrictFIFO queue stops at its first
-workload that does not fit. Deterministic for a given state: iteration is over
-sorted keys and the order is (priority descending, submission order).
+    heads -> nominate (flavors, preemption mode) -> order -> admit or preempt -> requeue
+
+Kueue pops one head per ClusterQueue per cycle. muster runs that same round again
+and again inside one cycle, against the snapshot the earlier rounds mutated,
+until every queue's pending list is exhausted: a deep BestEffortFIFO queue admits
+everything that fits in one cycle, in the order Kueue would have, instead of one
+workload per cycle. A StrictFIFO queue stops at its first workload that does not
+fit. Within one cycle a verdict of "does not fit" for a workload shape is reused
+for the same shape in the same queue (Kueue's equivalence hashing) until a
+preemption frees quota, so a cycle over many identical workloads is cheap.
+
+Deterministic for a given state: queues are visited in name order and every
+ordering ends in the submission order.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from collections.abc import Iterator
+from dataclasses import dataclass, field
 
 from muster.core.events import Event, NewEvent
 from muster.core.events import queue as qev
-from muster.core.queueing.flavors import Assignment, Unassignable, assign
-from muster.core.queueing.state import QueueState, Usage, WorkloadEntry
+from muster.core.model.queues import ClusterQueueSpec
+from muster.core.model.resources import format_quantity
+from muster.core.queueing import preemption as pre
+from muster.core.queueing import quota as qt
+from muster.core.queueing.flavors import FIT, Assignment, Unassignable, assign
+from muster.core.queueing.state import QueueState, WorkloadEntry, namespace_charge
+
+# A logged pending reason is refreshed when its numbers changed and it is older than
+# this; the visibility API computes the current numbers on demand in between.
+REASON_REFRESH_SECONDS = 300.0
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)
 class Verdict:
     """What the cycle concluded for one pending workload."""
 
     workload: WorkloadEntry
     cluster_queue: str | None
     outcome: Assignment | Unassignable
+    victims: list[pre.Victim] = field(default_factory=list)
 
 
-def heads(state: QueueState) -> dict[str | None, list[WorkloadEntry]]:
-    """Pending workloads per ClusterQueue, in admission order."""
-    queues: dict[str | None, list[WorkloadEntry]] = {}
-    for wid in state.pending:
-        wl = state.workloads[wid]
-        queues.setdefault(state.cluster_queue_of(wl.spec), []).append(wl)
-    for entries in queues.values():
-        entries.sort(key=lambda w: (-w.spec.priority, w.order))
-    return queues
+class QueueCursor:
+    """One ClusterQueue's pending workloads in admission order.
+
+    Order: workloads that preempted first, then priority (descending), then the
+    submission order. With usage-based admission fair sharing the next tenant
+    (LocalQueue) is the one with the smallest weighted share of the queue's quota
+    at that moment; priority orders work within a tenant.
+    """
+
+    def __init__(self, cycle: Cycle, cq: ClusterQueueSpec, entries: list[WorkloadEntry]) -> None:
+        self.cycle = cycle
+        self.cq = cq
+        self.blocked_by: str | None = None
+        self.fair = cq.admission_mode == "UsageBasedAdmissionFairSharing"
+        key = cycle.queue_key
+        if self.fair:
+            self.tenants: dict[str, list[WorkloadEntry]] = {}
+            for wl in entries:
+                self.tenants.setdefault(wl.local_queue, []).append(wl)
+            for lst in self.tenants.values():
+                lst.sort(key=key, reverse=True)  # pop() from the end
+        else:
+            self.entries = sorted(entries, key=key, reverse=True)
+
+    def peek(self) -> WorkloadEntry | None:
+        if not self.fair:
+            return self.entries[-1] if self.entries else None
+        best: tuple[object, ...] | None = None
+        head: WorkloadEntry | None = None
+        for lq, lst in self.tenants.items():
+            if not lst:
+                continue
+            cand = lst[-1]
+            k = (self.cycle.tenant_share(self.cq, lq), self.cycle.queue_key(cand))
+            if best is None or k < best:
+                best, head = k, cand
+        return head
+
+    def pop(self, wl: WorkloadEntry) -> None:
+        if not self.fair:
+            self.entries.pop()
+        else:
+            self.tenants[wl.local_queue].pop()
+
+    def rest(self) -> Iterator[WorkloadEntry]:
+        if not self.fair:
+            yield from reversed(self.entries)
+            self.entries = []
+        else:
+            for lst in self.tenants.values():
+                yield from reversed(lst)
+                lst.clear()
 
 
-def nominate(state: QueueState, cq_name: str | None, entries: list[WorkloadEntry]) -> list[Verdict]:
-    """Assign flavors in order against the usage left after the ones before in this cycle."""
-    cq = state.cluster_queues.get(cq_name) if cq_name else None
-    if cq is None:
-        return [_missing_queue(state, cq_name, wl) for wl in entries]
-    used: Usage = {f: dict(r) for f, r in state.usage.get(cq.name, {}).items()}
-    verdicts: list[Verdict] = []
-    blocked_by: str | None = None
-    for wl in entries:
-        if blocked_by is not None:
-            verdicts.append(
-                Verdict(
-                    wl,
-                    cq.name,
-                    Unassignable(
-                        "BlockedByStrictFIFO",
-                        f"waiting behind {blocked_by} in StrictFIFO ClusterQueue {cq.name}",
-                    ),
+class Cycle:
+    def __init__(self, state: QueueState) -> None:
+        self.state = state
+        self.tree = qt.build(state.cluster_queues, state.cohorts, state.usage)
+        self.lq_usage = {k: {f: dict(r) for f, r in v.items()} for k, v in state.lq_usage.items()}
+        self.ns_usage = {k: dict(v) for k, v in state.ns_usage.items()}
+        self.fair_sharing = state.fair_sharing.enable
+        self.no_fit: dict[tuple[object, ...], Unassignable] = {}
+        self.evicted: set[str] = set()
+        self._holders: list[pre.Holder] | None = None
+        self.verdicts: list[Verdict] = []
+
+    def queue_key(self, wl: WorkloadEntry) -> tuple[int, int, int]:
+        return (0 if wl.id in self.state.preemptors else 1, -wl.priority, wl.order)
+
+    def tenant_share(self, cq: ClusterQueueSpec, lq: str) -> float:
+        node = self.tree.queues[cq.name]
+        usage = self.lq_usage.get(lq, {})
+        share = 0.0
+        for flavor, resources in usage.items():
+            for resource, qty in resources.items():
+                base = node.subtree.get((flavor, resource), 0) or qt.potential(
+                    node, (flavor, resource)
                 )
-            )
-            continue
-        outcome = assign(cq, state.flavors, wl.spec, used)
-        if isinstance(outcome, Assignment):
-            for flavor, resources in outcome.usage.items():
-                per_flavor = used.setdefault(flavor, {})
-                for resource, qty in resources.items():
-                    per_flavor[resource] = per_flavor.get(resource, 0) + qty
-        elif cq.queueing_strategy == "StrictFIFO":
-            blocked_by = wl.spec.name
-        verdicts.append(Verdict(wl, cq.name, outcome))
-    return verdicts
+                if qty > 0 and base > 0:
+                    share = max(share, qty / base)
+        spec = self.state.local_queues.get(lq)
+        weight = spec.fair_sharing_weight if spec else 1.0
+        if weight <= 0:
+            return float("inf") if share > 0 else 0.0
+        return share / weight
+
+    # -- heads -------------------------------------------------------------------------
+
+    def cursors(self) -> list[QueueCursor]:
+        by_queue: dict[str | None, list[WorkloadEntry]] = {}
+        for wid in self.state.pending:
+            wl = self.state.workloads[wid]
+            by_queue.setdefault(self.state.cluster_queue_of(wl.spec), []).append(wl)
+        cursors: list[QueueCursor] = []
+        for name in sorted(by_queue, key=lambda n: n or ""):
+            entries = by_queue[name]
+            cq = self.state.cluster_queues.get(name) if name else None
+            if cq is None:
+                for wl in sorted(entries, key=lambda w: w.order):
+                    self.verdicts.append(_missing_queue(name, wl))
+                continue
+            stopped = _stopped(self.state, cq)
+            if stopped is not None:
+                for wl in sorted(entries, key=lambda w: w.order):
+                    self.verdicts.append(
+                        Verdict(wl, cq.name, _lq_stopped(self.state, wl) or stopped)
+                    )
+                continue
+            live = []
+            for wl in entries:
+                lq_stop = _lq_stopped(self.state, wl)
+                if lq_stop is not None:
+                    self.verdicts.append(Verdict(wl, cq.name, lq_stop))
+                else:
+                    live.append(wl)
+            if live:
+                cursors.append(QueueCursor(self, cq, live))
+        return cursors
+
+    # -- nominate ----------------------------------------------------------------------
+
+    def nominate(self, cq: ClusterQueueSpec, wl: WorkloadEntry) -> Verdict:
+        node = self.tree.queues[cq.name]
+        can_preempt = pre.possible(cq.preemption, node.parent is not None) or (
+            self.fair_sharing
+            and node.parent is not None
+            and cq.preemption.reclaim_within_cohort != "Never"
+        )
+        key = (cq.name, wl.shape, wl.priority if can_preempt else None)
+        cached = self.no_fit.get(key)
+        if cached is not None:
+            return Verdict(wl, cq.name, cached)
+        outcome = assign(cq, self.state.flavors, wl.spec, self.tree, can_preempt)
+        if isinstance(outcome, Unassignable):
+            self.no_fit[key] = outcome
+        return Verdict(wl, cq.name, outcome)
+
+    # -- order -------------------------------------------------------------------------
+
+    def order_key(self, v: Verdict) -> tuple[object, ...]:
+        wl = v.workload
+        if not isinstance(v.outcome, Assignment):
+            return (0,)
+        sticky = 0 if wl.id in self.state.preemptors else 1
+        if self.fair_sharing and v.cluster_queue is not None:
+            node = self.tree.queues[v.cluster_queue]
+            share = qt.dominant_share(node, v.outcome.frs())[0]
+            return (1, sticky, 1 if v.outcome.borrow else 0, share, -wl.priority, wl.order)
+        return (1, sticky, v.outcome.borrow, -wl.priority, wl.order)
+
+    # -- admit or preempt --------------------------------------------------------------
+
+    def process(self, cursor: QueueCursor, v: Verdict) -> Verdict:
+        cq, wl = cursor.cq, v.workload
+        if isinstance(v.outcome, Assignment):
+            # Earlier entries of this round may have taken the room: assign again.
+            v = self.nominate(cq, wl)
+        outcome = v.outcome
+        if isinstance(outcome, Unassignable):
+            return v
+        over = self.namespace_excess(wl)
+        if over is not None:
+            return Verdict(wl, cq.name, over)
+        if outcome.mode == FIT:
+            self.tree.add(cq.name, outcome.usage)
+            self._charge_tenant(wl, outcome.usage, +1)
+            return v
+        victims = pre.victims(
+            self.tree,
+            pre.Preemptor(wl.id, cq, wl.priority, wl.order, outcome),
+            [h for h in self.holders() if h.id not in self.evicted],
+            self.state.fair_sharing.preemption_strategies if self.fair_sharing else None,
+        )
+        if not victims:
+            message = f"couldn't assign flavors: {outcome.message}; no preemption candidates"
+            verdict = Unassignable("WaitingForQuota", message, outcome.shortfall)
+            self.no_fit[(cq.name, wl.shape, wl.priority)] = verdict
+            return Verdict(wl, cq.name, verdict)
+        for victim in victims:
+            self.evicted.add(victim.holder.id)
+            self.tree.add(victim.holder.cluster_queue, victim.holder.usage, -1)
+            self._charge_tenant(self.state.workloads[victim.holder.id], victim.holder.usage, -1)
+        # Hold the room for the preemptor: later entries of this cycle cannot take it.
+        self.tree.add(cq.name, outcome.usage)
+        self._charge_tenant(wl, outcome.usage, +1)
+        self.no_fit.clear()  # quota moved: earlier "does not fit" verdicts may be stale
+        return Verdict(wl, cq.name, outcome, victims)
+
+    def _charge_tenant(
+        self, wl: WorkloadEntry, usage: dict[str, dict[str, int]], sign: int
+    ) -> None:
+        per_lq = self.lq_usage.setdefault(wl.local_queue, {})
+        for flavor, resources in usage.items():
+            per_flavor = per_lq.setdefault(flavor, {})
+            for resource, qty in resources.items():
+                per_flavor[resource] = per_flavor.get(resource, 0) + sign * qty
+        per_ns = self.ns_usage.setdefault(wl.spec.namespace, {})
+        for resource, qty in namespace_charge(wl.spec).items():
+            per_ns[resource] = per_ns.get(resource, 0) + sign * qty
+
+    def namespace_excess(self, wl: WorkloadEntry) -> Unassignable | None:
+        """A ResourceQuota of the workload's namespace it would exceed, with numbers."""
+        quotas = [
+            q
+            for k, q in sorted(self.state.namespace_quotas.items())
+            if q.namespace == wl.spec.namespace
+        ]
+        if not quotas:
+            return None
+        want = namespace_charge(wl.spec)
+        used = self.ns_usage.get(wl.spec.namespace, {})
+        for q in quotas:
+            over = sorted(r for r, hard in q.hard.items() if used.get(r, 0) + want.get(r, 0) > hard)
+            if over:
+
+                def fmt(amounts: dict[str, int], over: list[str] = over) -> str:
+                    return ",".join(f"{r}={format_quantity(r, amounts.get(r, 0))}" for r in over)
+
+                message = (
+                    f"exceeded quota: {q.name}, requested: {fmt(want)}, used: {fmt(used)}, "
+                    f"limited: {fmt(dict(q.hard))}"
+                )
+                reason = (
+                    "NamespaceQuotaRejected"
+                    if q.enforcement == "Reject"
+                    else ("NamespaceQuotaExceeded")
+                )
+                return Unassignable(reason, message)
+        return None
+
+    def holders(self) -> list[pre.Holder]:
+        if self._holders is None:
+            self._holders = [
+                pre.Holder(
+                    id=wl.id,
+                    cluster_queue=wl.cluster_queue or "",
+                    priority=wl.priority,
+                    order=wl.order,
+                    reserved_seq=wl.reserved_seq,
+                    usage=wl.usage,
+                )
+                for wl in (self.state.workloads[w] for w in sorted(self.state.active))
+                if wl.holds_quota and wl.cluster_queue in self.tree.queues
+            ]
+        return self._holders
+
+    # -- the pipeline ------------------------------------------------------------------
+
+    def run(self) -> list[Verdict]:
+        cursors = self.cursors()
+        while cursors:
+            round_: list[tuple[QueueCursor, Verdict]] = []
+            for cursor in cursors:
+                wl = cursor.peek()
+                if wl is not None:
+                    round_.append((cursor, self.nominate(cursor.cq, wl)))
+            if not round_:
+                break
+            round_.sort(key=lambda cv: self.order_key(cv[1]))
+            for cursor, v in round_:
+                cursor.pop(v.workload)
+                done = self.process(cursor, v)
+                self.verdicts.append(done)
+                if isinstance(done.outcome, Unassignable) and cursor.cq.queueing_strategy == (
+                    "StrictFIFO"
+                ):
+                    self._block(cursor, done.workload)
+            cursors = [c for c in cursors if c.peek() is not None]
+        return self.verdicts
+
+    def _block(self, cursor: QueueCursor, head: WorkloadEntry) -> None:
+        cq = cursor.cq.name
+        message = f"waiting behind {head.spec.name} in StrictFIFO ClusterQueue {cq}"
+        for wl in cursor.rest():
+            self.verdicts.append(Verdict(wl, cq, Unassignable("BlockedByStrictFIFO", message)))
 
 
-def _missing_queue(state: QueueState, cq_name: str | None, wl: WorkloadEntry) -> Verdict:
+def _stopped(state: QueueState, cq: ClusterQueueSpec) -> Unassignable | None:
+    if cq.stop_policy == "None":
+        return None
+    return Unassignable(
+        "ClusterQueueStopped", f"ClusterQueue {cq.name} is stopped (stopPolicy {cq.stop_policy})"
+    )
+
+
+def _lq_stopped(state: QueueState, wl: WorkloadEntry) -> Unassignable | None:
+    lq = state.local_queues.get(wl.local_queue)
+    if lq is None or lq.stop_policy == "None":
+        return None
+    return Unassignable(
+        "LocalQueueStopped",
+        f"LocalQueue {lq.name} in namespace {lq.namespace} is stopped "
+        f"(stopPolicy {lq.stop_policy})",
+    )
+
+
+def _missing_queue(cq_name: str | None, wl: WorkloadEntry) -> Verdict:
     if cq_name is None:
         message = f"LocalQueue {wl.spec.queue_name} doesn't exist in namespace {wl.spec.namespace}"
         return Verdict(wl, None, Unassignable("LocalQueueNotFound", message))
@@ -80,15 +350,30 @@ def _missing_queue(state: QueueState, cq_name: str | None, wl: WorkloadEntry) ->
 
 
 def to_events(state: QueueState, verdicts: list[Verdict]) -> list[NewEvent]:
-    """Reserve quota for the assigned; record a reason for the rest when it changed."""
+    """Evict victims, reserve quota for the assigned, record reasons that changed."""
     out: list[NewEvent] = []
     for v in verdicts:
         wl = v.workload
-        if isinstance(v.outcome, Assignment) and v.cluster_queue is not None:
+        if isinstance(v.outcome, Assignment) and v.victims:
+            for victim in v.victims:
+                out.append(_new(state, victim.holder.id, _eviction(state, wl, v, victim)))
+            waiting = (
+                "Preempting",
+                f"preempting {len(v.victims)} workload(s) to fit in ClusterQueue "
+                f"{v.cluster_queue}: {v.outcome.message}",
+            )
             out.append(
                 _new(
                     state,
-                    wl,
+                    wl.id,
+                    qev.WorkloadPending(workload_id=wl.id, reason=waiting[0], message=waiting[1]),
+                )
+            )
+        elif isinstance(v.outcome, Assignment) and v.cluster_queue is not None:
+            out.append(
+                _new(
+                    state,
+                    wl.id,
                     qev.QuotaReserved(
                         workload_id=wl.id,
                         cluster_queue=v.cluster_queue,
@@ -101,27 +386,53 @@ def to_events(state: QueueState, verdicts: list[Verdict]) -> list[NewEvent]:
                 )
             )
         elif isinstance(v.outcome, Unassignable):
-            reason = (v.outcome.reason, v.outcome.message)
-            if wl.pending_reason != reason:
-                out.append(
-                    _new(
-                        state,
-                        wl,
-                        qev.WorkloadPending(workload_id=wl.id, reason=reason[0], message=reason[1]),
-                    )
+            if v.outcome.reason == "NamespaceQuotaRejected":
+                event: Event = qev.WorkloadRejected(
+                    workload_id=wl.id, reason="NamespaceQuotaExceeded", message=v.outcome.message
                 )
+                out.append(_new(state, wl.id, event))
+            elif _worth_recording(state, wl, v.outcome):
+                event = qev.WorkloadPending(
+                    workload_id=wl.id, reason=v.outcome.reason, message=v.outcome.message
+                )
+                out.append(_new(state, wl.id, event))
     return out
 
 
+def _worth_recording(state: QueueState, wl: WorkloadEntry, outcome: Unassignable) -> bool:
+    """A new reason always; new numbers for the same reason at most every few minutes."""
+    if wl.pending_reason is None or wl.pending_reason[0] != outcome.reason:
+        return True
+    if wl.pending_reason[1] == outcome.message:
+        return False
+    return state.now - wl.reason_at >= REASON_REFRESH_SECONDS
+
+
+def _eviction(state: QueueState, preemptor: WorkloadEntry, v: Verdict, victim: pre.Victim) -> Event:
+    holder = state.workloads[victim.holder.id]
+    return qev.WorkloadEvicted(
+        workload_id=victim.holder.id,
+        reason="Preempted",
+        message=(
+            f"Preempted to accommodate a workload (UID: {preemptor.id}, "
+            f"name: {preemptor.spec.namespace}/{preemptor.spec.name}, priority "
+            f"{preemptor.priority}) due to {victim.reason}; preemptor path: "
+            f"{v.cluster_queue}; preemptee path: {holder.cluster_queue} "
+            f"(priority {holder.priority})"
+        ),
+        preemptor=preemptor.id,
+        preemption_reason=victim.reason,
+    )
+
+
 def admission_cycle(state: QueueState) -> list[NewEvent]:
-    queues = heads(state)
-    verdicts: list[Verdict] = []
-    for cq_name in sorted(queues, key=lambda n: n or ""):
-        verdicts.extend(nominate(state, cq_name, queues[cq_name]))
-    return to_events(state, verdicts)
+    return to_events(state, Cycle(state).run())
 
 
-def _new(state: QueueState, wl: WorkloadEntry, event: Event) -> NewEvent:
+def _new(state: QueueState, correlation: str, event: Event) -> NewEvent:
     return NewEvent(
-        stream_id=qev.ADMISSION_STREAM, event=event, occurred_at=state.now, correlation_id=wl.id
+        stream_id=qev.ADMISSION_STREAM,
+        event=event,
+        occurred_at=state.now,
+        correlation_id=correlation,
     )

@@ -1,9 +1,13 @@
 """Flavor assignment: which ResourceFlavor each pod set's resources are charged to.
 
-Kueue's rule: for each resource group the pod set uses, try the group's flavors in
-order and take the first whose node labels do not contradict the pod set's node
-selector, whose taints the pod set tolerates, and where every requested resource
-of the group fits within nominal quota after what is already used.
+Kueue's rule (reference §1.4): for each resource group a pod set uses, try the
+group's flavors in ClusterQueue order. A flavor is eligible when its node labels
+do not contradict the pod set's node selector and the pod set tolerates its
+taints. Each eligible flavor gets a mode per resource against the quota tree:
+``Fit`` (with a borrowing level), ``Preempt`` (fits only if admitted workloads
+make room) or no fit. The search stops at the first flavor that fits without
+borrowing; the ClusterQueue's flavor fungibility decides whether it goes on past
+one that needs borrowing or preemption, and which of the tried flavors wins.
 """
 
 from __future__ import annotations
@@ -12,16 +16,12 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 
 from muster.core.model import matching
-from muster.core.model.queues import (
-    ClusterQueueSpec,
-    FlavorQuotas,
-    ResourceFlavorSpec,
-    ResourceGroup,
-)
+from muster.core.model.queues import ClusterQueueSpec, ResourceFlavorSpec, ResourceGroup
 from muster.core.model.resources import format_quantity
 from muster.core.model.workload import PodSet, WorkloadSpec
+from muster.core.queueing import quota as qt
 
-Usage = Mapping[str, Mapping[str, int]]
+FIT, PREEMPT = "Fit", "Preempt"
 
 
 @dataclass(frozen=True, slots=True)
@@ -31,76 +31,144 @@ class Assignment:
     flavors: dict[str, dict[str, str]]  # pod set -> resource -> flavor
     usage: dict[str, dict[str, int]]  # flavor -> resource -> quantity
     node_selectors: dict[str, dict[str, str]]  # pod set -> selector incl. flavor labels
+    mode: str = FIT  # Fit | Preempt
+    borrow: int = 0  # 0: within the queue's own quota; n: borrows from n levels up
+    contested: frozenset[qt.FR] = frozenset()  # pairs that need preemption
+    shortfall: dict[str, int] = field(default_factory=dict)  # resource -> missing, if Preempt
+    message: str = ""  # why preemption is needed
+
+    def frs(self) -> dict[qt.FR, int]:
+        return {(f, r): q for f, res in self.usage.items() for r, q in res.items() if q}
 
 
 @dataclass(frozen=True, slots=True)
 class Unassignable:
-    reason: str  # WaitingForQuota | ExceedsMaxQuota | NoMatchingFlavor
+    reason: str  # WaitingForQuota | ExceedsMaxQuota | NoMatchingFlavor | ...
     message: str
     shortfall: dict[str, int] = field(default_factory=dict)
+
+
+@dataclass(frozen=True, slots=True)
+class _Try:
+    flavor: str
+    mode: str
+    borrow: int
+    contested: frozenset[qt.FR]
+    shortfall: dict[str, int]
+    message: str
+
+    def rank(self, preference: str) -> tuple[int, int]:
+        fit = self.mode == FIT
+        borrows = self.borrow > 0
+        if preference == "PreemptionOverBorrowing":
+            order = {(True, False): 0, (False, False): 1, (True, True): 2, (False, True): 3}
+        else:
+            order = {(True, False): 0, (True, True): 1, (False, False): 2, (False, True): 3}
+        return order[(fit, borrows)], self.borrow
 
 
 def assign(
     cq: ClusterQueueSpec,
     flavors: Mapping[str, ResourceFlavorSpec],
     spec: WorkloadSpec,
-    used: Usage,
+    tree: qt.QuotaTree,
+    can_preempt: bool,
+    pod_counts: Mapping[str, int] | None = None,
 ) -> Assignment | Unassignable:
+    """Assign every pod set; ``pod_counts`` overrides counts (partial admission)."""
+    node = tree.queues[cq.name]
     taken: dict[str, dict[str, int]] = {}
-    result = Assignment(flavors={}, usage=taken, node_selectors={})
+    chosen_flavors: dict[str, dict[str, str]] = {}
+    selectors: dict[str, dict[str, str]] = {}
+    mode, borrow = FIT, 0
+    contested: set[qt.FR] = set()
+    shortfall: dict[str, int] = {}
+    messages: list[str] = []
     for ps in spec.pod_sets:
-        outcome = _assign_pod_set(cq, flavors, ps, used, taken)
+        count = pod_counts.get(ps.name, ps.count) if pod_counts else ps.count
+        outcome = _assign_pod_set(cq, flavors, ps, count, node, can_preempt, taken)
         if isinstance(outcome, Unassignable):
             return Unassignable(
                 outcome.reason,
                 f"couldn't assign flavors to pod set {ps.name}: {outcome.message}",
                 outcome.shortfall,
             )
-        chosen, labels = outcome
-        result.flavors[ps.name] = chosen
-        result.node_selectors[ps.name] = {**labels, **ps.node_selector}
-    return result
+        per_resource, labels, tries = outcome
+        chosen_flavors[ps.name] = per_resource
+        selectors[ps.name] = {**labels, **ps.node_selector}
+        for t in tries:
+            borrow = max(borrow, t.borrow)
+            if t.mode == PREEMPT:
+                mode = PREEMPT
+                contested |= t.contested
+                for r, q in t.shortfall.items():
+                    shortfall[r] = shortfall.get(r, 0) + q
+                messages.append(t.message)
+    return Assignment(
+        flavors=chosen_flavors,
+        usage=taken,
+        node_selectors=selectors,
+        mode=mode,
+        borrow=borrow,
+        contested=frozenset(contested),
+        shortfall=shortfall,
+        message="; ".join(messages),
+    )
 
 
 def _assign_pod_set(
     cq: ClusterQueueSpec,
     flavors: Mapping[str, ResourceFlavorSpec],
     ps: PodSet,
-    used: Usage,
+    count: int,
+    node: qt.QuotaNode,
+    can_preempt: bool,
     taken: dict[str, dict[str, int]],
-) -> tuple[dict[str, str], dict[str, str]] | Unassignable:
-    needed = {r: q for r, q in ps.total_requests().items() if q > 0}
-    chosen: dict[str, str] = {}
-    labels: dict[str, str] = {}
+) -> tuple[dict[str, str], dict[str, str], list[_Try]] | Unassignable:
+    needed = {r: q * count for r, q in ps.requests.items() if q > 0}
+    needed["pods"] = count
     groups: list[ResourceGroup] = []
     for resource in sorted(needed):
         group = cq.group_for(resource)
         if group is None:
+            if resource == "pods":
+                continue  # quota on pods only where the queue declares it
             return Unassignable(
                 "NoMatchingFlavor", f"resource {resource} unavailable in ClusterQueue {cq.name}"
             )
         if group not in groups:
             groups.append(group)
+    chosen: dict[str, str] = {}
+    labels: dict[str, str] = {}
+    tries: list[_Try] = []
     for group in groups:
         wanted = {r: q for r, q in needed.items() if r in group.covered_resources}
-        outcome = _first_fitting_flavor(group, flavors, ps, wanted, used, taken)
+        outcome = _pick_flavor(cq, group, flavors, ps, wanted, node, can_preempt, taken)
         if isinstance(outcome, Unassignable):
             return outcome
-        for resource in wanted:
-            chosen[resource] = outcome
-        labels.update(flavors[outcome].node_labels if outcome in flavors else {})
-    return chosen, labels
+        per_flavor = taken.setdefault(outcome.flavor, {})
+        for resource, qty in wanted.items():
+            chosen[resource] = outcome.flavor
+            per_flavor[resource] = per_flavor.get(resource, 0) + qty
+        spec = flavors.get(outcome.flavor)
+        labels.update(spec.node_labels if spec else {})
+        tries.append(outcome)
+    return chosen, labels, tries
 
 
-def _first_fitting_flavor(
+def _pick_flavor(
+    cq: ClusterQueueSpec,
     group: ResourceGroup,
     flavors: Mapping[str, ResourceFlavorSpec],
     ps: PodSet,
     wanted: Mapping[str, int],
-    used: Usage,
-    taken: dict[str, dict[str, int]],
-) -> str | Unassignable:
+    node: qt.QuotaNode,
+    can_preempt: bool,
+    taken: Mapping[str, Mapping[str, int]],
+) -> _Try | Unassignable:
+    fungibility = cq.flavor_fungibility
     problems: list[Unassignable] = []
+    viable: list[_Try] = []
     for fq in group.flavors:
         flavor = flavors.get(fq.name)
         if flavor is None:
@@ -119,48 +187,65 @@ def _first_fitting_flavor(
                 Unassignable("NoMatchingFlavor", f"untolerated taint in flavor {fq.name}")
             )
             continue
-        problem = _quota_problem(fq.name, fq, wanted, used, taken)
-        if problem is None:
-            per_flavor = taken.setdefault(fq.name, {})
-            for resource, qty in wanted.items():
-                per_flavor[resource] = per_flavor.get(resource, 0) + qty
-            return fq.name
-        problems.append(problem)
+        outcome = _flavor_mode(fq.name, wanted, node, can_preempt, taken)
+        if isinstance(outcome, Unassignable):
+            problems.append(outcome)
+            continue
+        viable.append(outcome)
+        if outcome.mode == FIT and (
+            outcome.borrow == 0 or fungibility.when_can_borrow == "MayStopSearch"
+        ):
+            break
+        if outcome.mode == PREEMPT and fungibility.when_can_preempt == "MayStopSearch":
+            break
+    if viable:
+        return min(viable, key=lambda t: t.rank(fungibility.preference))
     return _most_telling(problems)
 
 
-def _quota_problem(
+def _flavor_mode(
     name: str,
-    fq: FlavorQuotas,
     wanted: Mapping[str, int],
-    used: Usage,
+    node: qt.QuotaNode,
+    can_preempt: bool,
     taken: Mapping[str, Mapping[str, int]],
-) -> Unassignable | None:
+) -> _Try | Unassignable:
+    mode, borrow = FIT, 0
+    contested: set[qt.FR] = set()
     shortfall: dict[str, int] = {}
-    messages: list[str] = []
-    over_max = False
+    waiting: list[str] = []
+    over_max: list[str] = []
     for resource, qty in sorted(wanted.items()):
-        quota = fq.quota(resource)
-        nominal = quota.nominal_quota if quota else 0
-        in_use = used.get(name, {}).get(resource, 0) + taken.get(name, {}).get(resource, 0)
-        if qty > nominal:
-            over_max = True
-            messages.append(
+        fr = (name, resource)
+        value = taken.get(name, {}).get(resource, 0) + qty
+        most = qt.potential(node, fr)
+        if value > most:
+            over_max.append(
                 f"insufficient quota for {resource} in flavor {name}, request > maximum "
-                f"capacity ({format_quantity(resource, qty)} > "
-                f"{format_quantity(resource, nominal)})"
+                f"capacity ({format_quantity(resource, value)} > {format_quantity(resource, most)})"
             )
-        elif in_use + qty > nominal:
-            missing = in_use + qty - nominal
-            shortfall[resource] = missing
-            messages.append(
-                f"insufficient quota for {resource} in flavor {name}, "
-                f"{format_quantity(resource, missing)} more needed"
-            )
-    if not messages:
-        return None
-    reason = "ExceedsMaxQuota" if over_max else "WaitingForQuota"
-    return Unassignable(reason, "; ".join(messages), shortfall)
+            continue
+        free = qt.available(node, fr)
+        if value <= free:
+            borrow = max(borrow, qt.borrow_level(node, fr, value))
+            continue
+        missing = value - max(free, 0)
+        shortfall[resource] = missing
+        contested.add(fr)
+        waiting.append(
+            f"insufficient quota for {resource} in flavor {name}, "
+            f"{format_quantity(resource, missing)} more needed"
+        )
+        mode = PREEMPT
+    if over_max:
+        return Unassignable("ExceedsMaxQuota", "; ".join(over_max))
+    if mode == PREEMPT and not can_preempt:
+        return Unassignable("WaitingForQuota", "; ".join(waiting), shortfall)
+    if mode == PREEMPT:
+        borrow = max(
+            borrow, *(qt.borrow_level(node, fr, wanted[fr[1]]) for fr in sorted(contested))
+        )
+    return _Try(name, mode, borrow, frozenset(contested), shortfall, "; ".join(waiting))
 
 
 def _most_telling(problems: list[Unassignable]) -> Unassignable:
@@ -168,5 +253,8 @@ def _most_telling(problems: list[Unassignable]) -> Unassignable:
     for reason in ("WaitingForQuota", "ExceedsMaxQuota", "NoMatchingFlavor"):
         hits = [p for p in problems if p.reason == reason]
         if hits:
-            return Unassignable(reason, ", ".join(p.message for p in hits), hits[0].shortfall)
+            shortfall: dict[str, int] = {}
+            for p in hits[:1]:
+                shortfall.update(p.shortfall)
+            return Unassignable(reason, ", ".join(p.message for p in hits), shortfall)
     return Unassignable("NoMatchingFlavor", "no flavors in resource group")

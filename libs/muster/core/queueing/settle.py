@@ -15,7 +15,7 @@ from muster.core.queueing.state import QueueState, WorkloadEntry
 def settle(state: QueueState) -> list[NewEvent]:
     out: list[NewEvent] = []
     for wl in sorted((state.workloads[w] for w in state.active), key=lambda w: w.order):
-        event = _next_step(wl)
+        event = _next_step(wl) or _drain(state, wl)
         if event is not None:
             out.append(
                 NewEvent(
@@ -28,9 +28,33 @@ def settle(state: QueueState) -> list[NewEvent]:
     return out
 
 
+def _drain(state: QueueState, wl: WorkloadEntry) -> Event | None:
+    """stopPolicy HoldAndDrain evicts what the queue admitted (it stays queued, held)."""
+    if not wl.holds_quota:
+        return None
+    cq = state.cluster_queues.get(wl.cluster_queue or "")
+    if cq is not None and cq.stop_policy == "HoldAndDrain":
+        return qev.WorkloadEvicted(
+            workload_id=wl.id,
+            reason="ClusterQueueStopped",
+            message=f"ClusterQueue {cq.name} is stopped (stopPolicy HoldAndDrain)",
+        )
+    lq = state.local_queues.get(wl.local_queue)
+    if lq is not None and lq.stop_policy == "HoldAndDrain":
+        return qev.WorkloadEvicted(
+            workload_id=wl.id,
+            reason="LocalQueueStopped",
+            message=f"LocalQueue {lq.name} is stopped (stopPolicy HoldAndDrain)",
+        )
+    return None
+
+
 def _next_step(wl: WorkloadEntry) -> Event | None:
     if wl.cancel_requested:
         return qev.WorkloadCancelled(workload_id=wl.id, message="cancelled on request")
+    if wl.problem is not None and wl.status == "Pending":
+        reason, message = wl.problem
+        return qev.WorkloadRejected(workload_id=wl.id, reason=reason, message=message)
     if wl.status == "QuotaReserved":
         if wl.provisioning_failed is not None:
             reason, message = wl.provisioning_failed

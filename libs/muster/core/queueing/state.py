@@ -13,7 +13,15 @@ from muster.core.events import node as nev
 from muster.core.events import provisioning as pev
 from muster.core.events import queue as qev
 from muster.core.events import workload as wev
-from muster.core.model.queues import ClusterQueueSpec, LocalQueueSpec, ResourceFlavorSpec
+from muster.core.model.queues import (
+    ClusterQueueSpec,
+    CohortSpec,
+    FairSharingConfig,
+    LocalQueueSpec,
+    NamespaceQuotaSpec,
+    PriorityClassSpec,
+    ResourceFlavorSpec,
+)
 from muster.core.model.workload import WorkloadSpec
 
 Status = Literal["Pending", "QuotaReserved", "Admitted", "Finished", "Cancelled", "Rejected"]
@@ -27,11 +35,17 @@ class WorkloadEntry:
     spec: WorkloadSpec
     order: int  # position of the submission: FIFO order, kept across requeues
     submitted_at: float
+    priority: int = 0  # effective: the priority class's value when one is named
+    shape: tuple[object, ...] = ()  # what flavor assignment depends on (equivalence key)
+    problem: tuple[str, str] | None = None  # (reason, message): rejected at once
+    reserved_seq: int = 0  # when it last got quota: preemption takes the newest first
+    evictions: int = 0
     status: Status = "Pending"
     cluster_queue: str | None = None
     attempt: int = 0
     usage: Usage = field(default_factory=dict)
     pending_reason: tuple[str, str] | None = None  # (reason, message) last recorded
+    reason_at: float = 0.0
     cancel_requested: bool = False
     placements: dict[str, str] | None = None  # pod -> node, once provisioned
     provisioning_failed: tuple[str, str] | None = None
@@ -42,6 +56,10 @@ class WorkloadEntry:
     def holds_quota(self) -> bool:
         return self.status in ("QuotaReserved", "Admitted")
 
+    @property
+    def local_queue(self) -> str:
+        return f"{self.spec.namespace}/{self.spec.queue_name}"
+
 
 @dataclass(slots=True)
 class QueueState:
@@ -49,11 +67,20 @@ class QueueState:
     flavors: dict[str, ResourceFlavorSpec] = field(default_factory=dict)
     cluster_queues: dict[str, ClusterQueueSpec] = field(default_factory=dict)
     local_queues: dict[str, LocalQueueSpec] = field(default_factory=dict)
+    cohorts: dict[str, CohortSpec] = field(default_factory=dict)
+    priority_classes: dict[str, PriorityClassSpec] = field(default_factory=dict)
+    namespace_quotas: dict[str, NamespaceQuotaSpec] = field(default_factory=dict)
+    fair_sharing: FairSharingConfig = field(default_factory=FairSharingConfig)
     workloads: dict[str, WorkloadEntry] = field(default_factory=dict)
     pending: set[str] = field(default_factory=set)  # waiting for quota
     usage: dict[str, Usage] = field(default_factory=dict)  # cluster queue -> usage
+    lq_usage: dict[str, Usage] = field(default_factory=dict)  # local queue -> usage
+    ns_usage: dict[str, dict[str, int]] = field(default_factory=dict)  # namespace -> resource
     # Holding quota or asked to cancel: the workloads whose progress `settle` checks.
     active: set[str] = field(default_factory=set)
+    # Pending workloads that evicted others: they go first until they get quota.
+    preemptors: set[str] = field(default_factory=set)
+    reservations: int = 0
 
     def cluster_queue_of(self, spec: WorkloadSpec) -> str | None:
         lq = self.local_queues.get(f"{spec.namespace}/{spec.queue_name}")
@@ -93,15 +120,78 @@ def _(event: qev.LocalQueueConfigured, state: QueueState) -> None:
 
 
 @_apply.register
+def _(event: qev.CohortConfigured, state: QueueState) -> None:
+    state.cohorts[event.spec.name] = event.spec
+
+
+@_apply.register
+def _(event: qev.PriorityClassConfigured, state: QueueState) -> None:
+    state.priority_classes[event.spec.name] = event.spec
+
+
+@_apply.register
+def _(event: qev.NamespaceQuotaConfigured, state: QueueState) -> None:
+    state.namespace_quotas[event.spec.key] = event.spec
+
+
+@_apply.register
+def _(event: qev.FairSharingConfigured, state: QueueState) -> None:
+    state.fair_sharing = event.spec
+
+
+@_apply.register
 def _(event: wev.WorkloadSubmitted, state: QueueState) -> None:
     # `order` is fixed by the submission's place in the log; see `submission_order`.
-    state.workloads[event.workload_id] = WorkloadEntry(
+    priority, problem = resolve_priority(state, event.spec)
+    wl = WorkloadEntry(
         id=event.workload_id,
         spec=event.spec,
         order=len(state.workloads),
         submitted_at=state.now,
+        priority=priority,
+        shape=shape_of(event.spec),
+        problem=problem,
     )
-    state.pending.add(event.workload_id)
+    state.workloads[wl.id] = wl
+    if problem is None:
+        state.pending.add(wl.id)
+    else:
+        state.active.add(wl.id)  # settle rejects it
+
+
+def resolve_priority(state: QueueState, spec: WorkloadSpec) -> tuple[int, tuple[str, str] | None]:
+    """Kueue: a named class that does not exist means the workload is never queued."""
+    if spec.priority_class:
+        pc = state.priority_classes.get(spec.priority_class)
+        if pc is None:
+            return 0, (
+                "WorkloadPriorityClassNotFound",
+                f"priority class {spec.priority_class} doesn't exist",
+            )
+        return pc.value, None
+    if spec.priority == 0:
+        defaults = [c for c in state.priority_classes.values() if c.global_default]
+        if defaults:
+            return min(defaults, key=lambda c: c.name).value, None
+    return spec.priority, None
+
+
+def shape_of(spec: WorkloadSpec) -> tuple[object, ...]:
+    """Two workloads of one shape and queue get the same flavor verdict against one snapshot."""
+    return (
+        spec.namespace,
+        spec.queue_name,
+        tuple(
+            (
+                ps.name,
+                ps.count,
+                tuple(sorted(ps.requests.items())),
+                tuple(sorted(ps.node_selector.items())),
+                ps.tolerations,
+            )
+            for ps in spec.pod_sets
+        ),
+    )
 
 
 @_apply.register
@@ -114,7 +204,9 @@ def _(event: wev.WorkloadCancelRequested, state: QueueState) -> None:
 
 @_apply.register
 def _(event: qev.WorkloadPending, state: QueueState) -> None:
-    state.workloads[event.workload_id].pending_reason = (event.reason, event.message)
+    wl = state.workloads[event.workload_id]
+    wl.pending_reason = (event.reason, event.message)
+    wl.reason_at = state.now
 
 
 @_apply.register
@@ -129,8 +221,11 @@ def _(event: qev.QuotaReserved, state: QueueState) -> None:
     wl.provisioning_failed = None
     wl.pods_succeeded = set()
     wl.pods_failed = {}
-    _charge(state.usage.setdefault(event.cluster_queue, {}), wl.usage, +1)
+    state.reservations += 1
+    wl.reserved_seq = state.reservations
+    _hold(state, wl, +1)
     state.pending.discard(wl.id)
+    state.preemptors.discard(wl.id)
     state.active.add(wl.id)
 
 
@@ -145,7 +240,10 @@ def _(event: qev.WorkloadEvicted, state: QueueState) -> None:
     _release(state, wl)
     wl.status = "Pending"
     wl.pending_reason = None
+    wl.evictions += 1
     state.pending.add(wl.id)  # requeued keeping its original `order`
+    if event.preemptor is not None and event.preemptor in state.pending:
+        state.preemptors.add(event.preemptor)
     state.active.discard(wl.id)
     if wl.cancel_requested:
         state.active.add(wl.id)
@@ -213,12 +311,28 @@ def _end(state: QueueState, workload_id: str, status: Status) -> None:
     wl.status = status
     state.pending.discard(workload_id)
     state.active.discard(workload_id)
+    state.preemptors.discard(workload_id)
 
 
 def _release(state: QueueState, wl: WorkloadEntry) -> None:
     if wl.holds_quota and wl.cluster_queue is not None:
-        _charge(state.usage.setdefault(wl.cluster_queue, {}), wl.usage, -1)
+        _hold(state, wl, -1)
     wl.usage = {}
+
+
+def _hold(state: QueueState, wl: WorkloadEntry, sign: int) -> None:
+    """Charge (or release) a workload's usage to its queue, tenant and namespace."""
+    assert wl.cluster_queue is not None
+    _charge(state.usage.setdefault(wl.cluster_queue, {}), wl.usage, sign)
+    _charge(state.lq_usage.setdefault(wl.local_queue, {}), wl.usage, sign)
+    per_ns = state.ns_usage.setdefault(wl.spec.namespace, {})
+    for resource, qty in namespace_charge(wl.spec).items():
+        per_ns[resource] = per_ns.get(resource, 0) + sign * qty
+
+
+def namespace_charge(spec: WorkloadSpec) -> dict[str, int]:
+    """What a ResourceQuota counts: every pod's requests, whatever the queue covers, and pods."""
+    return {**spec.total_requests(), "pods": spec.pod_count}
 
 
 def _charge(usage: Usage, amount: Mapping[str, Mapping[str, int]], sign: int) -> None:

@@ -1,0 +1,261 @@
+"""Choosing preemption victims: Kueue's classic and fair-sharing algorithms (reference §1.6).
+
+Candidates are admitted workloads that use a pair the preemptor is short of: in
+its own ClusterQueue those the ``withinClusterQueue`` policy allows, elsewhere in
+its cohort tree those of queues that are borrowing, as ``reclaimWithinCohort``
+(or, with fair sharing, the share strategies) allow. They are taken in order
+(other queues first, lowest priority, most recently admitted, id) until the
+preemptor fits, then every victim but the last is offered back ("fill-back") and
+kept if the preemptor still fits: no victim in the result could be spared.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+
+from muster.core.model.queues import ClusterQueueSpec, PreemptionPolicy
+from muster.core.queueing import quota as qt
+from muster.core.queueing.flavors import Assignment
+
+
+@dataclass(frozen=True, slots=True)
+class Holder:
+    """An admitted workload as preemption sees it."""
+
+    id: str
+    cluster_queue: str
+    priority: int
+    order: int  # queue position (submission order)
+    reserved_seq: int  # when it got quota: later = more recently admitted
+    usage: dict[str, dict[str, int]]
+
+    def frs(self) -> set[qt.FR]:
+        return {(f, r) for f, res in self.usage.items() for r, q in res.items() if q}
+
+
+@dataclass(frozen=True, slots=True)
+class Victim:
+    holder: Holder
+    reason: str  # InClusterQueue | InCohortReclamation | InCohortReclaimWhileBorrowing | ...
+
+
+@dataclass(frozen=True, slots=True)
+class Preemptor:
+    id: str
+    cluster_queue: ClusterQueueSpec
+    priority: int
+    order: int
+    assignment: Assignment
+
+
+def within_allowed(policy: str, preemptor: Preemptor, h: Holder) -> bool:
+    if policy == "LowerPriority":
+        return h.priority < preemptor.priority
+    if policy == "LowerOrNewerEqualPriority":
+        return h.priority < preemptor.priority or (
+            h.priority == preemptor.priority and preemptor.order < h.order
+        )
+    return False
+
+
+def reclaim_allowed(policy: str, preemptor: Preemptor, h: Holder) -> bool:
+    if policy == "Any":
+        return True
+    if policy == "LowerPriority":
+        return h.priority < preemptor.priority
+    return False
+
+
+def possible(policy: PreemptionPolicy, in_cohort: bool) -> bool:
+    """Whether this queue may preempt at all: decides if a shortfall is worth a search."""
+    if policy.within_cluster_queue != "Never":
+        return True
+    return in_cohort and (
+        policy.reclaim_within_cohort != "Never" or policy.borrow_within_cohort.policy != "Never"
+    )
+
+
+def victims(
+    tree: qt.QuotaTree,
+    preemptor: Preemptor,
+    holders: Sequence[Holder],
+    fair_sharing: tuple[str, ...] | None = None,
+) -> list[Victim] | None:
+    """The minimal set to evict so the preemptor fits, or None when no set does."""
+    cq = preemptor.cluster_queue
+    node = tree.queues[cq.name]
+    need = preemptor.assignment.frs()
+    contested = preemptor.assignment.contested
+    root = node.root()
+    candidates: list[tuple[Holder, bool]] = []  # (holder, same queue)
+    for h in holders:
+        if not (h.frs() & contested):
+            continue
+        if h.cluster_queue == cq.name:
+            if within_allowed(cq.preemption.within_cluster_queue, preemptor, h):
+                candidates.append((h, True))
+        elif (
+            root is not node
+            and h.cluster_queue in tree.queues
+            and tree.queues[h.cluster_queue].root() is root
+        ):
+            candidates.append((h, False))
+    candidates.sort(key=lambda c: (c[1], c[0].priority, -c[0].reserved_seq, c[0].id))
+    # A workload that fits its queue's own quota first tries to reclaim without borrowing.
+    within_nominal = all(q <= node.subtree.get(fr, 0) for fr, q in need.items() if fr in contested)
+    if fair_sharing is not None:
+        return _fair(tree, preemptor, candidates, fair_sharing)
+    attempts = [False, True] if within_nominal else [True]
+    for allow_borrowing in attempts:
+        chosen = _classic(tree, preemptor, candidates, allow_borrowing)
+        if chosen is not None:
+            return chosen
+    return None
+
+
+def fits(tree: qt.QuotaTree, preemptor: Preemptor, allow_borrowing: bool) -> bool:
+    node = tree.queues[preemptor.cluster_queue.name]
+    for fr, q in preemptor.assignment.frs().items():
+        if q > qt.available(node, fr):
+            return False
+        if not allow_borrowing and node.usage.get(fr, 0) + q > node.subtree.get(fr, 0):
+            return False
+    return True
+
+
+def _classic(
+    tree: qt.QuotaTree,
+    preemptor: Preemptor,
+    candidates: list[tuple[Holder, bool]],
+    allow_borrowing: bool,
+) -> list[Victim] | None:
+    cq = preemptor.cluster_queue
+    policy = cq.preemption
+    sim = tree.copy()
+    chosen: list[Victim] = []
+    contested = preemptor.assignment.contested
+
+    def ok() -> bool:
+        return fits(sim, preemptor, allow_borrowing)
+
+    for h, same in candidates:
+        if same:
+            reason = "InClusterQueue"
+        else:
+            # Only a queue still borrowing on a contested pair gives quota back.
+            other = sim.queues[h.cluster_queue]
+            if not any(other.borrowing(fr) > 0 for fr in contested & h.frs()):
+                continue
+            if allow_borrowing:
+                bwc = policy.borrow_within_cohort
+                threshold = bwc.max_priority_threshold
+                if bwc.policy != "LowerPriority" or h.priority >= preemptor.priority:
+                    if not reclaim_allowed(policy.reclaim_within_cohort, preemptor, h):
+                        continue
+                    if _would_borrow(sim, preemptor, h):
+                        continue
+                    reason = "InCohortReclamation"
+                elif threshold is not None and h.priority > threshold:
+                    continue
+                else:
+                    reason = "InCohortReclaimWhileBorrowing"
+            else:
+                if not reclaim_allowed(policy.reclaim_within_cohort, preemptor, h):
+                    continue
+                reason = "InCohortReclamation"
+        sim.add(h.cluster_queue, h.usage, -1)
+        chosen.append(Victim(h, reason))
+        if ok():
+            return _fill_back(sim, chosen, ok)
+    return None
+
+
+def _would_borrow(sim: qt.QuotaTree, preemptor: Preemptor, h: Holder) -> bool:
+    """Whether the preemptor would still borrow after evicting ``h`` (then only lower ones go)."""
+    node = sim.queues[preemptor.cluster_queue.name]
+    return any(
+        node.usage.get(fr, 0) + q > node.subtree.get(fr, 0)
+        for fr, q in preemptor.assignment.frs().items()
+    )
+
+
+def _fill_back(sim: qt.QuotaTree, chosen: list[Victim], ok: Callable[[], bool]) -> list[Victim]:
+    for v in reversed(chosen[:-1]):
+        sim.add(v.holder.cluster_queue, v.holder.usage, +1)
+        if ok():
+            chosen.remove(v)
+        else:
+            sim.add(v.holder.cluster_queue, v.holder.usage, -1)
+    return chosen
+
+
+def _fair(
+    tree: qt.QuotaTree,
+    preemptor: Preemptor,
+    candidates: list[tuple[Holder, bool]],
+    strategies: tuple[str, ...],
+) -> list[Victim] | None:
+    """Fair-sharing preemption: take from the queue with the highest share while it stays fair."""
+    cq = preemptor.cluster_queue
+    policy = cq.preemption
+    sim = tree.copy()
+    need = preemptor.assignment.frs()
+    node = sim.queues[cq.name]
+    chosen: list[Victim] = []
+
+    def ok() -> bool:
+        return fits(sim, preemptor, True)
+
+    within_nominal = all(
+        node.usage.get(fr, 0) + q <= node.subtree.get(fr, 0)
+        for fr, q in need.items()
+        if fr in preemptor.assignment.contested
+    )
+    own = [h for h, same in candidates if same]
+    for h in own:
+        sim.add(h.cluster_queue, h.usage, -1)
+        chosen.append(Victim(h, "InClusterQueue"))
+        if ok():
+            return _fill_back(sim, chosen, ok)
+    others = [h for h, same in candidates if not same]
+    if policy.reclaim_within_cohort == "Never":
+        others = []
+    for strategy in strategies:
+        remaining = [h for h in others if all(v.holder.id != h.id for v in chosen)]
+        while remaining:
+            # The queue with the highest share gives first.
+            remaining.sort(
+                key=lambda h: (
+                    -qt.dominant_share(sim.queues[h.cluster_queue])[0],
+                    h.priority,
+                    -h.reserved_seq,
+                    h.id,
+                )
+            )
+            h = remaining.pop(0)
+            target = sim.queues[h.cluster_queue]
+            if not any(target.borrowing(fr) > 0 for fr in h.frs()):
+                continue
+            if not reclaim_allowed(policy.reclaim_within_cohort, preemptor, h) and not (
+                within_nominal
+            ):
+                continue
+            if within_nominal:
+                reason = "InCohortReclamation"
+            else:
+                mine = qt.dominant_share(node, need)[0]
+                before = qt.dominant_share(target)[0]
+                sim.add(h.cluster_queue, h.usage, -1)
+                after = qt.dominant_share(target)[0]
+                sim.add(h.cluster_queue, h.usage, +1)
+                if strategy == "LessThanOrEqualToFinalShare" and not mine <= after:
+                    continue
+                if strategy == "LessThanInitialShare" and not mine < before:
+                    continue
+                reason = "InCohortFairSharing"
+            sim.add(h.cluster_queue, h.usage, -1)
+            chosen.append(Victim(h, reason))
+            if ok():
+                return _fill_back(sim, chosen, ok)
+    return None
