@@ -19,6 +19,7 @@ from muster.core.events import StreamAppend
 from muster.core.events.workload import WorkloadSubmitted
 from muster.core.model import parse
 from muster.core.model.fields import InvalidInput
+from muster.core.queueing import visibility
 from muster.core.views.workloads import TERMINAL, WorkloadsState, submitted_view
 from muster.runtime.loop import DeciderLoop
 from muster.store import ConcurrencyConflict
@@ -33,6 +34,7 @@ MAX_LIST = 1000
 def routes(app: web.Application, loop: DeciderLoop) -> None:
     app[LOOP] = loop
     app[COMMITTER] = GroupCommitter(loop.store, producer="intake")
+    app[VISIBILITY] = _Visibility()
 
     async def close_committer(app: web.Application) -> None:
         await app[COMMITTER].close()
@@ -44,6 +46,29 @@ def routes(app: web.Application, loop: DeciderLoop) -> None:
     app.router.add_delete("/v1/workloads/{id}", cancel)
     app.router.add_post("/v1/workloads/{id}/cancel", cancel)
     app.router.add_get("/v1/workloads/{id}/events", history)
+    app.router.add_get("/v1/clusterqueues/{name}/pendingworkloads", pending_in_cluster_queue)
+    app.router.add_get(
+        "/v1/namespaces/{namespace}/localqueues/{name}/pendingworkloads", pending_in_local_queue
+    )
+
+
+class _Visibility:
+    """The dry-run cycle behind the visibility API, computed once per fold position."""
+
+    def __init__(self) -> None:
+        self.position = -1
+        self.items: list[visibility.PendingItem] = []
+        self.by_id: dict[str, visibility.PendingItem] = {}
+
+    def at(self, loop: DeciderLoop) -> _Visibility:
+        if loop.runner.position != self.position:
+            self.items = visibility.pending(loop.runner.state.queue)
+            self.by_id = {i.workload.id: i for i in self.items}
+            self.position = loop.runner.position
+        return self
+
+
+VISIBILITY = web.AppKey("visibility", _Visibility)
 
 
 def _state(request: web.Request) -> WorkloadsState:
@@ -146,7 +171,65 @@ async def get_workload(request: web.Request) -> web.Response:
     view = loop.runner.state.workloads.get(request.match_info["id"])
     if view is None:
         return error(404, "NotFound", f"workload {request.match_info['id']} not found")
-    return web.json_response(view.to_json())
+    body = view.to_json()
+    if view.id in loop.runner.state.queue.pending:
+        item = request.app[VISIBILITY].at(loop).by_id.get(view.id)
+        if item is not None:
+            current = item.to_json()
+            body["queue"] = {
+                k: current[k]
+                for k in ("positionInClusterQueue", "positionInLocalQueue", "reason", "message")
+            }
+    return web.json_response(body)
+
+
+def _page_args(request: web.Request) -> tuple[int, int]:
+    try:
+        limit = int(request.query.get("limit", "1000"))
+        offset = int(request.query.get("offset", "0"))
+        if not 0 < limit <= visibility.MAX_LIMIT or offset < 0:
+            raise ValueError
+    except ValueError:
+        raise _Refused(
+            400,
+            "InvalidQuery",
+            f"limit must be 1 to {visibility.MAX_LIMIT} and offset at least 0",
+            "limit",
+        ) from None
+    return limit, offset
+
+
+async def pending_in_cluster_queue(request: web.Request) -> web.Response:
+    """Kueue's visibility API: a ClusterQueue's pending workloads in admission order."""
+    loop = request.app[LOOP]
+    try:
+        limit, offset = _page_args(request)
+    except _Refused as exc:
+        return exc.response()
+    await loop.step()
+    name = request.match_info["name"]
+    if name not in loop.runner.state.queue.cluster_queues:
+        return error(404, "NotFound", f"ClusterQueue {name} not found")
+    items = request.app[VISIBILITY].at(loop).items
+    return web.json_response(
+        {"items": visibility.page(items, cluster_queue=name, limit=limit, offset=offset)}
+    )
+
+
+async def pending_in_local_queue(request: web.Request) -> web.Response:
+    loop = request.app[LOOP]
+    try:
+        limit, offset = _page_args(request)
+    except _Refused as exc:
+        return exc.response()
+    await loop.step()
+    ns, name = request.match_info["namespace"], request.match_info["name"]
+    if f"{ns}/{name}" not in loop.runner.state.local_queues:
+        return error(404, "NotFound", f"LocalQueue {name} not found in namespace {ns}")
+    items = request.app[VISIBILITY].at(loop).items
+    return web.json_response(
+        {"items": visibility.page(items, local_queue=(ns, name), limit=limit, offset=offset)}
+    )
 
 
 async def list_workloads(request: web.Request) -> web.Response:

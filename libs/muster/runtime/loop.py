@@ -93,7 +93,11 @@ class DeciderLoop:
             started = time.perf_counter()
             await self.catch_up()
             while self.decides:
+                decide_started = time.perf_counter()
                 news = self.runner.decide()
+                self.metrics.decide_seconds.labels(self.name).observe(
+                    time.perf_counter() - decide_started
+                )
                 if not news:
                     break
                 try:

@@ -44,6 +44,13 @@ class ServiceMetrics:
             registry=r,
             buckets=(0.001, 0.005, 0.01, 0.05, 0.1, 0.5, 1, 5),
         )
+        self.decide_seconds = Histogram(
+            "muster_decide_duration_seconds",
+            "One decide call (for the queue: settle plus one admission cycle)",
+            ["service"],
+            registry=r,
+            buckets=(0.0005, 0.001, 0.005, 0.01, 0.05, 0.1, 0.5, 1, 5, 30),
+        )
         self.heartbeats = Counter(
             "muster_node_heartbeats_total", "Node heartbeats published", ["service"], registry=r
         )

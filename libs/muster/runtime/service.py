@@ -16,6 +16,7 @@ from typing import Any
 import structlog
 from aiohttp import web
 from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
+from prometheus_client.registry import Collector
 
 from muster.bus.kafka import Doorbell, Publisher, ensure_topics
 from muster.core.decider import Decider
@@ -47,6 +48,7 @@ async def run(
     routes: Routes | None = None,
     on_step: Callable[[DeciderLoop], None] | None = None,
     routines: Sequence[Routine] = (),
+    collectors: Sequence[Callable[[DeciderLoop], Collector]] = (),
 ) -> None:
     log = structlog.get_logger(service)
     if settings.migrate:
@@ -54,6 +56,8 @@ async def run(
     store = SqlEventStore(settings.store_url)
     metrics = ServiceMetrics()
     loop = DeciderLoop(decider, store, settings, metrics, decides=decides)
+    for make in collectors:
+        metrics.registry.register(make(loop))
     await loop.restore()
     await loop.step()
     app = http_app(loop, metrics, on_step)

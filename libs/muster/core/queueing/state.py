@@ -40,6 +40,7 @@ class WorkloadEntry:
     problem: tuple[str, str] | None = None  # (reason, message): rejected at once
     reserved_seq: int = 0  # when it last got quota: preemption takes the newest first
     evictions: int = 0
+    queued_at: float = 0.0  # submitted, or requeued after an eviction
     status: Status = "Pending"
     cluster_queue: str | None = None
     attempt: int = 0
@@ -59,6 +60,32 @@ class WorkloadEntry:
     @property
     def local_queue(self) -> str:
         return f"{self.spec.namespace}/{self.spec.queue_name}"
+
+
+WAIT_BUCKETS = (1.0, 5.0, 15.0, 60.0, 300.0, 900.0, 3600.0, 4 * 3600.0, 86400.0)
+
+
+@dataclass(slots=True)
+class QueueStats:
+    """Counters folded from the log, so they survive restarts and match a replay."""
+
+    reserved: dict[str, int] = field(default_factory=dict)  # cluster queue -> count
+    admitted: dict[str, int] = field(default_factory=dict)
+    finished: dict[str, int] = field(default_factory=dict)
+    evicted: dict[tuple[str, str], int] = field(default_factory=dict)  # (cq, reason)
+    preempted: dict[tuple[str, str], int] = field(default_factory=dict)  # (reason, preemptor cq)
+    # cluster queue -> (bucket counts per WAIT_BUCKETS and +Inf, sum of seconds)
+    wait: dict[str, tuple[list[int], float]] = field(default_factory=dict)
+
+    def observe_wait(self, cq: str, seconds: float) -> None:
+        counts, total = self.wait.get(cq, ([0] * (len(WAIT_BUCKETS) + 1), 0.0))
+        i = next((i for i, b in enumerate(WAIT_BUCKETS) if seconds <= b), len(WAIT_BUCKETS))
+        counts[i] += 1
+        self.wait[cq] = (counts, total + seconds)
+
+
+def _bump(counter: dict[Any, int], key: Any) -> None:
+    counter[key] = counter.get(key, 0) + 1
 
 
 @dataclass(slots=True)
@@ -81,6 +108,7 @@ class QueueState:
     # Pending workloads that evicted others: they go first until they get quota.
     preemptors: set[str] = field(default_factory=set)
     reservations: int = 0
+    stats: QueueStats = field(default_factory=QueueStats)
 
     def cluster_queue_of(self, spec: WorkloadSpec) -> str | None:
         lq = self.local_queues.get(f"{spec.namespace}/{spec.queue_name}")
@@ -151,6 +179,7 @@ def _(event: wev.WorkloadSubmitted, state: QueueState) -> None:
         priority=priority,
         shape=shape_of(event.spec),
         problem=problem,
+        queued_at=state.now,
     )
     state.workloads[wl.id] = wl
     if problem is None:
@@ -223,6 +252,8 @@ def _(event: qev.QuotaReserved, state: QueueState) -> None:
     wl.pods_failed = {}
     state.reservations += 1
     wl.reserved_seq = state.reservations
+    _bump(state.stats.reserved, event.cluster_queue)
+    state.stats.observe_wait(event.cluster_queue, state.now - wl.queued_at)
     _hold(state, wl, +1)
     state.pending.discard(wl.id)
     state.preemptors.discard(wl.id)
@@ -232,15 +263,22 @@ def _(event: qev.QuotaReserved, state: QueueState) -> None:
 @_apply.register
 def _(event: qev.WorkloadAdmitted, state: QueueState) -> None:
     state.workloads[event.workload_id].status = "Admitted"
+    _bump(state.stats.admitted, event.cluster_queue)
 
 
 @_apply.register
 def _(event: qev.WorkloadEvicted, state: QueueState) -> None:
     wl = state.workloads[event.workload_id]
+    cq = wl.cluster_queue or ""
+    _bump(state.stats.evicted, (cq, event.reason))
+    if event.preemptor is not None and event.preemptor in state.workloads:
+        preemptor_cq = state.cluster_queue_of(state.workloads[event.preemptor].spec) or ""
+        _bump(state.stats.preempted, (event.preemption_reason or event.reason, preemptor_cq))
     _release(state, wl)
     wl.status = "Pending"
     wl.pending_reason = None
     wl.evictions += 1
+    wl.queued_at = state.now
     state.pending.add(wl.id)  # requeued keeping its original `order`
     if event.preemptor is not None and event.preemptor in state.pending:
         state.preemptors.add(event.preemptor)
@@ -251,6 +289,7 @@ def _(event: qev.WorkloadEvicted, state: QueueState) -> None:
 
 @_apply.register
 def _(event: qev.WorkloadFinished, state: QueueState) -> None:
+    _bump(state.stats.finished, state.workloads[event.workload_id].cluster_queue or "")
     _end(state, event.workload_id, "Finished")
 
 

@@ -12,6 +12,7 @@ from muster.core.events import Envelope, Event, NewEvent
 from muster.core.events import node as nev
 from muster.core.events import queue as qev
 from muster.core.events import workload as wev
+from muster.core.queueing import state as qs
 
 TERMINAL = frozenset({"Succeeded", "Failed", "Cancelled", "Rejected"})
 
@@ -75,10 +76,13 @@ class WorkloadsState:
     now: float = 0.0
     local_queues: set[str] = field(default_factory=set)  # "namespace/name"
     workloads: dict[str, WorkloadView] = field(default_factory=dict)
+    # The queue's own fold, for the visibility API (positions, current reasons).
+    queue: qs.QueueState = field(default_factory=qs.QueueState)
 
 
 def evolve(state: WorkloadsState, envelope: Envelope) -> WorkloadsState:
     advance(state, envelope)
+    qs.evolve(state.queue, envelope)
     _apply(envelope.event, state)
     return state
 
@@ -101,7 +105,11 @@ def _(event: qev.LocalQueueConfigured, state: WorkloadsState) -> None:
 
 @_apply.register
 def _(event: wev.WorkloadSubmitted, state: WorkloadsState) -> None:
-    state.workloads[event.workload_id] = submitted_view(event, state.now)
+    view = submitted_view(event, state.now)
+    entry = state.queue.workloads.get(event.workload_id)
+    if entry is not None:
+        view.priority = entry.priority  # the priority class's value, once resolved
+    state.workloads[event.workload_id] = view
 
 
 @_apply.register
@@ -162,7 +170,7 @@ class WorkloadsView:
 
     name = "intake"
     categories = frozenset({"config", "workload", "admission", "node"})
-    snapshot_format = "workloads-view-v1"
+    snapshot_format = "workloads-view-v2"
 
     def initial(self) -> WorkloadsState:
         return WorkloadsState()

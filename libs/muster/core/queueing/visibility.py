@@ -1,0 +1,99 @@
+"""Pending-workloads visibility, as Kueue's on-demand API: position and current reason.
+
+Positions follow the queue's admission order (workloads that preempted first,
+then priority, then submission). The reason is computed now, by a dry run of the
+admission cycle over the current state, so its numbers are current even when the
+log only records a reason when it changes.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from muster.core.queueing.cycle import Cycle, Verdict
+from muster.core.queueing.flavors import Assignment
+from muster.core.queueing.state import QueueState, WorkloadEntry
+
+MAX_LIMIT = 100_000  # Kueue caps the on-demand API at the same number
+
+
+@dataclass(frozen=True, slots=True)
+class PendingItem:
+    workload: WorkloadEntry
+    cluster_queue: str | None
+    position_in_cluster_queue: int
+    position_in_local_queue: int
+    reason: str
+    message: str
+
+    def to_json(self) -> dict[str, Any]:
+        wl = self.workload
+        return {
+            "id": wl.id,
+            "name": wl.spec.name,
+            "namespace": wl.spec.namespace,
+            "localQueueName": wl.spec.queue_name,
+            "clusterQueue": self.cluster_queue,
+            "priority": wl.priority,
+            "positionInClusterQueue": self.position_in_cluster_queue,
+            "positionInLocalQueue": self.position_in_local_queue,
+            "reason": self.reason,
+            "message": self.message,
+            "queuedAt": wl.queued_at,
+            "evictions": wl.evictions,
+        }
+
+
+def pending(state: QueueState) -> list[PendingItem]:
+    """Every pending workload with its positions and its reason right now."""
+    cycle = Cycle(state)
+    verdicts = {v.workload.id: v for v in cycle.run()}
+    by_cq: dict[str | None, list[WorkloadEntry]] = {}
+    for wid in state.pending:
+        wl = state.workloads[wid]
+        by_cq.setdefault(state.cluster_queue_of(wl.spec), []).append(wl)
+    items: list[PendingItem] = []
+    for cq in sorted(by_cq, key=lambda c: c or ""):
+        entries = sorted(by_cq[cq], key=cycle.queue_key)
+        in_lq: dict[str, int] = {}
+        for position, wl in enumerate(entries):
+            lq_position = in_lq.get(wl.local_queue, 0)
+            in_lq[wl.local_queue] = lq_position + 1
+            reason, message = _reason(verdicts.get(wl.id))
+            items.append(PendingItem(wl, cq, position, lq_position, reason, message))
+    return items
+
+
+def _reason(v: Verdict | None) -> tuple[str, str]:
+    if v is None:
+        return "Pending", "not yet considered"
+    if isinstance(v.outcome, Assignment):
+        if v.victims:
+            return "Preempting", f"preempting {len(v.victims)} workload(s): {v.outcome.message}"
+        return "Admissible", f"fits in ClusterQueue {v.cluster_queue}; admitted in the next cycle"
+    return v.outcome.reason, v.outcome.message
+
+
+def page(
+    items: list[PendingItem],
+    *,
+    cluster_queue: str | None = None,
+    local_queue: tuple[str, str] | None = None,
+    limit: int = 1000,
+    offset: int = 0,
+) -> list[dict[str, Any]]:
+    """One page of a ClusterQueue's or a LocalQueue's pending workloads, in position order."""
+    chosen = items
+    if cluster_queue is not None:
+        chosen = [i for i in chosen if i.cluster_queue == cluster_queue]
+    if local_queue is not None:
+        ns, name = local_queue
+        chosen = [
+            i
+            for i in chosen
+            if i.workload.spec.namespace == ns and i.workload.spec.queue_name == name
+        ]
+        chosen.sort(key=lambda i: i.position_in_local_queue)
+    limit = max(0, min(limit, MAX_LIMIT))
+    return [i.to_json() for i in chosen[offset : offset + limit]]

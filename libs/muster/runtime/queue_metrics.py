@@ -1,0 +1,43 @@
+"""Exposing the queue's figures (core/queueing/figures.py) to Prometheus at scrape time."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator
+from typing import Any
+
+from prometheus_client.core import (
+    CounterMetricFamily,
+    GaugeMetricFamily,
+    HistogramMetricFamily,
+    Metric,
+)
+from prometheus_client.registry import Collector
+
+from muster.core.queueing.figures import figures
+from muster.core.queueing.state import QueueState
+
+
+class QueueCollector(Collector):
+    def __init__(self, state: Callable[[], QueueState]) -> None:
+        self.state = state
+
+    def collect(self) -> Iterator[Metric]:
+        for fam in figures(self.state()):
+            names = _label_names(fam.samples, fam.histograms)
+            metric: Any
+            if fam.kind == "histogram":
+                metric = HistogramMetricFamily(fam.name, fam.help, labels=names)
+                for labels, buckets, total in fam.histograms:
+                    metric.add_metric([v for _, v in labels], buckets, total)
+            else:
+                cls = CounterMetricFamily if fam.kind == "counter" else GaugeMetricFamily
+                name = fam.name.removesuffix("_total") if fam.kind == "counter" else fam.name
+                metric = cls(name, fam.help, labels=names)
+                for labels, value in fam.samples:
+                    metric.add_metric([v for _, v in labels], value)
+            yield metric
+
+
+def _label_names(samples: list[Any], histograms: list[Any]) -> list[str]:
+    first = samples[0][0] if samples else histograms[0][0] if histograms else ()
+    return [k for k, _ in first]
