@@ -141,13 +141,15 @@ def quota_violations(log: list[Envelope], nominal: int) -> list[str]:
     return problems
 
 
-def _heartbeats(stack: Stack) -> float:
+def _metric(stack: Stack, service: str, prefix: str) -> float:
+    """The sum of a metric's samples whose line starts with ``prefix``."""
     import urllib.request
 
-    with urllib.request.urlopen(f"{stack.url('node-agent')}/metrics", timeout=5) as resp:
+    with urllib.request.urlopen(f"{stack.url(service)}/metrics", timeout=5) as resp:
         text = resp.read().decode()
-    return sum(float(line.rsplit(" ", 1)[1]) for line in text.splitlines()
-               if line.startswith("muster_node_heartbeats_total{"))
+    return sum(
+        float(line.rsplit(" ", 1)[1]) for line in text.splitlines() if line.startswith(prefix)
+    )
 
 
 def _run(tmp_path: Path, fault: str) -> tuple[Stack, list[Envelope], dict[str, Any]]:
@@ -173,7 +175,17 @@ def _run(tmp_path: Path, fault: str) -> tuple[Stack, list[Envelope], dict[str, A
         _wait_finished(stack, WORKLOADS)
         _wait_nodes_released(stack)
         live = call("GET", f"{stack.url('queue')}/state?fresh=1")
-        live["heartbeats"] = _heartbeats(stack)
+        live["heartbeats"] = _metric(stack, "node-agent", "muster_node_heartbeats_total{")
+        live["metrics"] = {
+            name: _metric(stack, "queue", f"{name}{{")
+            for name in (
+                "muster_admitted_workloads_total",
+                "muster_quota_reserved_workloads_total",
+                "muster_finished_workloads_total",
+                "muster_pending_workloads",
+                "muster_quota_reserved_wait_time_seconds_count",
+            )
+        }
         log = asyncio.run(_log(stack.store_url))
     return stack, log, live
 
@@ -199,6 +211,14 @@ def test_fifty_workloads_through_the_services(tmp_path: Path, fault: str) -> Non
     # Replay from the store reproduces the live state and every decision.
     # The node agent beat for the nodes it ran (a restarted agent would start from zero).
     assert live["heartbeats"] > 0
+    # The queue's Kueue-style counters are folded from the log: they survive the restart.
+    assert live["metrics"] == {
+        "muster_admitted_workloads_total": WORKLOADS,
+        "muster_quota_reserved_workloads_total": WORKLOADS,
+        "muster_finished_workloads_total": WORKLOADS,
+        "muster_pending_workloads": 0,
+        "muster_quota_reserved_wait_time_seconds_count": WORKLOADS,
+    }
     rebuilt = asyncio.run(_rebuild(stack.store_url, live["position"]))
     assert rebuilt == live["summary"]
     for decider in deciders().values():

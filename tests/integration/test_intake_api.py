@@ -190,3 +190,32 @@ async def test_health_and_metrics(client: TestClient[Any, Any]) -> None:
     assert (await client.get("/healthz")).status == 200
     text = await (await client.get("/metrics")).text()
     assert "muster_events_folded_total" in text
+
+
+async def test_pending_workloads_visibility(client: TestClient[Any, Any]) -> None:
+    """Positions in admission order and the current reason, from a dry run of the cycle."""
+    ids = []
+    for i, prio in enumerate([0, 5, 0, 9, 0, 1]):
+        resp = await client.post("/v1/workloads", json=with_(name=f"w{i}", priority=prio))
+        assert resp.status == 201
+        ids.append((await resp.json())["id"])
+    resp = await client.get("/v1/clusterqueues/cq/pendingworkloads")
+    assert resp.status == 200
+    items = (await resp.json())["items"]
+    # Priority first, then submission order: w3 (9), w1 (5), w5 (1), w0, w2, w4.
+    assert [i["name"] for i in items] == ["w3", "w1", "w5", "w0", "w2", "w4"]
+    assert [i["positionInClusterQueue"] for i in items] == list(range(6))
+    # 8 GPUs of quota, 2 per workload: four fit now, the rest wait for exactly 2 more.
+    assert [i["reason"] for i in items] == ["Admissible"] * 4 + ["WaitingForQuota"] * 2
+    assert "nvidia.com/gpu in flavor f, 2 more needed" in items[4]["message"]
+    page = await (await client.get("/v1/clusterqueues/cq/pendingworkloads?limit=2&offset=1")).json()
+    assert [i["name"] for i in page["items"]] == ["w1", "w5"]
+    lq = await (await client.get("/v1/namespaces/team/localqueues/lq/pendingworkloads")).json()
+    assert [i["positionInLocalQueue"] for i in lq["items"]] == list(range(6))
+    one = await (await client.get(f"/v1/workloads/{ids[4]}")).json()
+    assert one["queue"]["positionInClusterQueue"] == 5
+    assert one["queue"]["reason"] == "WaitingForQuota"
+    assert (await client.get("/v1/clusterqueues/nope/pendingworkloads")).status == 404
+    assert (await client.get("/v1/namespaces/team/localqueues/x/pendingworkloads")).status == 404
+    bad = await client.get("/v1/clusterqueues/cq/pendingworkloads?limit=0")
+    assert bad.status == 400
