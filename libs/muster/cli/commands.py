@@ -14,10 +14,14 @@ import yaml
 
 from muster.cli.http import ApiError, call
 from muster.cli.tables import table
+from muster.core import inputs
 from muster.core.decider import Decider
-from muster.core.model import parse
+from muster.core.events import Event
+from muster.core.model import manifests, parse
+from muster.core.model.cluster import ClusterSpec
 from muster.core.model.fields import InvalidInput, parse_duration
 from muster.core.model.resources import format_quantity
+from muster.core.model.workload import PodSet, WorkloadSpec
 from muster.core.queueing.decider import QueueDecider
 from muster.core.sim import harness as sim_harness
 from muster.core.sim.summary import summarize
@@ -49,6 +53,57 @@ def load_cluster(path: Path) -> Any:
         return parse.cluster(load_yaml(path))
     except InvalidInput as exc:
         raise CliError(f"{path}: {exc}") from None
+
+
+def load_docs(path: Path) -> list[Any]:
+    """Every document of a YAML (or JSON) file, empty ones as None so that positions
+    match the ``doc[N]`` of error messages."""
+    try:
+        return list(yaml.safe_load_all(path.read_text()))
+    except (OSError, yaml.YAMLError) as exc:
+        raise CliError(f"cannot read {path}: {exc}") from None
+
+
+def load_manifests(path: Path) -> manifests.Manifests:
+    docs = load_docs(path)
+    if not manifests.is_manifests(docs):
+        raise CliError(
+            f"{path}: no document has a kind, so these are not Kubernetes manifests "
+            "(a cluster description goes to --cluster)"
+        )
+    try:
+        return manifests.read(docs)
+    except InvalidInput as exc:
+        raise CliError(f"{path}: {exc}") from None
+
+
+def load_sim_inputs(
+    spec: ClusterSpec, paths: list[Path]
+) -> tuple[ClusterSpec, list[tuple[float, WorkloadSpec]], list[str]]:
+    """Workload lists and Kubernetes manifests (a document with a ``kind``), in order:
+    the manifests' queue objects are merged into the cluster, their JobSets, Jobs and
+    Pods submitted at their ``muster.dev/submit-at`` (default 0). Also: what was skipped."""
+    workloads: list[tuple[float, WorkloadSpec]] = []
+    skipped: list[str] = []
+    for path in paths:
+        docs = load_docs(path)
+        if manifests.is_manifests(docs):
+            m = load_manifests(path)
+            spec = manifests.merge(spec, m)
+            workloads += m.submissions()
+            skipped += [f"{path}: {line}" for line in m.skipped]
+            continue
+        present = [d for d in docs if d is not None]
+        if len(present) != 1:
+            raise CliError(
+                f"{path}: expected one workload list, or Kubernetes manifests "
+                f"(documents with a kind); found {len(present)} documents"
+            )
+        try:
+            workloads += parse.workload_list(present[0])
+        except InvalidInput as exc:
+            raise CliError(f"{path}: {exc}") from None
+    return spec, workloads, skipped
 
 
 def load_workloads(paths: list[Path]) -> list[tuple[float, Any]]:
@@ -160,11 +215,62 @@ def _indent(text: str) -> str:
 # -- the store ----------------------------------------------------------------------
 
 
-async def apply(store_url: str, cluster_path: Path, kafka: str | None) -> int:
-    spec = load_cluster(cluster_path)
-    appended = await admin.configure(store_url, spec, kafka)
-    print(f"cluster {spec.name}: {len(appended)} configuration change(s) applied")
-    return 0
+def apply(
+    store_url: str | None,
+    cluster_path: Path | None,
+    manifest_paths: list[Path],
+    kafka: str | None,
+    server: str,
+) -> int:
+    """Configuration into the store (cluster description, manifests' queue objects), then
+    the manifests' workloads to intake, keyed ``namespace/name`` so a re-apply is harmless."""
+    if cluster_path is None and not manifest_paths:
+        raise CliError("give --cluster FILE (a cluster description) and/or -f FILE (manifests)")
+    spec = load_cluster(cluster_path) if cluster_path is not None else None
+    m = manifests.combine(*(load_manifests(p) for p in manifest_paths))
+    rows: list[tuple[str, str, str]] = []
+    if spec is not None or m.queue_object_count:
+        if not store_url:
+            raise CliError("give --store-url or set MUSTER_STORE_URL (needed for queue objects)")
+        appended = asyncio.run(admin.configure(store_url, spec, kafka, m))
+        if spec is not None:
+            print(f"cluster {spec.name}: {len(appended)} configuration change(s) applied")
+        changed = {env.stream_id for env in appended}
+        for new in inputs.queue_configuration(m, 0.0):
+            kind, name = _config_object(new.event)
+            rows.append((kind, name, "configured" if new.stream_id in changed else "unchanged"))
+    ok = True
+    for source, wl in zip(m.sources, m.workloads, strict=True):
+        key = f"{wl.namespace}/{wl.name}"
+        try:
+            view = call("POST", f"{server}/v1/workloads", _to_api(wl), {"Idempotency-Key": key})
+            result = f"submitted: {view['id']} ({view['status']})"
+        except ApiError as exc:
+            ok, result = False, f"refused: {exc}"
+        except OSError as exc:
+            ok, result = False, f"not submitted: {server}: {exc}"
+        rows.append((source.kind, key, result))
+    for line in m.skipped:
+        head, _, reason = line.partition(": ")
+        kind, _, name = head.partition(" ")
+        rows.append((kind, name, f"skipped: {reason}"))
+    if rows:
+        print(table(["KIND", "NAME", "RESULT"], rows))
+    return 0 if ok else 1
+
+
+def _config_object(event: Event) -> tuple[str, str]:
+    """A configuration event's object as a manifest names it: (kind, [namespace/]name)."""
+    spec: Any = getattr(event, "spec", None)
+    kind = {
+        "ResourceFlavorConfigured": "ResourceFlavor",
+        "ClusterQueueConfigured": "ClusterQueue",
+        "LocalQueueConfigured": "LocalQueue",
+        "CohortConfigured": "Cohort",
+        "PriorityClassConfigured": getattr(spec, "kind", "PriorityClass"),
+        "NamespaceQuotaConfigured": "ResourceQuota",
+    }.get(type(event).__name__, type(event).__name__)
+    return str(kind), str(getattr(spec, "key", None) or getattr(spec, "name", ""))
 
 
 async def replay(
@@ -262,8 +368,9 @@ def _verify_decisions(log: list[Any]) -> bool:
 
 
 def sim(cluster_path: Path, workload_paths: list[Path], until: str | None, as_json: bool) -> int:
-    spec = load_cluster(cluster_path)
-    workloads = load_workloads(workload_paths)
+    spec, workloads, skipped = load_sim_inputs(load_cluster(cluster_path), workload_paths)
+    for line in skipped:
+        print(f"muster sim: {line}", file=sys.stderr)
     try:
         horizon = parse_duration(until, "--until") if until else None
     except InvalidInput as exc:
@@ -353,26 +460,53 @@ def _submit_all(server: str, workloads: list[tuple[float, Any]]) -> list[str]:
     return ids
 
 
-def _to_api(wl: Any) -> dict[str, Any]:
-    return {
+def _to_api(wl: WorkloadSpec) -> dict[str, Any]:
+    """The intake API's shape of a workload (docs/api.md); optional fields only when set."""
+    body: dict[str, Any] = {
         "name": wl.name,
         "namespace": wl.namespace,
         "queueName": wl.queue_name,
         "priority": wl.priority,
-        "podSets": [
-            {
-                "name": ps.name,
-                "count": ps.count,
-                "requests": {r: format_quantity(r, q) for r, q in ps.requests.items()},
-                "nodeSelector": dict(ps.node_selector),
-            }
-            for ps in wl.pod_sets
-        ],
+        "podSets": [_pod_set_to_api(ps) for ps in wl.pod_sets],
         "runtime": {
             "durationSeconds": wl.runtime.duration_seconds,
             "exitCode": wl.runtime.exit_code,
         },
     }
+    if wl.priority_class is not None:
+        body["priorityClassName"] = wl.priority_class
+    if wl.max_run_duration_seconds is not None:
+        body["maxRunDurationSeconds"] = wl.max_run_duration_seconds
+    if wl.labels:
+        body["labels"] = dict(wl.labels)
+    return body
+
+
+def _pod_set_to_api(ps: PodSet) -> dict[str, Any]:
+    out: dict[str, Any] = {
+        "name": ps.name,
+        "count": ps.count,
+        "requests": {r: format_quantity(r, q) for r, q in ps.requests.items()},
+        "nodeSelector": dict(ps.node_selector),
+    }
+    if ps.min_count is not None:
+        out["minCount"] = ps.min_count
+    if ps.tolerations:
+        # Empty strings are the defaults; the API refuses them as values.
+        out["tolerations"] = [
+            {
+                k: v
+                for k, v in (
+                    ("key", t.key),
+                    ("operator", t.operator),
+                    ("value", t.value),
+                    ("effect", t.effect),
+                )
+                if v
+            }
+            for t in ps.tolerations
+        ]
+    return out
 
 
 def _wait_all(server: str, ids: list[str], timeout: float = 600.0) -> None:

@@ -35,10 +35,42 @@ def build_parser() -> argparse.ArgumentParser:
     mig = sub.add_parser("migrate", help="bring the event store schema up to date")
     mig.add_argument("--store-url")
 
-    ap = sub.add_parser("apply", help="apply a cluster description (cloud and queues)")
-    ap.add_argument("--cluster", "-f", required=True, type=Path)
-    ap.add_argument("--store-url")
-    ap.add_argument("--kafka-bootstrap", default=os.environ.get("MUSTER_KAFKA_BOOTSTRAP"))
+    ap = sub.add_parser(
+        "apply",
+        help="apply a cluster description and/or Kubernetes manifests",
+        description="Configure the cloud and the queues from a cluster description "
+        "(--cluster) and/or Kubernetes manifests (-f). Queue objects (Kueue ResourceFlavor, "
+        "ClusterQueue, LocalQueue, Cohort, WorkloadPriorityClass; PriorityClass, "
+        "ResourceQuota) are appended to the event store, only where they changed; JobSets, "
+        "Jobs and Pods are submitted to intake with the idempotency key namespace/name. "
+        "Applying the same files twice changes nothing.",
+    )
+    ap.add_argument(
+        "--cluster",
+        type=Path,
+        metavar="FILE",
+        help="cluster description: cloud, node pools, queues (docs/cluster-description.md)",
+    )
+    ap.add_argument(
+        "-f",
+        "--filename",
+        dest="filenames",
+        action="append",
+        default=[],
+        type=Path,
+        metavar="FILE",
+        help="Kubernetes manifests, multi-document YAML; repeatable, later files replace "
+        "same-named objects (docs/api.md, 'Kubernetes manifests')",
+    )
+    ap.add_argument("--store-url", help="event store URL (default $MUSTER_STORE_URL)")
+    ap.add_argument(
+        "--kafka-bootstrap",
+        default=os.environ.get("MUSTER_KAFKA_BOOTSTRAP"),
+        help="publish the changes to this broker at once (default $MUSTER_KAFKA_BOOTSTRAP)",
+    )
+    ap.add_argument(
+        "--server", default=server, help="intake URL for workloads from -f (default %(default)s)"
+    )
 
     sb = sub.add_parser("submit", help="submit a workload (JSON or YAML file, or - for stdin)")
     sb.add_argument("file")
@@ -63,8 +95,24 @@ def build_parser() -> argparse.ArgumentParser:
     sim = sub.add_parser(
         "sim", help="run the deciders in virtual time over a cluster and workloads"
     )
-    sim.add_argument("--cluster", required=True, type=Path)
-    sim.add_argument("--workloads", required=True, type=Path, nargs="+")
+    sim.add_argument(
+        "--cluster",
+        required=True,
+        type=Path,
+        metavar="FILE",
+        help="cluster description (docs/cluster-description.md)",
+    )
+    sim.add_argument(
+        "--workloads",
+        required=True,
+        type=Path,
+        nargs="+",
+        metavar="FILE",
+        help="workload lists (docs/cluster-description.md) or Kubernetes manifests "
+        "(docs/api.md): the manifests' queue objects are added to the cluster (same name "
+        "replaces), their JobSets, Jobs and Pods submitted at 0s or at the annotation "
+        "muster.dev/submit-at",
+    )
     sim.add_argument("--until", help="stop at this virtual time (e.g. 2h)")
     sim.add_argument("--json", action="store_true", help="event log and summary as JSON lines")
 
@@ -106,8 +154,12 @@ def _dispatch(args: argparse.Namespace) -> int:
             print("store schema is up to date")
             return 0
         case "apply":
-            return asyncio.run(
-                commands.apply(_store_url(args.store_url), args.cluster, args.kafka_bootstrap)
+            return commands.apply(
+                args.store_url or os.environ.get("MUSTER_STORE_URL"),
+                args.cluster,
+                args.filenames,
+                args.kafka_bootstrap,
+                args.server,
             )
         case "submit":
             return commands.submit(args.server, _read_doc(args.file), args.idempotency_key)

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Literal
 
 from muster.core.events.base import Event, event_class
@@ -91,6 +91,8 @@ class QuotaReserved(Event):
     node_selectors: Mapping[str, Mapping[str, str]]
     attempt: int
     message: str
+    # pod set -> admitted count, for pod sets admitted partially (minCount); others full
+    pod_counts: Mapping[str, int] = field(default_factory=dict)
 
 
 @event_class("admission.admitted")

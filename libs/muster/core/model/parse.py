@@ -41,6 +41,8 @@ def workload(data: object, path: str = "") -> WorkloadSpec:
     names = [ps.name for ps in pod_sets]
     if len(set(names)) != len(names):
         raise InvalidInput(o.at("podSets"), "pod set names must be unique")
+    if sum(1 for ps in pod_sets if ps.min_count is not None) > 1:
+        raise InvalidInput(o.at("podSets"), "only one pod set may have a minCount (Kueue)")
     if sum(ps.count for ps in pod_sets) > MAX_PODS:
         raise InvalidInput(o.at("podSets"), f"more than {MAX_PODS} pods in one workload")
     spec = WorkloadSpec(

@@ -115,7 +115,7 @@ def accept(state: ProvisionerState, cloud: ClusterSpec) -> list[Decision]:
     for rid, wanted in state.wanted.items():
         spec = state.specs[wanted.workload_id]
         try:
-            pod_sets, zones = plan.plan(cloud, spec, wanted.node_selectors)
+            pod_sets, zones = plan.plan(cloud, spec, wanted.node_selectors, wanted.pod_counts)
         except plan.Unplannable as exc:
             out.append(
                 (

@@ -40,16 +40,21 @@ def pool_for(cloud: ClusterSpec, ps: PodSet, selector: Mapping[str, str]) -> Nod
 
 
 def plan(
-    cloud: ClusterSpec, spec: WorkloadSpec, selectors: Mapping[str, Mapping[str, str]]
+    cloud: ClusterSpec,
+    spec: WorkloadSpec,
+    selectors: Mapping[str, Mapping[str, str]],
+    counts: Mapping[str, int] | None = None,
 ) -> tuple[tuple[pev.PodSetNodes, ...], tuple[str, ...]]:
-    """The pool of each pod set and the zones the request may use, or ``Unplannable``."""
+    """The pool of each pod set and the zones the request may use, or ``Unplannable``.
+
+    ``counts`` overrides pod set counts admitted partially (Kueue's minCount)."""
     out = []
     for ps in spec.pod_sets:
         pool = pool_for(cloud, ps, selectors.get(ps.name, ps.node_selector))
         out.append(
             pev.PodSetNodes(
                 pod_set=ps.name,
-                pods=ps.count,
+                pods=(counts or {}).get(ps.name, ps.count),
                 pool=pool.name,
                 per_node=pods_per_node(pool, ps.requests),
             )

@@ -25,6 +25,7 @@ class Wanted:
     workload_id: str
     attempt: int
     node_selectors: dict[str, dict[str, str]]
+    pod_counts: dict[str, int] = field(default_factory=dict)  # partial admission
 
 
 @dataclass(slots=True)
@@ -90,7 +91,7 @@ def _(event: wev.WorkloadSubmitted, state: ProvisionerState) -> None:
 def _(event: qev.QuotaReserved, state: ProvisionerState) -> None:
     rid = request_id(event.workload_id, event.attempt)
     selectors = {ps: dict(sel) for ps, sel in event.node_selectors.items()}
-    state.wanted[rid] = Wanted(event.workload_id, event.attempt, selectors)
+    state.wanted[rid] = Wanted(event.workload_id, event.attempt, selectors, dict(event.pod_counts))
 
 
 def _release(workload_id: str, state: ProvisionerState) -> None:

@@ -42,6 +42,7 @@ class Verdict:
     cluster_queue: str | None
     outcome: Assignment | Unassignable
     victims: list[pre.Victim] = field(default_factory=list)
+    pod_counts: dict[str, int] = field(default_factory=dict)  # partial admission
 
 
 class QueueCursor:
@@ -203,13 +204,14 @@ class Cycle:
             v = self.nominate(cq, wl)
         outcome = v.outcome
         if isinstance(outcome, Unassignable):
+            if outcome.reason == "WaitingForQuota":
+                return self._partial(cq, wl) or v
             return v
         over = self.namespace_excess(wl)
         if over is not None:
             return Verdict(wl, cq.name, over)
         if outcome.mode == FIT:
-            self.tree.add(cq.name, outcome.usage)
-            self._charge_tenant(wl, outcome.usage, +1)
+            self._admit(cq, wl, outcome, {})
             return v
         victims = pre.victims(
             self.tree,
@@ -221,7 +223,7 @@ class Cycle:
             message = f"couldn't assign flavors: {outcome.message}; no preemption candidates"
             verdict = Unassignable("WaitingForQuota", message, outcome.shortfall)
             self.no_fit[(cq.name, wl.shape, wl.priority)] = verdict
-            return Verdict(wl, cq.name, verdict)
+            return self._partial(cq, wl) or Verdict(wl, cq.name, verdict)
         for victim in victims:
             self.evicted.add(victim.holder.id)
             self.tree.add(victim.holder.cluster_queue, victim.holder.usage, -1)
@@ -232,8 +234,51 @@ class Cycle:
         self.no_fit.clear()  # quota moved: earlier "does not fit" verdicts may be stale
         return Verdict(wl, cq.name, outcome, victims)
 
+    def _admit(
+        self,
+        cq: ClusterQueueSpec,
+        wl: WorkloadEntry,
+        outcome: Assignment,
+        counts: dict[str, int],
+    ) -> None:
+        self.tree.add(cq.name, outcome.usage)
+        self._charge_tenant(wl, outcome.usage, +1, counts)
+
+    def _partial(self, cq: ClusterQueueSpec, wl: WorkloadEntry) -> Verdict | None:
+        """Kueue's partial admission: the largest count >= minCount that fits now.
+
+        Only one pod set may have a ``minCount``; the search is a bisection because
+        fitting is monotone in the count.
+        """
+        ps = next(
+            (p for p in wl.spec.pod_sets if p.min_count is not None and p.min_count < p.count),
+            None,
+        )
+        if ps is None or ps.min_count is None:
+            return None
+        lo, hi = ps.min_count, ps.count - 1
+        best: tuple[int, Assignment] | None = None
+        while lo <= hi:
+            mid = (lo + hi) // 2
+            a = assign(cq, self.state.flavors, wl.spec, self.tree, False, {ps.name: mid})
+            if isinstance(a, Assignment) and a.mode == FIT:
+                best, lo = (mid, a), mid + 1
+            else:
+                hi = mid - 1
+        if best is None:
+            return None
+        counts = {ps.name: best[0]}
+        if self.namespace_excess(wl, counts) is not None:
+            return None
+        self._admit(cq, wl, best[1], counts)
+        return Verdict(wl, cq.name, best[1], pod_counts=counts)
+
     def _charge_tenant(
-        self, wl: WorkloadEntry, usage: dict[str, dict[str, int]], sign: int
+        self,
+        wl: WorkloadEntry,
+        usage: dict[str, dict[str, int]],
+        sign: int,
+        counts: dict[str, int] | None = None,
     ) -> None:
         per_lq = self.lq_usage.setdefault(wl.local_queue, {})
         for flavor, resources in usage.items():
@@ -241,10 +286,12 @@ class Cycle:
             for resource, qty in resources.items():
                 per_flavor[resource] = per_flavor.get(resource, 0) + sign * qty
         per_ns = self.ns_usage.setdefault(wl.spec.namespace, {})
-        for resource, qty in namespace_charge(wl.spec).items():
+        for resource, qty in namespace_charge(wl.spec, counts or wl.pod_counts).items():
             per_ns[resource] = per_ns.get(resource, 0) + sign * qty
 
-    def namespace_excess(self, wl: WorkloadEntry) -> Unassignable | None:
+    def namespace_excess(
+        self, wl: WorkloadEntry, counts: dict[str, int] | None = None
+    ) -> Unassignable | None:
         """A ResourceQuota of the workload's namespace it would exceed, with numbers."""
         quotas = [
             q
@@ -253,7 +300,7 @@ class Cycle:
         ]
         if not quotas:
             return None
-        want = namespace_charge(wl.spec)
+        want = namespace_charge(wl.spec, counts)
         used = self.ns_usage.get(wl.spec.namespace, {})
         for q in quotas:
             over = sorted(r for r, hard in q.hard.items() if used.get(r, 0) + want.get(r, 0) > hard)
@@ -381,7 +428,8 @@ def to_events(state: QueueState, verdicts: list[Verdict]) -> list[NewEvent]:
                         usage=v.outcome.usage,
                         node_selectors=v.outcome.node_selectors,
                         attempt=wl.attempt + 1,
-                        message=f"Quota reserved in ClusterQueue {v.cluster_queue}",
+                        message=_reserved_message(wl, v),
+                        pod_counts=v.pod_counts,
                     ),
                 )
             )
@@ -397,6 +445,18 @@ def to_events(state: QueueState, verdicts: list[Verdict]) -> list[NewEvent]:
                 )
                 out.append(_new(state, wl.id, event))
     return out
+
+
+def _reserved_message(wl: WorkloadEntry, v: Verdict) -> str:
+    message = f"Quota reserved in ClusterQueue {v.cluster_queue}"
+    if v.pod_counts:
+        parts = ", ".join(
+            f"{ps.name} {v.pod_counts[ps.name]} of {ps.count} pods"
+            for ps in wl.spec.pod_sets
+            if ps.name in v.pod_counts
+        )
+        message += f" (partial admission: {parts})"
+    return message
 
 
 def _worth_recording(state: QueueState, wl: WorkloadEntry, outcome: Unassignable) -> bool:

@@ -78,11 +78,11 @@ def _next_step(wl: WorkloadEntry) -> Event | None:
                 reason="PodFailed",
                 message=f"pod {pod} failed: {why}",
             )
-        if len(wl.pods_succeeded) >= wl.spec.pod_count:
+        if len(wl.pods_succeeded) >= wl.admitted_pods:
             return qev.WorkloadFinished(
                 workload_id=wl.id,
                 outcome="Succeeded",
                 reason="Succeeded",
-                message=f"all {wl.spec.pod_count} pods succeeded",
+                message=f"all {wl.admitted_pods} pods succeeded",
             )
     return None

@@ -41,6 +41,12 @@ class WorkloadEntry:
     reserved_seq: int = 0  # when it last got quota: preemption takes the newest first
     evictions: int = 0
     queued_at: float = 0.0  # submitted, or requeued after an eviction
+    pod_counts: dict[str, int] = field(default_factory=dict)  # partially admitted pod sets
+
+    @property
+    def admitted_pods(self) -> int:
+        return sum(self.pod_counts.get(ps.name, ps.count) for ps in self.spec.pod_sets)
+
     status: Status = "Pending"
     cluster_queue: str | None = None
     attempt: int = 0
@@ -245,6 +251,7 @@ def _(event: qev.QuotaReserved, state: QueueState) -> None:
     wl.cluster_queue = event.cluster_queue
     wl.attempt = event.attempt
     wl.usage = {f: dict(r) for f, r in event.usage.items()}
+    wl.pod_counts = dict(event.pod_counts)
     wl.pending_reason = None
     wl.placements = None
     wl.provisioning_failed = None
@@ -365,13 +372,21 @@ def _hold(state: QueueState, wl: WorkloadEntry, sign: int) -> None:
     _charge(state.usage.setdefault(wl.cluster_queue, {}), wl.usage, sign)
     _charge(state.lq_usage.setdefault(wl.local_queue, {}), wl.usage, sign)
     per_ns = state.ns_usage.setdefault(wl.spec.namespace, {})
-    for resource, qty in namespace_charge(wl.spec).items():
+    for resource, qty in namespace_charge(wl.spec, wl.pod_counts).items():
         per_ns[resource] = per_ns.get(resource, 0) + sign * qty
 
 
-def namespace_charge(spec: WorkloadSpec) -> dict[str, int]:
+def namespace_charge(spec: WorkloadSpec, counts: Mapping[str, int] | None = None) -> dict[str, int]:
     """What a ResourceQuota counts: every pod's requests, whatever the queue covers, and pods."""
-    return {**spec.total_requests(), "pods": spec.pod_count}
+    out: dict[str, int] = {}
+    pods = 0
+    for ps in spec.pod_sets:
+        n = (counts or {}).get(ps.name, ps.count)
+        pods += n
+        for resource, qty in ps.requests.items():
+            out[resource] = out.get(resource, 0) + qty * n
+    out["pods"] = pods
+    return out
 
 
 def _charge(usage: Usage, amount: Mapping[str, Mapping[str, int]], sign: int) -> None:

@@ -128,6 +128,9 @@ def _(event: qev.WorkloadPending, state: WorkloadsState) -> None:
 def _(event: qev.QuotaReserved, state: WorkloadsState) -> None:
     view = state.workloads[event.workload_id]
     view.cluster_queue, view.attempt, view.pods_started = event.cluster_queue, event.attempt, 0
+    entry = state.queue.workloads.get(event.workload_id)
+    if entry is not None:
+        view.pods = entry.admitted_pods  # fewer when admitted partially
     _set(state, event.workload_id, "QuotaReserved", "QuotaReserved", event.message)
 
 
