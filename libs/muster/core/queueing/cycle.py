@@ -166,19 +166,33 @@ class Cycle:
 
     # -- nominate ----------------------------------------------------------------------
 
-    def nominate(self, cq: ClusterQueueSpec, wl: WorkloadEntry) -> Verdict:
-        node = self.tree.queues[cq.name]
-        can_preempt = pre.possible(cq.preemption, node.parent is not None) or (
-            self.fair_sharing
-            and node.parent is not None
-            and cq.preemption.reclaim_within_cohort != "Never"
+    def preempt_rules(self, cq: ClusterQueueSpec) -> tuple[bool, bool]:
+        """(may preempt at all, may preempt in order to borrow)."""
+        in_cohort = self.tree.queues[cq.name].parent is not None
+        fs_reclaim = (
+            self.fair_sharing and in_cohort and cq.preemption.reclaim_within_cohort != "Never"
         )
+        beyond = fs_reclaim or (in_cohort and cq.preemption.borrow_within_cohort.policy != "Never")
+        return pre.possible(cq.preemption, in_cohort) or fs_reclaim, beyond
+
+    def nominate(
+        self, cq: ClusterQueueSpec, wl: WorkloadEntry, exclude: frozenset[str] = frozenset()
+    ) -> Verdict:
+        can_preempt, beyond = self.preempt_rules(cq)
         key = (cq.name, wl.shape, wl.priority if can_preempt else None)
         cached = self.no_fit.get(key)
         if cached is not None:
             return Verdict(wl, cq.name, cached)
-        outcome = assign(cq, self.state.flavors, wl.spec, self.tree, can_preempt)
-        if isinstance(outcome, Unassignable):
+        outcome = assign(
+            cq,
+            self.state.flavors,
+            wl.spec,
+            self.tree,
+            can_preempt,
+            beyond_nominal=beyond,
+            exclude=exclude,
+        )
+        if isinstance(outcome, Unassignable) and not exclude:
             self.no_fit[key] = outcome
         return Verdict(wl, cq.name, outcome)
 
@@ -213,12 +227,28 @@ class Cycle:
         if outcome.mode == FIT:
             self._admit(cq, wl, outcome, {})
             return v
-        victims = pre.victims(
-            self.tree,
-            pre.Preemptor(wl.id, cq, wl.priority, wl.order, outcome),
-            [h for h in self.holders() if h.id not in self.evicted],
-            self.state.fair_sharing.preemption_strategies if self.fair_sharing else None,
-        )
+        excluded: frozenset[str] = frozenset()
+        while True:
+            victims = pre.victims(
+                self.tree,
+                pre.Preemptor(wl.id, cq, wl.priority, wl.order, outcome),
+                [h for h in self.holders() if h.id not in self.evicted],
+                self.state.fair_sharing.preemption_strategies if self.fair_sharing else None,
+            )
+            if victims:
+                break
+            # No candidates in these flavors: Kueue ranks that below every viable mode,
+            # so the next flavor (fit, or preemption with candidates) gets its turn.
+            excluded |= {flavor for flavor, _ in outcome.contested}
+            retry = self.nominate(cq, wl, excluded).outcome
+            if isinstance(retry, Assignment) and retry.mode == FIT:
+                if self.namespace_excess(wl) is not None:
+                    break
+                self._admit(cq, wl, retry, {})
+                return Verdict(wl, cq.name, retry)
+            if not isinstance(retry, Assignment):
+                break
+            outcome = retry
         if not victims:
             message = f"couldn't assign flavors: {outcome.message}; no preemption candidates"
             verdict = Unassignable("WaitingForQuota", message, outcome.shortfall)
@@ -349,8 +379,7 @@ class Cycle:
                     round_.append((cursor, self.nominate(cursor.cq, wl)))
             if not round_:
                 break
-            round_.sort(key=lambda cv: self.order_key(cv[1]))
-            for cursor, v in round_:
+            for cursor, v in self.ordered(round_):
                 cursor.pop(v.workload)
                 done = self.process(cursor, v)
                 self.verdicts.append(done)
@@ -360,6 +389,66 @@ class Cycle:
                     self._block(cursor, done.workload)
             cursors = [c for c in cursors if c.peek() is not None]
         return self.verdicts
+
+    def ordered(
+        self, round_: list[tuple[QueueCursor, Verdict]]
+    ) -> Iterator[tuple[QueueCursor, Verdict]]:
+        """Classic: one sort. Fair sharing: a tournament per cohort tree, one winner at a
+        time, shares recomputed after each (the winner's admission changes them)."""
+        round_.sort(key=lambda cv: self.order_key(cv[1]))
+        if not self.fair_sharing:
+            yield from round_
+            return
+        contenders = [cv for cv in round_ if isinstance(cv[1].outcome, Assignment)]
+        yield from (cv for cv in round_ if not isinstance(cv[1].outcome, Assignment))
+        while contenders:
+            paths = {id(cv): self._path(cv[0].cq.name) for cv in contenders}
+            first_root = min(paths[id(cv)][0].name for cv in contenders)
+            pool = [cv for cv in contenders if paths[id(cv)][0].name == first_root]
+            winner = self._tournament(pool, paths, 0)
+            contenders.remove(winner)
+            yield winner
+
+    def _path(self, cq: str) -> list[qt.QuotaNode]:
+        path = [self.tree.queues[cq]]
+        while path[-1].parent is not None:
+            path.append(path[-1].parent)
+        return path[::-1]
+
+    def _tournament(
+        self,
+        pool: list[tuple[QueueCursor, Verdict]],
+        paths: dict[int, list[qt.QuotaNode]],
+        depth: int,
+    ) -> tuple[QueueCursor, Verdict]:
+        """Kueue's fair-sharing iterator: at each cohort, compare its children's nominees
+        by (not borrowing first, the child's share after admitting the nominee, priority,
+        submission)."""
+        if len(pool) == 1 and len(paths[id(pool[0])]) == depth + 1:
+            return pool[0]
+        groups: dict[str, list[tuple[QueueCursor, Verdict]]] = {}
+        children: dict[str, qt.QuotaNode] = {}
+        for cv in pool:
+            child = paths[id(cv)][depth + 1]
+            groups.setdefault(child.name, []).append(cv)
+            children[child.name] = child
+        best: tuple[tuple[object, ...], tuple[QueueCursor, Verdict]] | None = None
+        for name in sorted(groups):
+            cv = self._tournament(groups[name], paths, depth + 1)
+            outcome = cv[1].outcome
+            assert isinstance(outcome, Assignment)
+            wl = cv[1].workload
+            key = (
+                0 if wl.id in self.state.preemptors else 1,
+                1 if outcome.borrow else 0,
+                qt.dominant_share(children[name], outcome.frs())[0],
+                -wl.priority,
+                wl.order,
+            )
+            if best is None or key < best[0]:
+                best = (key, cv)
+        assert best is not None
+        return best[1]
 
     def _block(self, cursor: QueueCursor, head: WorkloadEntry) -> None:
         cq = cursor.cq.name

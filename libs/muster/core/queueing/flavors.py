@@ -49,6 +49,13 @@ class Unassignable:
 
 
 @dataclass(frozen=True, slots=True)
+class _Rules:
+    can_preempt: bool
+    beyond_nominal: bool
+    exclude: frozenset[str]
+
+
+@dataclass(frozen=True, slots=True)
 class _Try:
     flavor: str
     mode: str
@@ -74,8 +81,19 @@ def assign(
     tree: qt.QuotaTree,
     can_preempt: bool,
     pod_counts: Mapping[str, int] | None = None,
+    *,
+    beyond_nominal: bool = False,
+    exclude: frozenset[str] = frozenset(),
 ) -> Assignment | Unassignable:
-    """Assign every pod set; ``pod_counts`` overrides counts (partial admission)."""
+    """Assign every pod set; ``pod_counts`` overrides counts (partial admission).
+
+    Preemption is considered only where the request fits the queue's own nominal quota,
+    unless ``beyond_nominal`` (borrowWithinCohort, or fair sharing with reclaim) allows
+    preempting in order to borrow. ``exclude`` names flavors where preemption was found
+    to have no candidates: they are passed over, as Kueue ranks "no candidates" below
+    every viable mode.
+    """
+    rules = _Rules(can_preempt, beyond_nominal, exclude)
     node = tree.queues[cq.name]
     taken: dict[str, dict[str, int]] = {}
     chosen_flavors: dict[str, dict[str, str]] = {}
@@ -86,7 +104,7 @@ def assign(
     messages: list[str] = []
     for ps in spec.pod_sets:
         count = pod_counts.get(ps.name, ps.count) if pod_counts else ps.count
-        outcome = _assign_pod_set(cq, flavors, ps, count, node, can_preempt, taken)
+        outcome = _assign_pod_set(cq, flavors, ps, count, node, rules, taken)
         if isinstance(outcome, Unassignable):
             return Unassignable(
                 outcome.reason,
@@ -122,7 +140,7 @@ def _assign_pod_set(
     ps: PodSet,
     count: int,
     node: qt.QuotaNode,
-    can_preempt: bool,
+    rules: _Rules,
     taken: dict[str, dict[str, int]],
 ) -> tuple[dict[str, str], dict[str, str], list[_Try]] | Unassignable:
     needed = {r: q * count for r, q in ps.requests.items() if q > 0}
@@ -143,7 +161,7 @@ def _assign_pod_set(
     tries: list[_Try] = []
     for group in groups:
         wanted = {r: q for r, q in needed.items() if r in group.covered_resources}
-        outcome = _pick_flavor(cq, group, flavors, ps, wanted, node, can_preempt, taken)
+        outcome = _pick_flavor(cq, group, flavors, ps, wanted, node, rules, taken)
         if isinstance(outcome, Unassignable):
             return outcome
         per_flavor = taken.setdefault(outcome.flavor, {})
@@ -163,7 +181,7 @@ def _pick_flavor(
     ps: PodSet,
     wanted: Mapping[str, int],
     node: qt.QuotaNode,
-    can_preempt: bool,
+    rules: _Rules,
     taken: Mapping[str, Mapping[str, int]],
 ) -> _Try | Unassignable:
     fungibility = cq.flavor_fungibility
@@ -187,9 +205,18 @@ def _pick_flavor(
                 Unassignable("NoMatchingFlavor", f"untolerated taint in flavor {fq.name}")
             )
             continue
-        outcome = _flavor_mode(fq.name, wanted, node, can_preempt, taken)
+        outcome = _flavor_mode(fq.name, wanted, node, rules, taken)
         if isinstance(outcome, Unassignable):
             problems.append(outcome)
+            continue
+        if outcome.mode == PREEMPT and fq.name in rules.exclude:
+            problems.append(
+                Unassignable(
+                    "WaitingForQuota",
+                    f"{outcome.message}; no preemption candidates",
+                    outcome.shortfall,
+                )
+            )
             continue
         viable.append(outcome)
         if outcome.mode == FIT and (
@@ -207,10 +234,11 @@ def _flavor_mode(
     name: str,
     wanted: Mapping[str, int],
     node: qt.QuotaNode,
-    can_preempt: bool,
+    rules: _Rules,
     taken: Mapping[str, Mapping[str, int]],
 ) -> _Try | Unassignable:
     mode, borrow = FIT, 0
+    beyond = False
     contested: set[qt.FR] = set()
     shortfall: dict[str, int] = {}
     waiting: list[str] = []
@@ -230,6 +258,7 @@ def _flavor_mode(
             borrow = max(borrow, qt.borrow_level(node, fr, value))
             continue
         missing = value - max(free, 0)
+        beyond = beyond or value > node.subtree.get(fr, 0)
         shortfall[resource] = missing
         contested.add(fr)
         waiting.append(
@@ -239,12 +268,14 @@ def _flavor_mode(
         mode = PREEMPT
     if over_max:
         return Unassignable("ExceedsMaxQuota", "; ".join(over_max))
-    if mode == PREEMPT and not can_preempt:
+    if mode == PREEMPT and (not rules.can_preempt or (beyond and not rules.beyond_nominal)):
         return Unassignable("WaitingForQuota", "; ".join(waiting), shortfall)
     if mode == PREEMPT:
-        borrow = max(
-            borrow, *(qt.borrow_level(node, fr, wanted[fr[1]]) for fr in sorted(contested))
-        )
+        # The borrowing it would need once the victims are gone (Kueue ranks flavors
+        # by the level after preemption): none if it fits the queue's own quota.
+        for fr in sorted(contested):
+            value = taken.get(name, {}).get(fr[1], 0) + wanted[fr[1]]
+            borrow = max(borrow, qt.borrow_level(node, fr, value, ignore_usage=True))
     return _Try(name, mode, borrow, frozenset(contested), shortfall, "; ".join(waiting))
 
 

@@ -33,6 +33,7 @@ class QuotaNode:
     quotas: dict[FR, ResourceQuota] = field(default_factory=dict)
     subtree: dict[FR, int] = field(default_factory=dict)
     usage: dict[FR, int] = field(default_factory=dict)
+    height: int = 0  # 0 for a queue; a cohort: 1 + its tallest child
 
     def nominal(self, fr: FR) -> int:
         q = self.quotas.get(fr)
@@ -94,6 +95,7 @@ class QuotaTree:
                 quotas=node.quotas,
                 subtree=node.subtree,
                 usage=dict(node.usage),
+                height=node.height,
             )
             mapping[id(node)] = twin
             for child in node.children:
@@ -188,6 +190,8 @@ def _fill_subtree(node: QuotaNode) -> None:
         _fill_subtree(child)
         for fr, qty in child.subtree.items():
             node.subtree[fr] = node.subtree.get(fr, 0) + qty - child.local(fr)
+    if not node.is_queue:
+        node.height = 1 + max((c.height for c in node.children), default=0)
 
 
 def add_usage(node: QuotaNode, fr: FR, qty: int) -> None:
@@ -230,13 +234,28 @@ def potential(node: QuotaNode, fr: FR) -> int:
     return most
 
 
-def borrow_level(node: QuotaNode, fr: FR, qty: int) -> int:
-    """0 if ``qty`` more fits within the node's own quota; else how many levels up it reaches."""
-    level = 0
-    while node.parent is not None and node.usage.get(fr, 0) + qty > node.subtree.get(fr, 0):
-        level += 1
-        node = node.parent
-    return level
+def borrow_level(node: QuotaNode, fr: FR, qty: int, *, ignore_usage: bool = False) -> int:
+    """0 if ``qty`` more fits the node's own quota; else the height of the lowest subtree
+    that holds it (Kueue's FindHeightOfLowestSubtreeThatFits): what stays in a node's
+    local (lending-limited) quota never reaches its parent. ``ignore_usage``: as if
+    nothing were admitted (the level a preemptor needs once its victims are gone)."""
+
+    def used(n: QuotaNode) -> int:
+        return 0 if ignore_usage else n.usage.get(fr, 0)
+
+    def local_available(n: QuotaNode) -> int:
+        return max(0, n.local(fr) - used(n))
+
+    if node.parent is None or used(node) + qty <= node.subtree.get(fr, 0):
+        return 0
+    remaining = qty - local_available(node)
+    current = node.parent
+    while current.parent is not None:
+        if used(current) + remaining <= current.subtree.get(fr, 0):
+            return current.height
+        remaining -= local_available(current)
+        current = current.parent
+    return current.height
 
 
 def dominant_share(node: QuotaNode, extra: Mapping[FR, int] | None = None) -> tuple[float, str]:
@@ -249,12 +268,12 @@ def dominant_share(node: QuotaNode, extra: Mapping[FR, int] | None = None) -> tu
         return 0.0, ""
     borrowed: dict[str, int] = {}
     lendable: dict[str, int] = {}
-    frs = set(node.subtree) | set(node.usage) | set(extra or {})
-    for fr in frs:
-        resource = fr[1]
+    for fr in set(node.subtree) | set(node.usage) | set(extra or {}):
         used = node.usage.get(fr, 0) + (extra or {}).get(fr, 0)
-        borrowed[resource] = borrowed.get(resource, 0) + max(0, used - node.subtree.get(fr, 0))
-        lendable[resource] = lendable.get(resource, 0) + potential(node.parent, fr)
+        borrowed[fr[1]] = borrowed.get(fr[1], 0) + max(0, used - node.subtree.get(fr, 0))
+    # What the parent could lend of each resource, over every flavor of its tree.
+    for fr in node.root().subtree:
+        lendable[fr[1]] = lendable.get(fr[1], 0) + potential(node.parent, fr)
     best, dominant = 0.0, ""
     for resource in sorted(borrowed):
         if lendable.get(resource, 0) <= 0 or borrowed[resource] <= 0:

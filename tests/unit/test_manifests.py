@@ -1,0 +1,760 @@
+"""Kubernetes manifests -> muster's model: the seed scenarios' manifests load as they are,
+the conversion rules (PodRequests, limits as requests, ``sleep N``, counts, selectors) hold,
+and refusals name the document and the field."""
+
+from __future__ import annotations
+
+import copy
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+from muster.cli.commands import _to_api
+from muster.core import inputs
+from muster.core.model import manifests, parse
+from muster.core.model.fields import InvalidInput
+from muster.core.model.manifests import Manifests, WorkloadSource
+from muster.core.model.queues import LocalQueueSpec, NamespaceQuotaSpec, PriorityClassSpec
+from muster.core.model.workload import PodSet, Runtime, Toleration
+
+TPU = "google.com/tpu"
+GPU = "nvidia.com/gpu"
+TPU_SELECTOR = {
+    "cloud.google.com/gke-tpu-accelerator": "tpu-v5-lite-podslice",
+    "cloud.google.com/gke-tpu-topology": "2x4",
+}
+# The seed scenarios' manifests, verbatim, as the repository keeps them.
+SCENARIOS = Path(__file__).resolve().parents[2] / "examples" / "scenarios"
+SEEDS: dict[str, str] = {
+    name: (SCENARIOS / name).read_text()
+    for name in (
+        "multislice/kueue.yaml",
+        "multislice/jobsets.yaml",
+        "multislice/preemption.yaml",
+        "gpu-operator/priority-and-quota.yaml",
+        "gpu-operator/model-affinity-pod.yaml",
+        "dws/queues.yaml",
+        "dws/job.yaml",
+        "hami/sample-pod.yaml",
+        "volcano/job-regular.yaml",
+    )
+}
+
+
+def docs(name: str) -> list[Any]:
+    return list(yaml.safe_load_all(SEEDS[name]))
+
+
+def load(*names: str) -> Manifests:
+    return manifests.combine(*(manifests.read(docs(n)) for n in names))
+
+
+def refused(documents: list[Any]) -> InvalidInput:
+    with pytest.raises(InvalidInput) as info:
+        manifests.read(documents)
+    return info.value
+
+
+def pod(spec: dict[str, Any], **metadata: Any) -> dict[str, Any]:
+    return {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {"name": "p", **metadata},
+        "spec": spec,
+    }
+
+
+def container(**fields: Any) -> dict[str, Any]:
+    return {"name": "c", "image": "busybox", **fields}
+
+
+def one_pod(spec: dict[str, Any], **metadata: Any) -> Any:
+    (wl,) = manifests.read([pod(spec, **metadata)]).workloads
+    return wl
+
+
+# -- the seed manifests ----------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("name", "counts", "skipped"),
+    [
+        (
+            "multislice/kueue.yaml",
+            {"resource_flavors": 1, "cluster_queues": 1, "local_queues": 1},
+            0,
+        ),
+        ("multislice/jobsets.yaml", {"workloads": 3}, 0),
+        (
+            "multislice/preemption.yaml",
+            {"cluster_queues": 1, "priority_classes": 1, "workloads": 1},
+            0,
+        ),
+        (
+            "gpu-operator/priority-and-quota.yaml",
+            {"priority_classes": 1, "workloads": 1, "namespace_quotas": 1},
+            0,
+        ),
+        ("gpu-operator/model-affinity-pod.yaml", {"workloads": 1}, 0),
+        ("dws/queues.yaml", {"resource_flavors": 1, "cluster_queues": 1, "local_queues": 1}, 2),
+        ("dws/job.yaml", {"workloads": 1}, 0),
+        ("hami/sample-pod.yaml", {"workloads": 1}, 0),
+        ("volcano/job-regular.yaml", {}, 1),
+    ],
+)
+def test_every_seed_manifest_loads(name: str, counts: dict[str, int], skipped: int) -> None:
+    m = manifests.read(docs(name))
+    fields = (
+        "resource_flavors",
+        "cluster_queues",
+        "local_queues",
+        "cohorts",
+        "priority_classes",
+        "namespace_quotas",
+        "workloads",
+    )
+    assert {f: len(getattr(m, f)) for f in fields if getattr(m, f)} == counts
+    assert len(m.skipped) == skipped
+    assert len(m.sources) == len(m.workloads)
+
+
+def test_multislice_jobsets_are_one_slice_pod_set_each() -> None:
+    m = load("multislice/jobsets.yaml")
+    assert [w.name for w in m.workloads] == [
+        "multislice-1slice",
+        "multislice-2slice",
+        "multislice-3slice",
+    ]
+    for wl, slices in zip(m.workloads, (1, 2, 3), strict=True):
+        assert wl.namespace == "default"
+        assert wl.queue_name == "multislice-queue"
+        assert wl.priority_class is None
+        # replicas x parallelism pods, each asking for its TPU limit of 4 chips.
+        assert wl.pod_sets == (
+            PodSet(name="slice", count=2 * slices, requests={TPU: 4}, node_selector=TPU_SELECTOR),
+        )
+        assert wl.total_requests() == {TPU: 8 * slices}
+        assert wl.runtime == Runtime(duration_seconds=60.0)  # bash -c "sleep 60"
+        assert wl.labels == {"kueue.x-k8s.io/queue-name": "multislice-queue"}
+    assert m.sources == (WorkloadSource(kind="JobSet", at=0.0),) * 3
+
+
+def test_multislice_queues() -> None:
+    m = load("multislice/kueue.yaml")
+    (flavor,) = m.resource_flavors
+    assert (flavor.name, dict(flavor.node_labels)) == ("vlp-24", TPU_SELECTOR)
+    (cq,) = m.cluster_queues
+    assert cq.name == "cluster-queue"
+    assert cq.queueing_strategy == "BestEffortFIFO"
+    (group,) = cq.resource_groups
+    assert group.covered_resources == (TPU,)
+    assert [(f.name, [(r.name, r.nominal_quota) for r in f.resources]) for f in group.flavors] == [
+        ("vlp-24", [(TPU, 24)])
+    ]
+    assert m.local_queues == (
+        LocalQueueSpec(namespace="default", name="multislice-queue", cluster_queue="cluster-queue"),
+    )
+    assert m.skipped == ()
+
+
+def test_preemption_seed_names_its_priority_class() -> None:
+    m = load("multislice/preemption.yaml")
+    assert m.priority_classes == (
+        PriorityClassSpec(name="low-priority", value=100, kind="PriorityClass"),
+    )
+    (wl,) = m.workloads
+    # The pod template's priorityClassName names the class the same manifests define.
+    assert wl.priority_class == "low-priority"
+    assert wl.priority_class in {c.name for c in m.priority_classes}
+    (cq,) = m.cluster_queues
+    assert cq.preemption.within_cluster_queue == "LowerPriority"
+    assert cq.preemption.reclaim_within_cohort == "Any"
+
+
+def test_priority_and_quota_seed() -> None:
+    m = load("gpu-operator/priority-and-quota.yaml")
+    assert m.priority_classes == (
+        PriorityClassSpec(name="high-priority", value=1_000_000, kind="PriorityClass"),
+    )
+    assert m.namespace_quotas == (
+        NamespaceQuotaSpec(namespace="default", name="gpu-quota", hard={GPU: 4}),
+    )
+    (wl,) = m.workloads
+    assert (wl.name, wl.namespace, wl.queue_name) == ("high-priority-pod", "default", "default")
+    assert wl.priority_class == "high-priority"
+    assert wl.pod_sets == (PodSet(name="main", count=1, requests={GPU: 1}),)
+    assert m.sources == (WorkloadSource(kind="Pod"),)
+
+
+def test_model_affinity_pod_keeps_its_node_selector() -> None:
+    (wl,) = load("gpu-operator/model-affinity-pod.yaml").workloads
+    assert dict(wl.pod_sets[0].node_selector) == {
+        "feature.node.kubernetes.io/gpu-model.nvidia.com": "Tesla-V100"
+    }
+
+
+def test_dws_queues_skip_what_is_not_queueing() -> None:
+    m = load("dws/queues.yaml")
+    assert m.skipped == (
+        "AdmissionCheck dws-prov: not a queueing object, ignored",
+        "ProvisioningRequestConfig dws-config: not a queueing object, ignored",
+    )
+    (cq,) = m.cluster_queues
+    assert cq.admission_checks == ("dws-prov",)
+    quotas = {r.name: r.nominal_quota for r in cq.resource_groups[0].flavors[0].resources}
+    assert quotas == {"cpu": 10_000_000, "memory": 10_000 * 2**30, GPU: 10_000}
+
+
+def test_dws_job() -> None:
+    (wl,) = load("dws/job.yaml").workloads
+    assert (wl.name, wl.namespace, wl.queue_name) == ("sample-job", "default", "dws-local-queue")
+    assert wl.pod_sets == (
+        PodSet(
+            name="main",
+            count=1,
+            requests={"cpu": 100, "memory": 100 * 2**20, GPU: 1},
+            node_selector={"cloud.google.com/gke-nodepool": "dws-pool"},
+            tolerations=(Toleration(key=GPU, operator="Exists", effect="NoSchedule"),),
+        ),
+    )
+    # Kueue's own annotation for the DWS run limit, and the sleep image's argument.
+    assert wl.max_run_duration_seconds == 600
+    assert wl.runtime.duration_seconds == 120.0
+
+
+def test_hami_pod_sleeping_forever_gets_the_default_runtime() -> None:
+    (wl,) = load("hami/sample-pod.yaml").workloads
+    assert dict(wl.pod_sets[0].requests) == {
+        "metax-tech.com/sgpu": 1,
+        "metax-tech.com/vcore": 60,
+        "metax-tech.com/vmemory": 4,
+    }
+    assert wl.runtime == Runtime()
+
+
+def test_volcano_job_is_listed_as_skipped() -> None:
+    m = load("volcano/job-regular.yaml")
+    assert m.skipped == ("Job job-demo: Volcano jobs are not converted, ignored",)
+    assert m.workloads == ()
+
+
+def test_every_seed_workload_survives_the_intake_api_shape() -> None:
+    """``muster apply -f`` posts ``_to_api(spec)``: intake must parse back the same spec."""
+    workloads = [w for name in SEEDS for w in manifests.read(docs(name)).workloads]
+    assert len(workloads) == 8
+    for wl in workloads:
+        assert parse.workload(_to_api(wl)) == wl
+
+
+# -- conversion rules -------------------------------------------------------------------
+
+
+def test_pod_requests_take_the_larger_of_containers_sum_and_largest_init_container() -> None:
+    wl = one_pod(
+        {
+            "initContainers": [
+                container(resources={"requests": {"cpu": "4", "memory": "1Gi"}}),
+                container(resources={"requests": {"cpu": "500m", "memory": "8Gi"}}),
+            ],
+            "containers": [
+                container(resources={"requests": {"cpu": "1", "memory": "2Gi"}}),
+                container(resources={"requests": {"cpu": "1500m", "memory": "2Gi", GPU: 1}}),
+            ],
+        }
+    )
+    # cpu: containers 2.5 < init 4; memory: containers 4Gi < init 8Gi; gpu only in containers.
+    assert dict(wl.pod_sets[0].requests) == {"cpu": 4000, "memory": 8 * 2**30, GPU: 1}
+
+
+def test_a_limit_without_a_request_is_the_request() -> None:
+    wl = one_pod(
+        {
+            "containers": [
+                container(
+                    resources={
+                        "requests": {"cpu": "250m"},
+                        "limits": {"cpu": "2", "memory": "1Gi", GPU: 2},
+                    }
+                ),
+                container(resources={"limits": {"cpu": "1"}}),
+            ]
+        }
+    )
+    # cpu: the first container's request (250m), not its limit, plus the second's limit.
+    assert dict(wl.pod_sets[0].requests) == {"cpu": 1250, "memory": 2**30, GPU: 2}
+
+
+def test_zero_requests_are_dropped() -> None:
+    wl = one_pod({"containers": [container(resources={"requests": {"cpu": 0, GPU: 1}})]})
+    assert dict(wl.pod_sets[0].requests) == {GPU: 1}
+
+
+@pytest.mark.parametrize(
+    ("fields", "seconds"),
+    [
+        ({"command": ["bash", "-c", "sleep 60"]}, 60.0),
+        ({"command": ["sh", "-c"], "args": ["sleep 10s"]}, 10.0),
+        ({"command": ["sleep"], "args": ["90"]}, 90.0),
+        ({"command": ["sh", "-c", "echo hi; sleep 2m && sleep 30"]}, 150.0),
+        ({"image": "gcr.io/k8s-staging-perf-tests/sleep:v0.0.3", "args": ["120s"]}, 120.0),
+        ({"command": ["sh", "-c"], "args": ["sleep infinity"]}, Runtime().duration_seconds),
+        ({"command": ["python", "train.py", "--sleep", "5"]}, Runtime().duration_seconds),
+        ({"command": ["nosleep 30"]}, Runtime().duration_seconds),
+        ({}, Runtime().duration_seconds),
+    ],
+)
+def test_sleep_n_in_the_command_line_is_the_runtime(fields: dict[str, Any], seconds: float) -> None:
+    assert one_pod({"containers": [container(**fields)]}).runtime.duration_seconds == seconds
+
+
+def test_the_longest_container_sleep_after_the_init_sleeps() -> None:
+    wl = one_pod(
+        {
+            "initContainers": [container(command=["sleep", "5"])],
+            "containers": [container(command=["sleep", "20"]), container(command=["sleep", "30"])],
+        }
+    )
+    assert wl.runtime.duration_seconds == 35.0
+
+
+def test_the_runtime_annotation_wins_over_sleep() -> None:
+    wl = one_pod(
+        {"containers": [container(command=["sleep", "20"])]},
+        annotations={"muster.dev/runtime-seconds": "300"},
+    )
+    assert wl.runtime.duration_seconds == 300.0
+
+
+def test_labels_annotations_and_node_affinity() -> None:
+    wl = one_pod(
+        {
+            "containers": [container()],
+            "priorityClassName": "pod-class",
+            "nodeSelector": {"zone": "a"},
+            "affinity": {
+                "nodeAffinity": {
+                    "requiredDuringSchedulingIgnoredDuringExecution": {
+                        "nodeSelectorTerms": [
+                            {
+                                "matchExpressions": [
+                                    {"key": "gpu", "operator": "In", "values": ["a100"]},
+                                    {"key": "x", "operator": "In", "values": ["1", "2"]},
+                                    {"key": "y", "operator": "NotIn", "values": ["1"]},
+                                    {"key": "z", "operator": "Exists"},
+                                ]
+                            }
+                        ]
+                    }
+                }
+            },
+            "tolerations": [{"key": "k", "operator": "Exists", "tolerationSeconds": 30}],
+        },
+        namespace="team-a",
+        labels={
+            "kueue.x-k8s.io/queue-name": "training",
+            "kueue.x-k8s.io/priority-class": "wl-class",
+            "team": "nlp",
+        },
+        annotations={
+            "muster.dev/max-run-duration-seconds": "3600",
+            "provreq.kueue.x-k8s.io/maxRunDurationSeconds": "60",
+        },
+    )
+    assert (wl.namespace, wl.queue_name) == ("team-a", "training")
+    # The Kueue label (a WorkloadPriorityClass) wins over the pod's priorityClassName.
+    assert wl.priority_class == "wl-class"
+    assert wl.max_run_duration_seconds == 3600
+    assert wl.labels["team"] == "nlp"
+    ps = wl.pod_sets[0]
+    assert dict(ps.node_selector) == {"zone": "a", "gpu": "a100"}
+    assert ps.tolerations == (Toleration(key="k", operator="Exists"),)
+
+
+def test_node_affinity_with_alternative_terms_is_not_a_selector() -> None:
+    term = {"matchExpressions": [{"key": "gpu", "operator": "In", "values": ["a100"]}]}
+    required = {"nodeSelectorTerms": [term, term]}
+    wl = one_pod(
+        {
+            "containers": [container()],
+            "affinity": {
+                "nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": required}
+            },
+        }
+    )
+    assert dict(wl.pod_sets[0].node_selector) == {}
+
+
+def job(spec: dict[str, Any], **metadata: Any) -> dict[str, Any]:
+    return {
+        "apiVersion": "batch/v1",
+        "kind": "Job",
+        "metadata": {"name": "j", **metadata},
+        "spec": {"template": {"spec": {"containers": [container()]}}, **spec},
+    }
+
+
+@pytest.mark.parametrize(
+    ("spec", "count"),
+    [
+        ({}, 1),
+        ({"parallelism": 4}, 4),
+        ({"parallelism": 4, "completions": 2}, 2),
+        ({"parallelism": 2, "completions": 10}, 2),
+    ],
+)
+def test_job_pods_at_once(spec: dict[str, Any], count: int) -> None:
+    (wl,) = manifests.read([job(spec)]).workloads
+    assert [(ps.name, ps.count) for ps in wl.pod_sets] == [("main", count)]
+    assert wl.queue_name == "default"
+
+
+def test_job_min_parallelism_is_the_min_count() -> None:
+    doc = job({"parallelism": 4}, annotations={"kueue.x-k8s.io/job-min-parallelism": "2"})
+    (wl,) = manifests.read([doc]).workloads
+    assert wl.pod_sets[0].min_count == 2
+
+
+def test_jobset_with_two_replicated_jobs() -> None:
+    def replicated(name: str, replicas: int, parallelism: int, gpus: int) -> dict[str, Any]:
+        pod_spec = {"containers": [container(resources={"limits": {GPU: gpus}})]}
+        return {
+            "name": name,
+            "replicas": replicas,
+            "template": {"spec": {"parallelism": parallelism, "template": {"spec": pod_spec}}},
+        }
+
+    doc = {
+        "apiVersion": "jobset.x-k8s.io/v1alpha2",
+        "kind": "JobSet",
+        "metadata": {"name": "train", "annotations": {"muster.dev/submit-at": "90s"}},
+        "spec": {"replicatedJobs": [replicated("driver", 1, 1, 1), replicated("workers", 3, 2, 8)]},
+    }
+    m = manifests.read([doc])
+    (wl,) = m.workloads
+    assert [(ps.name, ps.count, dict(ps.requests)) for ps in wl.pod_sets] == [
+        ("driver", 1, {GPU: 1}),
+        ("workers", 6, {GPU: 8}),
+    ]
+    assert m.submissions() == [(90.0, wl)]
+
+
+def test_enforcement_annotation_on_a_resource_quota() -> None:
+    doc = {
+        "apiVersion": "v1",
+        "kind": "ResourceQuota",
+        "metadata": {
+            "name": "gpus",
+            "namespace": "team-a",
+            "annotations": {"muster.dev/enforcement": "Reject"},
+        },
+        "spec": {"hard": {"requests.nvidia.com/gpu": "8"}},
+    }
+    (quota,) = manifests.read([doc]).namespace_quotas
+    assert quota == NamespaceQuotaSpec(
+        namespace="team-a", name="gpus", hard={GPU: 8}, enforcement="Reject"
+    )
+
+
+def test_workload_priority_class_and_cohort_in_v1beta2() -> None:
+    m = manifests.read(
+        [
+            {
+                "apiVersion": "kueue.x-k8s.io/v1beta2",
+                "kind": "WorkloadPriorityClass",
+                "metadata": {"name": "urgent"},
+                "value": 1000,
+                "description": "now",
+            },
+            None,
+            {
+                "apiVersion": "kueue.x-k8s.io/v1beta2",
+                "kind": "Cohort",
+                "metadata": {"name": "lab"},
+                "spec": {"parentName": "org"},
+            },
+        ]
+    )
+    assert m.priority_classes == (PriorityClassSpec(name="urgent", value=1000),)
+    assert [(c.name, c.parent) for c in m.cohorts] == [("lab", "org")]
+
+
+# -- refusals name the document and the field ---------------------------------------------
+
+
+def kueue_docs() -> list[Any]:
+    return docs("multislice/kueue.yaml")
+
+
+def jobset_docs() -> list[Any]:
+    return docs("multislice/jobsets.yaml")
+
+
+POD_SPEC = "spec.replicatedJobs[0].template.spec.template.spec"
+POD_KEYS: list[Any] = ["spec", "replicatedJobs", 0, "template", "spec", "template", "spec"]
+LIMIT_KEYS: list[Any] = [*POD_KEYS, "containers", 0, "resources", "limits", TPU]
+QUOTA = "spec.resourceGroups[0].flavors[0].resources[0]"
+QUOTA_KEYS: list[Any] = ["spec", "resourceGroups", 0, "flavors", 0, "resources", 0]
+
+
+@pytest.mark.parametrize(
+    ("build", "path", "problem"),
+    [
+        (
+            lambda: [
+                *kueue_docs(),
+                {"apiVersion": "apps/v1", "kind": "Deployment", "metadata": {"name": "web"}},
+            ],
+            "doc[3] (Deployment web).kind",
+            "Deployment (apps/v1) is not supported; supported kinds: ",
+        ),
+        (
+            lambda: [{**kueue_docs()[0], "metadata": {}}],
+            "doc[0] (ResourceFlavor).metadata.name",
+            "is required",
+        ),
+        (
+            lambda: [{**kueue_docs()[2], "metadata": {"namespace": "default"}}],
+            "doc[0] (LocalQueue).metadata.name",
+            "is required",
+        ),
+        (
+            lambda: [{**jobset_docs()[0], "metadata": {"labels": {}}}],
+            "doc[0] (JobSet).metadata.name",
+            "is required",
+        ),
+        (
+            lambda: _edit(kueue_docs(), 1, [*QUOTA_KEYS, "nominalQuota"], -3),
+            f"doc[1] (ClusterQueue cluster-queue).{QUOTA}.nominalQuota",
+            "must not be negative, got -3",
+        ),
+        (
+            lambda: _edit(kueue_docs(), 1, QUOTA_KEYS[:4], {"name": "vlp-24"}),
+            "doc[1] (ClusterQueue cluster-queue).spec.resourceGroups[0].flavors",
+            "must be a list, not an object",
+        ),
+        (
+            lambda: _edit(kueue_docs(), 1, ["spec", "bogus"], True),
+            "doc[1] (ClusterQueue cluster-queue).spec.bogus",
+            "unknown field",
+        ),
+        (
+            lambda: _edit(kueue_docs(), 1, ["apiVersion"], "kueue.x-k8s.io/v1"),
+            "doc[1] (ClusterQueue cluster-queue).apiVersion",
+            "ClusterQueue is read from kueue.x-k8s.io/v1beta1 or v1beta2, not kueue.x-k8s.io/v1",
+        ),
+        (
+            lambda: _edit(jobset_docs(), 2, LIMIT_KEYS, -4),
+            f"doc[2] (JobSet multislice-3slice).{POD_SPEC}.containers[0].resources.limits.{TPU}",
+            "must not be negative, got -4",
+        ),
+        (
+            lambda: _edit(jobset_docs(), 1, LIMIT_KEYS, "-4"),
+            f"doc[1] (JobSet multislice-2slice).{POD_SPEC}.containers[0].resources.limits.{TPU}",
+            "'-4' is not a non-negative quantity (e.g. 2, 500m, 16Gi)",
+        ),
+        (
+            lambda: _edit(jobset_docs(), 0, [*POD_KEYS[:3], "replicas"], "two"),
+            "doc[0] (JobSet multislice-1slice).spec.replicatedJobs[0].replicas",
+            "must be an integer, not a string",
+        ),
+        (
+            lambda: _edit(jobset_docs(), 0, [*POD_KEYS, "tolerations"], [{"operator": "Maybe"}]),
+            f"doc[0] (JobSet multislice-1slice).{POD_SPEC}.tolerations[0].operator",
+            "must be Equal or Exists, not 'Maybe'",
+        ),
+        (
+            lambda: _edit(jobset_docs(), 0, [*POD_KEYS, "nodeSelector"], {"zone": 3}),
+            f"doc[0] (JobSet multislice-1slice).{POD_SPEC}.nodeSelector.zone",
+            "must be a string of at most 63 characters",
+        ),
+        (
+            lambda: _edit(jobset_docs(), 0, ["metadata", "labels", manifests.QUEUE_LABEL], "Q!"),
+            "doc[0] (JobSet multislice-1slice).metadata.labels.kueue.x-k8s.io/queue-name",
+            "'Q!' is not a valid name (lower-case letters, digits, '-')",
+        ),
+        (
+            lambda: _edit(jobset_docs(), 0, [*POD_KEYS[:3], "name"], "Slice"),
+            "doc[0] (JobSet multislice-1slice).spec.replicatedJobs[0].name",
+            "'Slice' is not a valid name (lower-case letters, digits, '-')",
+        ),
+        (
+            lambda: _edit(jobset_docs(), 0, [*POD_KEYS, "containers"], []),
+            f"doc[0] (JobSet multislice-1slice).{POD_SPEC}.containers",
+            "must not be empty",
+        ),
+        (
+            lambda: [
+                job({"parallelism": 2}, annotations={"kueue.x-k8s.io/job-min-parallelism": "3"})
+            ],
+            "doc[0] (Job j).metadata.annotations.kueue.x-k8s.io/job-min-parallelism",
+            "must be at most 2, got 3",
+        ),
+        (
+            lambda: [
+                pod(
+                    {"containers": [container()]},
+                    annotations={"muster.dev/runtime-seconds": "forever"},
+                )
+            ],
+            "doc[0] (Pod p).metadata.annotations.muster.dev/runtime-seconds",
+            "'forever' is not a duration such as 30, 90s, 10m or 2h",
+        ),
+        (
+            lambda: [None, "text"],
+            "doc[1]",
+            "must be an object with apiVersion, kind, metadata",
+        ),
+        (
+            lambda: [{"apiVersion": "v1", "metadata": {"name": "x"}}],
+            "doc[0].kind",
+            "is required: a string such as ClusterQueue or Job",
+        ),
+        (
+            lambda: [{**pod({"containers": [container()]}), "extra": 1}],
+            "doc[0] (Pod p).extra",
+            "unknown field",
+        ),
+        (
+            lambda: [
+                {
+                    "apiVersion": "scheduling.k8s.io/v1",
+                    "kind": "PriorityClass",
+                    "metadata": {"name": "high"},
+                    "value": "high",
+                }
+            ],
+            "doc[0] (PriorityClass high).value",
+            "must be an integer, not a string",
+        ),
+    ],
+)
+def test_refusals_name_the_document_and_the_field(build: Any, path: str, problem: str) -> None:
+    err = refused(build())
+    assert err.path == path
+    assert err.problem.startswith(problem)
+    assert str(err) == f"{err.path}: {err.problem}"
+
+
+def test_unknown_kind_lists_the_supported_kinds() -> None:
+    err = refused([{"apiVersion": "apps/v1", "kind": "Deployment", "metadata": {"name": "w"}}])
+    for kind in (
+        "ResourceFlavor",
+        "ClusterQueue",
+        "LocalQueue",
+        "Cohort",
+        "WorkloadPriorityClass",
+        "PriorityClass",
+        "ResourceQuota",
+        "JobSet",
+        "Job",
+        "Pod",
+    ):
+        assert f"{kind} (" in err.problem
+
+
+def _edit(documents: list[Any], index: int, keys: list[Any], value: Any) -> list[Any]:
+    """A deep copy with ``value`` set at ``keys`` (strings for fields, ints for list items)."""
+    out = copy.deepcopy(documents)
+    node: Any = out[index]
+    for key in keys[:-1]:
+        node = node[key]
+    node[keys[-1]] = value
+    return out
+
+
+# -- combining, merging, configuration events ---------------------------------------------
+
+
+def small_cluster() -> Any:
+    return parse.cluster(
+        {
+            "name": "demo",
+            "zones": ["z-a"],
+            "resourceFlavors": [{"name": "vlp-24"}, {"name": "other"}],
+            "clusterQueues": [
+                {
+                    "name": "cluster-queue",
+                    "resourceGroups": [
+                        {
+                            "coveredResources": [TPU],
+                            "flavors": [
+                                {"name": "vlp-24", "resources": [{"name": TPU, "nominalQuota": 8}]}
+                            ],
+                        }
+                    ],
+                }
+            ],
+            "localQueues": [
+                {"namespace": "team-a", "name": "multislice-queue", "clusterQueue": "x"},
+                {"namespace": "default", "name": "multislice-queue", "clusterQueue": "x"},
+            ],
+            "fairSharing": {"enable": True},
+        }
+    )
+
+
+def test_merge_replaces_same_named_objects_and_adds_new_ones() -> None:
+    cluster = small_cluster()
+    merged = manifests.merge(cluster, load("multislice/kueue.yaml", "multislice/preemption.yaml"))
+    assert [f.name for f in merged.resource_flavors] == ["vlp-24", "other"]
+    assert dict(merged.resource_flavors[0].node_labels) == TPU_SELECTOR
+    (cq,) = merged.cluster_queues
+    assert cq.resource_groups[0].flavors[0].resources[0].nominal_quota == 24
+    # The later file (preemption.yaml) replaced kueue.yaml's queue.
+    assert cq.preemption.within_cluster_queue == "LowerPriority"
+    # Local queues are keyed by namespace and name: only default/multislice-queue changed.
+    assert [(q.key, q.cluster_queue) for q in merged.local_queues] == [
+        ("team-a/multislice-queue", "x"),
+        ("default/multislice-queue", "cluster-queue"),
+    ]
+    assert [c.name for c in merged.priority_classes] == ["low-priority"]
+    assert (merged.name, merged.zones, merged.fair_sharing) == (
+        cluster.name,
+        cluster.zones,
+        cluster.fair_sharing,
+    )
+    assert cluster.cluster_queues[0].preemption.within_cluster_queue == "Never"  # not mutated
+
+
+def test_later_documents_replace_earlier_ones_in_one_read() -> None:
+    first, second = kueue_docs()[1], copy.deepcopy(kueue_docs()[1])
+    second["spec"]["queueingStrategy"] = "StrictFIFO"
+    m = manifests.read([first, second])
+    assert [(q.name, q.queueing_strategy) for q in m.cluster_queues] == [
+        ("cluster-queue", "StrictFIFO")
+    ]
+
+
+def test_queue_configuration_uses_the_cluster_description_streams() -> None:
+    m = load("dws/queues.yaml", "gpu-operator/priority-and-quota.yaml", "dws/job.yaml")
+    events = inputs.queue_configuration(m, 5.0)
+    assert [(e.stream_id, type(e.event).__name__) for e in events] == [
+        ("config-flavor-default-flavor", "ResourceFlavorConfigured"),
+        ("config-clusterqueue-dws-cluster-queue", "ClusterQueueConfigured"),
+        ("config-localqueue-default.dws-local-queue", "LocalQueueConfigured"),
+        ("config-priorityclass-high-priority", "PriorityClassConfigured"),
+        ("config-namespacequota-default.gpu-quota", "NamespaceQuotaConfigured"),
+    ]
+    assert {e.occurred_at for e in events} == {5.0}
+    # The same objects in a cluster description give the same events on the same streams.
+    cluster = manifests.merge(parse.cluster({"name": "c", "zones": ["z"]}), m)
+    described = inputs.configuration(cluster, 5.0)
+    assert [(e.stream_id, e.event) for e in described[1:-1]] == [
+        (e.stream_id, e.event) for e in events
+    ]
+    assert type(described[0].event).__name__ == "CloudConfigured"
+    assert type(described[-1].event).__name__ == "FairSharingConfigured"
+
+
+def test_manifests_need_one_source_per_workload() -> None:
+    (wl,) = load("hami/sample-pod.yaml").workloads
+    with pytest.raises(ValueError, match="one source per workload"):
+        Manifests(workloads=(wl,))
+
+
+def test_is_manifests() -> None:
+    assert manifests.is_manifests([None, {"kind": "Pod"}])
+    assert not manifests.is_manifests([{"workloads": []}])
+    assert not manifests.is_manifests([])
