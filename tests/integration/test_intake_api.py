@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import AsyncIterator
 from typing import Any
 
 import pytest
 from aiohttp.test_utils import TestClient, TestServer
 
+from muster.cli import commands
 from muster.core.model import parse
 from muster.core.views.workloads import WorkloadsView
 from muster.runtime import admin
@@ -192,7 +194,9 @@ async def test_health_and_metrics(client: TestClient[Any, Any]) -> None:
     assert "muster_events_folded_total" in text
 
 
-async def test_pending_workloads_visibility(client: TestClient[Any, Any]) -> None:
+async def test_pending_workloads_visibility(
+    client: TestClient[Any, Any], capsys: pytest.CaptureFixture[str]
+) -> None:
     """Positions in admission order and the current reason, from a dry run of the cycle."""
     ids = []
     for i, prio in enumerate([0, 5, 0, 9, 0, 1]):
@@ -219,3 +223,11 @@ async def test_pending_workloads_visibility(client: TestClient[Any, Any]) -> Non
     assert (await client.get("/v1/namespaces/team/localqueues/x/pendingworkloads")).status == 404
     bad = await client.get("/v1/clusterqueues/cq/pendingworkloads?limit=0")
     assert bad.status == 400
+    # The CLI shows the same as a table, and refuses a malformed queue name.
+    server = str(client.make_url("")).rstrip("/")
+    assert await asyncio.to_thread(commands.pending, server, "cq", None, 3, "table") == 0
+    lines = capsys.readouterr().out.splitlines()
+    assert lines[0].split()[:5] == ["CQ#", "LQ#", "WORKLOAD", "PRIORITY", "REASON"]
+    assert [ln.split()[2] for ln in lines[1:]] == ["team/w3", "team/w1", "team/w5"]
+    with pytest.raises(commands.CliError):
+        await asyncio.to_thread(commands.pending, server, None, "no-slash", 3, "table")

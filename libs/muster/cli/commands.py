@@ -178,6 +178,14 @@ def describe(server: str, wid: str) -> int:
         ("Message", "message"),
     ):
         print(f"{label + ':':<14}{view.get(key)}")
+    queue = view.get("queue")
+    if queue:
+        # Computed now by a dry run of the admission cycle: the numbers are current.
+        print(
+            f"{'Position:':<14}{queue['positionInClusterQueue']} in ClusterQueue, "
+            f"{queue['positionInLocalQueue']} in LocalQueue"
+        )
+        print(f"{'Now:':<14}{queue['reason']}: {queue['message']}")
     print("Events:")
     start = history[0]["time"] if history else 0.0
     rows = [
@@ -191,6 +199,41 @@ def describe(server: str, wid: str) -> int:
         for e in history
     ]
     print(_indent(table(["AT", "TYPE", "REASON", "FROM", "MESSAGE"], rows)))
+    return 0
+
+
+def pending(
+    server: str, cluster_queue: str | None, local_queue: str | None, limit: int, output: str
+) -> int:
+    """Kueue's pending-workloads visibility: positions and current reasons."""
+    if bool(cluster_queue) == bool(local_queue):
+        raise CliError("name one of --cluster-queue or --local-queue NAMESPACE/NAME")
+    if cluster_queue:
+        url = f"{server}/v1/clusterqueues/{cluster_queue}/pendingworkloads?limit={limit}"
+    else:
+        ns, _, name = (local_queue or "").partition("/")
+        if not ns or not name:
+            raise CliError("--local-queue takes NAMESPACE/NAME")
+        url = f"{server}/v1/namespaces/{ns}/localqueues/{name}/pendingworkloads?limit={limit}"
+    try:
+        items = call("GET", url)["items"]
+    except ApiError as exc:
+        raise CliError(str(exc)) from None
+    if output == "json":
+        print(json.dumps(items, indent=2))
+        return 0
+    rows = [
+        (
+            str(i["positionInClusterQueue"]),
+            str(i["positionInLocalQueue"]),
+            f"{i['namespace']}/{i['name']}",
+            str(i["priority"]),
+            i["reason"],
+            i["message"],
+        )
+        for i in items
+    ]
+    print(table(["CQ#", "LQ#", "WORKLOAD", "PRIORITY", "REASON", "MESSAGE"], rows))
     return 0
 
 

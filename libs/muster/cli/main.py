@@ -88,6 +88,19 @@ def build_parser() -> argparse.ArgumentParser:
     desc.add_argument("id")
     desc.add_argument("--server", default=server)
 
+    pend = sub.add_parser(
+        "pending",
+        help="pending workloads of a queue: positions and current reasons",
+        description="Kueue's visibility API: a ClusterQueue's or LocalQueue's pending "
+        "workloads in admission order, with the reason each waits right now.",
+    )
+    which = pend.add_mutually_exclusive_group(required=True)
+    which.add_argument("--cluster-queue", "-c", metavar="NAME")
+    which.add_argument("--local-queue", "-l", metavar="NAMESPACE/NAME")
+    pend.add_argument("--limit", type=int, default=1000)
+    pend.add_argument("-o", "--output", choices=["table", "json"], default="table")
+    pend.add_argument("--server", default=server)
+
     cancel = sub.add_parser("cancel", help="cancel a workload")
     cancel.add_argument("id")
     cancel.add_argument("--server", default=server)
@@ -169,6 +182,10 @@ def _dispatch(args: argparse.Namespace) -> int:
             return commands.describe(args.server, args.id)
         case "cancel":
             return commands.cancel(args.server, args.id)
+        case "pending":
+            return commands.pending(
+                args.server, args.cluster_queue, args.local_queue, args.limit, args.output
+            )
         case "sim":
             return commands.sim(args.cluster, args.workloads, args.until, args.json)
         case "replay":
