@@ -741,11 +741,14 @@ def test_queue_configuration_uses_the_cluster_description_streams() -> None:
     # The same objects in a cluster description give the same events on the same streams.
     cluster = manifests.merge(parse.cluster({"name": "c", "zones": ["z"]}), m)
     described = inputs.configuration(cluster, 5.0)
-    assert [(e.stream_id, e.event) for e in described[1:-1]] == [
+    assert [(e.stream_id, e.event) for e in described[1:-2]] == [
         (e.stream_id, e.event) for e in events
     ]
     assert type(described[0].event).__name__ == "CloudConfigured"
-    assert type(described[-1].event).__name__ == "FairSharingConfigured"
+    assert [type(e.event).__name__ for e in described[-2:]] == [
+        "FairSharingConfigured",
+        "WaitForPodsReadyConfigured",
+    ]
 
 
 def test_manifests_need_one_source_per_workload() -> None:

@@ -49,6 +49,12 @@ def configuration(spec: ClusterSpec, at: float) -> list[NewEvent]:
             qev.FairSharingConfigured(spec=spec.fair_sharing),
         )
     )
+    items.append(
+        (
+            qev.config_stream("waitforpodsready", "cluster"),
+            qev.WaitForPodsReadyConfigured(spec=spec.wait_for_pods_ready),
+        )
+    )
     return [NewEvent(stream_id=s, event=e, occurred_at=at) for s, e in items]
 
 

@@ -15,6 +15,7 @@ from muster.core.model.queues import (
     NamespaceQuotaSpec,
     PriorityClassSpec,
     ResourceFlavorSpec,
+    WaitForPodsReady,
 )
 
 # One decision stream for the whole cluster: its version is the single-writer guard
@@ -66,6 +67,12 @@ class NamespaceQuotaConfigured(Event):
 @dataclass(frozen=True, slots=True, kw_only=True)
 class FairSharingConfigured(Event):
     spec: FairSharingConfig
+
+
+@event_class("config.wait_for_pods_ready_configured")
+@dataclass(frozen=True, slots=True, kw_only=True)
+class WaitForPodsReadyConfigured(Event):
+    spec: WaitForPodsReady
 
 
 @event_class("admission.pending")

@@ -19,6 +19,7 @@ from muster.core.model.queues import (
     PriorityClassSpec,
     ResourceFlavorSpec,
     Taint,
+    WaitForPodsReady,
 )
 
 
@@ -93,6 +94,7 @@ class ClusterSpec:
     priority_classes: tuple[PriorityClassSpec, ...] = ()
     namespace_quotas: tuple[NamespaceQuotaSpec, ...] = ()
     fair_sharing: FairSharingConfig = field(default_factory=FairSharingConfig)
+    wait_for_pods_ready: WaitForPodsReady = field(default_factory=WaitForPodsReady)
     booking_seconds: float = 600.0
 
     def pool(self, name: str) -> NodePool | None:

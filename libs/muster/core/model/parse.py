@@ -23,6 +23,7 @@ from muster.core.model.queues import (
     ResourceGroup,
     ResourceQuota,
     Taint,
+    WaitForPodsReady,
 )
 from muster.core.model.workload import PodSet, Runtime, Toleration, WorkloadSpec
 
@@ -284,6 +285,40 @@ def _quota_resource(name: str) -> str:
     return name.removeprefix("requests.").removeprefix("limits.")
 
 
+def wait_for_pods_ready(data: object, path: str = "") -> WaitForPodsReady:
+    if data is None:
+        return WaitForPodsReady()
+    o = Obj(data, path)
+    defaults = WaitForPodsReady()
+    timeout = o.duration("timeout", default=defaults.timeout_seconds)
+    if timeout is None or timeout <= 0:
+        raise InvalidInput(o.at("timeout"), "must be a positive duration")
+    spec = WaitForPodsReady(
+        enable=o.flag("enable", False),
+        timeout_seconds=timeout,
+        block_admission=o.flag("blockAdmission", False),
+    )
+    r = o.obj("requeuingStrategy")
+    if r is not None:
+        base = r.integer("backoffBaseSeconds", default=60, lo=1, hi=86400) or 60
+        spec = WaitForPodsReady(
+            enable=spec.enable,
+            timeout_seconds=spec.timeout_seconds,
+            block_admission=spec.block_admission,
+            requeue_timestamp=r.choice(  # type: ignore[arg-type]
+                "timestamp", ("Eviction", "Creation"), "Eviction"
+            ),
+            backoff_limit_count=r.integer("backoffLimitCount", lo=0, hi=10_000),
+            backoff_base_seconds=float(base),
+            backoff_max_seconds=float(
+                r.integer("backoffMaxSeconds", default=3600, lo=base, hi=7 * 86400) or 3600
+            ),
+        )
+        r.done()
+    o.done()
+    return spec
+
+
 def fair_sharing(data: object, path: str = "") -> FairSharingConfig:
     if data is None:
         return FairSharingConfig()
@@ -363,6 +398,9 @@ def cluster(data: object, path: str = "") -> ClusterSpec:
         priority_classes=tuple(priority_class(c, at) for c, at in o.items("priorityClasses")),
         namespace_quotas=tuple(namespace_quota(q, at) for q, at in o.items("namespaceQuotas")),
         fair_sharing=fair_sharing(o.raw("fairSharing"), o.at("fairSharing")),
+        wait_for_pods_ready=wait_for_pods_ready(
+            o.raw("waitForPodsReady"), o.at("waitForPodsReady")
+        ),
         booking_seconds=_booking(o),
     )
     o.done()

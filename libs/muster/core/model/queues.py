@@ -147,6 +147,26 @@ class NamespaceQuotaSpec:
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
+class WaitForPodsReady:
+    """Kueue's waitForPodsReady: evict and requeue (with backoff) an admitted workload whose
+    pods are not all running within ``timeout_seconds`` of its admission."""
+
+    enable: bool = False
+    timeout_seconds: float = 1800.0
+    block_admission: bool = False
+    requeue_timestamp: Literal["Eviction", "Creation"] = "Eviction"
+    backoff_limit_count: int | None = None  # None: requeue forever
+    backoff_base_seconds: float = 60.0
+    backoff_max_seconds: float = 3600.0
+
+    def backoff(self, count: int) -> float:
+        """base * 2^(count-1), capped: 60, 120, 240, ... 3600 s by default."""
+        return float(
+            min(self.backoff_base_seconds * 2 ** max(0, count - 1), self.backoff_max_seconds)
+        )
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
 class FairSharingConfig:
     """Cluster-wide switch, as in Kueue's configuration: order and preempt by weighted share."""
 

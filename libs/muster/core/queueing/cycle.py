@@ -32,6 +32,11 @@ from muster.core.queueing.state import QueueState, WorkloadEntry, namespace_char
 # A logged pending reason is refreshed when its numbers changed and it is older than
 # this; the visibility API computes the current numbers on demand in between.
 REASON_REFRESH_SECONDS = 300.0
+# Verdicts that end the workload instead of leaving it waiting: verdict -> rejection reason.
+REJECTIONS = {
+    "NamespaceQuotaRejected": "NamespaceQuotaExceeded",
+    "RequeuingLimitExceeded": "RequeuingLimitExceeded",
+}
 
 
 @dataclass(slots=True)
@@ -110,6 +115,10 @@ class Cycle:
         self.evicted: set[str] = set()
         self._holders: list[pre.Holder] | None = None
         self.verdicts: list[Verdict] = []
+        config = state.wait_for_pods_ready
+        # blockAdmission: one admission per cycle at most while pods are not ready.
+        self.block_after_admit = config.enable and config.block_admission
+        self.admission_blocked = False
 
     def queue_key(self, wl: WorkloadEntry) -> tuple[int, int, int]:
         return (0 if wl.id in self.state.preemptors else 1, -wl.priority, wl.order)
@@ -135,8 +144,13 @@ class Cycle:
 
     def cursors(self) -> list[QueueCursor]:
         by_queue: dict[str | None, list[WorkloadEntry]] = {}
+        blocked = self._blocked_by_pods_ready()
         for wid in self.state.pending:
             wl = self.state.workloads[wid]
+            held = self._held_back(wl, blocked)
+            if held is not None:
+                self.verdicts.append(Verdict(wl, self.state.cluster_queue_of(wl.spec), held))
+                continue
             by_queue.setdefault(self.state.cluster_queue_of(wl.spec), []).append(wl)
         cursors: list[QueueCursor] = []
         for name in sorted(by_queue, key=lambda n: n or ""):
@@ -163,6 +177,45 @@ class Cycle:
             if live:
                 cursors.append(QueueCursor(self, cq, live))
         return cursors
+
+    def _blocked_by_pods_ready(self) -> bool:
+        config = self.state.wait_for_pods_ready
+        if not (config.enable and config.block_admission):
+            return False
+        return any(
+            self.state.workloads[w].holds_quota and not self.state.workloads[w].pods_ready
+            for w in self.state.active
+        )
+
+    @staticmethod
+    def _pods_ready_block() -> Unassignable:
+        return Unassignable(
+            "WaitingForPodsReady",
+            "admission blocked until every admitted workload has all its pods running "
+            "(waitForPodsReady.blockAdmission)",
+        )
+
+    def _held_back(self, wl: WorkloadEntry, blocked: bool) -> Unassignable | None:
+        """waitForPodsReady: past the backoff limit, in backoff, or admission blocked."""
+        config = self.state.wait_for_pods_ready
+        if not config.enable:
+            return None
+        limit = config.backoff_limit_count
+        if limit is not None and wl.requeue_count > limit:
+            return Unassignable(
+                "RequeuingLimitExceeded",
+                f"evicted {wl.requeue_count} times for PodsReadyTimeout; backoffLimitCount "
+                f"is {limit}",
+            )
+        if wl.requeue_at is not None and self.state.now < wl.requeue_at:
+            return Unassignable(
+                "WaitingForBackoff",
+                f"requeued after PodsReadyTimeout ({wl.requeue_count} so far); eligible "
+                f"again {wl.requeue_at - self.state.now:g}s from now",
+            )
+        if blocked:
+            return self._pods_ready_block()
+        return None
 
     # -- nominate ----------------------------------------------------------------------
 
@@ -213,6 +266,8 @@ class Cycle:
 
     def process(self, cursor: QueueCursor, v: Verdict) -> Verdict:
         cq, wl = cursor.cq, v.workload
+        if self.admission_blocked:
+            return Verdict(wl, cq.name, self._pods_ready_block())
         if isinstance(v.outcome, Assignment):
             # Earlier entries of this round may have taken the room: assign again.
             v = self.nominate(cq, wl)
@@ -273,6 +328,7 @@ class Cycle:
     ) -> None:
         self.tree.add(cq.name, outcome.usage)
         self._charge_tenant(wl, outcome.usage, +1, counts)
+        self.admission_blocked = self.block_after_admit
 
     def _partial(self, cq: ClusterQueueSpec, wl: WorkloadEntry) -> Verdict | None:
         """Kueue's partial admission: the largest count >= minCount that fits now.
@@ -523,9 +579,11 @@ def to_events(state: QueueState, verdicts: list[Verdict]) -> list[NewEvent]:
                 )
             )
         elif isinstance(v.outcome, Unassignable):
-            if v.outcome.reason == "NamespaceQuotaRejected":
+            if v.outcome.reason in REJECTIONS:
                 event: Event = qev.WorkloadRejected(
-                    workload_id=wl.id, reason="NamespaceQuotaExceeded", message=v.outcome.message
+                    workload_id=wl.id,
+                    reason=REJECTIONS[v.outcome.reason],
+                    message=v.outcome.message,
                 )
                 out.append(_new(state, wl.id, event))
             elif _worth_recording(state, wl, v.outcome):

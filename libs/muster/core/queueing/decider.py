@@ -29,7 +29,19 @@ class QueueDecider:
         return admission_cycle(state)
 
     def next_deadline(self, state: qs.QueueState) -> float | None:
-        return None
+        """waitForPodsReady: the next admission timeout or end of a requeue backoff."""
+        config = state.wait_for_pods_ready
+        if not config.enable:
+            return None
+        times = [
+            wl.admitted_at + config.timeout_seconds
+            for wl in (state.workloads[w] for w in state.active)
+            if wl.status == "Admitted" and not wl.pods_ready and wl.admitted_at is not None
+        ]
+        times += [
+            at for at in (state.workloads[w].requeue_at for w in state.pending) if at is not None
+        ]
+        return min((t for t in times if t > state.now), default=None)
 
     def summary(self, state: qs.QueueState) -> dict[str, Any]:
         return qs.summary(state)

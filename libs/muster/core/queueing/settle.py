@@ -15,7 +15,7 @@ from muster.core.queueing.state import QueueState, WorkloadEntry
 def settle(state: QueueState) -> list[NewEvent]:
     out: list[NewEvent] = []
     for wl in sorted((state.workloads[w] for w in state.active), key=lambda w: w.order):
-        event = _next_step(wl) or _drain(state, wl)
+        event = _next_step(wl) or _drain(state, wl) or _pods_ready_timeout(state, wl)
         if event is not None:
             out.append(
                 NewEvent(
@@ -26,6 +26,25 @@ def settle(state: QueueState) -> list[NewEvent]:
                 )
             )
     return out
+
+
+def _pods_ready_timeout(state: QueueState, wl: WorkloadEntry) -> Event | None:
+    """waitForPodsReady: an admitted workload whose pods did not all start in time is
+    evicted and requeued with backoff (the cycle rejects it past the backoff limit)."""
+    config = state.wait_for_pods_ready
+    if not config.enable or wl.status != "Admitted" or wl.pods_ready or wl.admitted_at is None:
+        return None
+    if state.now < wl.admitted_at + config.timeout_seconds:
+        return None
+    return qev.WorkloadEvicted(
+        workload_id=wl.id,
+        reason="PodsReadyTimeout",
+        message=(
+            f"Exceeded the PodsReady timeout {wl.spec.namespace}/{wl.spec.name}: "
+            f"{len(wl.pods_started)} of {wl.admitted_pods} pods running after "
+            f"{config.timeout_seconds:g}s"
+        ),
+    )
 
 
 def _drain(state: QueueState, wl: WorkloadEntry) -> Event | None:

@@ -21,6 +21,7 @@ from muster.core.model.queues import (
     NamespaceQuotaSpec,
     PriorityClassSpec,
     ResourceFlavorSpec,
+    WaitForPodsReady,
 )
 from muster.core.model.workload import WorkloadSpec
 
@@ -42,6 +43,11 @@ class WorkloadEntry:
     evictions: int = 0
     queued_at: float = 0.0  # submitted, or requeued after an eviction
     pod_counts: dict[str, int] = field(default_factory=dict)  # partially admitted pod sets
+    admitted_at: float | None = None
+    pods_started: set[str] = field(default_factory=set)
+    pods_ready: bool = False  # every admitted pod has started (Kueue's PodsReady)
+    requeue_count: int = 0  # evictions for PodsReadyTimeout
+    requeue_at: float | None = None  # not eligible before (backoff)
 
     @property
     def admitted_pods(self) -> int:
@@ -104,7 +110,9 @@ class QueueState:
     priority_classes: dict[str, PriorityClassSpec] = field(default_factory=dict)
     namespace_quotas: dict[str, NamespaceQuotaSpec] = field(default_factory=dict)
     fair_sharing: FairSharingConfig = field(default_factory=FairSharingConfig)
+    wait_for_pods_ready: WaitForPodsReady = field(default_factory=WaitForPodsReady)
     workloads: dict[str, WorkloadEntry] = field(default_factory=dict)
+    next_order: int = 0  # queue-order timestamps: submissions, and requeues that reset it
     pending: set[str] = field(default_factory=set)  # waiting for quota
     usage: dict[str, Usage] = field(default_factory=dict)  # cluster queue -> usage
     lq_usage: dict[str, Usage] = field(default_factory=dict)  # local queue -> usage
@@ -174,13 +182,18 @@ def _(event: qev.FairSharingConfigured, state: QueueState) -> None:
 
 
 @_apply.register
+def _(event: qev.WaitForPodsReadyConfigured, state: QueueState) -> None:
+    state.wait_for_pods_ready = event.spec
+
+
+@_apply.register
 def _(event: wev.WorkloadSubmitted, state: QueueState) -> None:
     # `order` is fixed by the submission's place in the log; see `submission_order`.
     priority, problem = resolve_priority(state, event.spec)
     wl = WorkloadEntry(
         id=event.workload_id,
         spec=event.spec,
-        order=len(state.workloads),
+        order=state.next_order,
         submitted_at=state.now,
         priority=priority,
         shape=shape_of(event.spec),
@@ -188,6 +201,7 @@ def _(event: wev.WorkloadSubmitted, state: QueueState) -> None:
         queued_at=state.now,
     )
     state.workloads[wl.id] = wl
+    state.next_order += 1
     if problem is None:
         state.pending.add(wl.id)
     else:
@@ -252,6 +266,7 @@ def _(event: qev.QuotaReserved, state: QueueState) -> None:
     wl.attempt = event.attempt
     wl.usage = {f: dict(r) for f, r in event.usage.items()}
     wl.pod_counts = dict(event.pod_counts)
+    wl.admitted_at, wl.pods_started, wl.pods_ready = None, set(), False
     wl.pending_reason = None
     wl.placements = None
     wl.provisioning_failed = None
@@ -269,7 +284,9 @@ def _(event: qev.QuotaReserved, state: QueueState) -> None:
 
 @_apply.register
 def _(event: qev.WorkloadAdmitted, state: QueueState) -> None:
-    state.workloads[event.workload_id].status = "Admitted"
+    wl = state.workloads[event.workload_id]
+    wl.status = "Admitted"
+    wl.admitted_at = state.now
     _bump(state.stats.admitted, event.cluster_queue)
 
 
@@ -286,6 +303,14 @@ def _(event: qev.WorkloadEvicted, state: QueueState) -> None:
     wl.pending_reason = None
     wl.evictions += 1
     wl.queued_at = state.now
+    wl.admitted_at = None
+    if event.reason == "PodsReadyTimeout":
+        config = state.wait_for_pods_ready
+        wl.requeue_count += 1
+        wl.requeue_at = state.now + config.backoff(wl.requeue_count)
+        if config.requeue_timestamp == "Eviction":
+            wl.order = state.next_order  # to the back of the queue, as Kueue does
+            state.next_order += 1
     state.pending.add(wl.id)  # requeued keeping its original `order`
     if event.preemptor is not None and event.preemptor in state.pending:
         state.preemptors.add(event.preemptor)
@@ -322,6 +347,14 @@ def _(event: pev.ProvisioningFailed, state: QueueState) -> None:
     wl = _attempt_of(state, event.request_id)
     if wl is not None:
         wl.provisioning_failed = (event.reason, event.message)
+
+
+@_apply.register
+def _(event: nev.PodStarted, state: QueueState) -> None:
+    wl = _current(state, event.workload_id, event.attempt)
+    if wl is not None:
+        wl.pods_started.add(event.pod)
+        wl.pods_ready = len(wl.pods_started) >= wl.admitted_pods
 
 
 @_apply.register
