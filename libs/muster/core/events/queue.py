@@ -83,6 +83,9 @@ class WorkloadPending(Event):
     workload_id: str
     reason: str
     message: str
+    # reason Preempting: the flavors it preempts for (pod set -> resource -> flavor); it is
+    # admitted with these once the victims are gone, so it never evicts for nothing.
+    flavors: Mapping[str, Mapping[str, str]] = field(default_factory=dict)
 
 
 @event_class("admission.quota_reserved")

@@ -111,9 +111,10 @@ class Cycle:
         self.lq_usage = {k: {f: dict(r) for f, r in v.items()} for k, v in state.lq_usage.items()}
         self.ns_usage = {k: dict(v) for k, v in state.ns_usage.items()}
         self.fair_sharing = state.fair_sharing.enable
-        self.no_fit: dict[tuple[object, ...], Unassignable] = {}
+        # Per cohort tree: (queue, shape, priority) -> a verdict of "does not fit".
+        self.no_fit: dict[int, dict[tuple[object, ...], Unassignable]] = {}
         self.evicted: set[str] = set()
-        self._holders: list[pre.Holder] | None = None
+        self._holders: dict[int, list[pre.Holder]] | None = None
         self.verdicts: list[Verdict] = []
         config = state.wait_for_pods_ready
         # blockAdmission: one admission per cycle at most while pods are not ready.
@@ -232,8 +233,16 @@ class Cycle:
         self, cq: ClusterQueueSpec, wl: WorkloadEntry, exclude: frozenset[str] = frozenset()
     ) -> Verdict:
         can_preempt, beyond = self.preempt_rules(cq)
+        if wl.preempted_for and not exclude:
+            # It evicted for these flavors: take them now that the victims are gone.
+            pinned = assign(
+                cq, self.state.flavors, wl.spec, self.tree, False, pinned=wl.preempted_for
+            )
+            if isinstance(pinned, Assignment):
+                return Verdict(wl, cq.name, pinned)
         key = (cq.name, wl.shape, wl.priority if can_preempt else None)
-        cached = self.no_fit.get(key)
+        cache = self.no_fit.setdefault(id(self.tree.queues[cq.name].root()), {})
+        cached = cache.get(key)
         if cached is not None:
             return Verdict(wl, cq.name, cached)
         outcome = assign(
@@ -246,7 +255,7 @@ class Cycle:
             exclude=exclude,
         )
         if isinstance(outcome, Unassignable) and not exclude:
-            self.no_fit[key] = outcome
+            cache[key] = outcome
         return Verdict(wl, cq.name, outcome)
 
     # -- order -------------------------------------------------------------------------
@@ -287,7 +296,7 @@ class Cycle:
             victims = pre.victims(
                 self.tree,
                 pre.Preemptor(wl.id, cq, wl.priority, wl.order, outcome),
-                [h for h in self.holders() if h.id not in self.evicted],
+                [h for h in self.holders(cq.name) if h.id not in self.evicted],
                 self.state.fair_sharing.preemption_strategies if self.fair_sharing else None,
             )
             if victims:
@@ -307,7 +316,8 @@ class Cycle:
         if not victims:
             message = f"couldn't assign flavors: {outcome.message}; no preemption candidates"
             verdict = Unassignable("WaitingForQuota", message, outcome.shortfall)
-            self.no_fit[(cq.name, wl.shape, wl.priority)] = verdict
+            root = id(self.tree.queues[cq.name].root())
+            self.no_fit.setdefault(root, {})[(cq.name, wl.shape, wl.priority)] = verdict
             return self._partial(cq, wl) or Verdict(wl, cq.name, verdict)
         for victim in victims:
             self.evicted.add(victim.holder.id)
@@ -316,7 +326,8 @@ class Cycle:
         # Hold the room for the preemptor: later entries of this cycle cannot take it.
         self.tree.add(cq.name, outcome.usage)
         self._charge_tenant(wl, outcome.usage, +1)
-        self.no_fit.clear()  # quota moved: earlier "does not fit" verdicts may be stale
+        # Quota moved in this cohort tree: its "does not fit" verdicts may be stale.
+        self.no_fit.pop(id(self.tree.queues[cq.name].root()), None)
         return Verdict(wl, cq.name, outcome, victims)
 
     def _admit(
@@ -407,21 +418,26 @@ class Cycle:
                 return Unassignable(reason, message)
         return None
 
-    def holders(self) -> list[pre.Holder]:
+    def holders(self, cq: str) -> list[pre.Holder]:
+        """Workloads holding quota in ``cq``'s cohort tree: the only possible victims."""
         if self._holders is None:
-            self._holders = [
-                pre.Holder(
-                    id=wl.id,
-                    cluster_queue=wl.cluster_queue or "",
-                    priority=wl.priority,
-                    order=wl.order,
-                    reserved_seq=wl.reserved_seq,
-                    usage=wl.usage,
+            self._holders = {}
+            for wid in sorted(self.state.active):
+                wl = self.state.workloads[wid]
+                if not wl.holds_quota or wl.cluster_queue not in self.tree.queues:
+                    continue
+                root = id(self.tree.queues[wl.cluster_queue].root())
+                self._holders.setdefault(root, []).append(
+                    pre.Holder(
+                        id=wl.id,
+                        cluster_queue=wl.cluster_queue,
+                        priority=wl.priority,
+                        order=wl.order,
+                        reserved_seq=wl.reserved_seq,
+                        usage=wl.usage,
+                    )
                 )
-                for wl in (self.state.workloads[w] for w in sorted(self.state.active))
-                if wl.holds_quota and wl.cluster_queue in self.tree.queues
-            ]
-        return self._holders
+        return self._holders.get(id(self.tree.queues[cq].root()), [])
 
     # -- the pipeline ------------------------------------------------------------------
 
@@ -558,7 +574,12 @@ def to_events(state: QueueState, verdicts: list[Verdict]) -> list[NewEvent]:
                 _new(
                     state,
                     wl.id,
-                    qev.WorkloadPending(workload_id=wl.id, reason=waiting[0], message=waiting[1]),
+                    qev.WorkloadPending(
+                        workload_id=wl.id,
+                        reason=waiting[0],
+                        message=waiting[1],
+                        flavors=v.outcome.flavors,
+                    ),
                 )
             )
         elif isinstance(v.outcome, Assignment) and v.cluster_queue is not None:

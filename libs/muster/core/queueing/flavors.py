@@ -84,6 +84,7 @@ def assign(
     *,
     beyond_nominal: bool = False,
     exclude: frozenset[str] = frozenset(),
+    pinned: Mapping[str, Mapping[str, str]] | None = None,
 ) -> Assignment | Unassignable:
     """Assign every pod set; ``pod_counts`` overrides counts (partial admission).
 
@@ -91,7 +92,8 @@ def assign(
     unless ``beyond_nominal`` (borrowWithinCohort, or fair sharing with reclaim) allows
     preempting in order to borrow. ``exclude`` names flavors where preemption was found
     to have no candidates: they are passed over, as Kueue ranks "no candidates" below
-    every viable mode.
+    every viable mode. ``pinned`` (pod set -> resource -> flavor) restricts the search to
+    the flavors a preemptor evicted for.
     """
     rules = _Rules(can_preempt, beyond_nominal, exclude)
     node = tree.queues[cq.name]
@@ -104,7 +106,8 @@ def assign(
     messages: list[str] = []
     for ps in spec.pod_sets:
         count = pod_counts.get(ps.name, ps.count) if pod_counts else ps.count
-        outcome = _assign_pod_set(cq, flavors, ps, count, node, rules, taken)
+        only = (pinned or {}).get(ps.name)
+        outcome = _assign_pod_set(cq, flavors, ps, count, node, rules, taken, only)
         if isinstance(outcome, Unassignable):
             return Unassignable(
                 outcome.reason,
@@ -142,6 +145,7 @@ def _assign_pod_set(
     node: qt.QuotaNode,
     rules: _Rules,
     taken: dict[str, dict[str, int]],
+    only: Mapping[str, str] | None = None,
 ) -> tuple[dict[str, str], dict[str, str], list[_Try]] | Unassignable:
     needed = {r: q * count for r, q in ps.requests.items() if q > 0}
     needed["pods"] = count
@@ -161,6 +165,12 @@ def _assign_pod_set(
     tries: list[_Try] = []
     for group in groups:
         wanted = {r: q for r, q in needed.items() if r in group.covered_resources}
+        if only:
+            keep = {only[r] for r in wanted if r in only}
+            group = ResourceGroup(
+                covered_resources=group.covered_resources,
+                flavors=tuple(f for f in group.flavors if f.name in keep) or group.flavors,
+            )
         outcome = _pick_flavor(cq, group, flavors, ps, wanted, node, rules, taken)
         if isinstance(outcome, Unassignable):
             return outcome

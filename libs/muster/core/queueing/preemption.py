@@ -12,7 +12,7 @@ kept if the preemptor still fits: no victim in the result could be spared.
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from muster.core.model.queues import ClusterQueueSpec, PreemptionPolicy
 from muster.core.queueing import quota as qt
@@ -29,9 +29,35 @@ class Holder:
     order: int  # queue position (submission order)
     reserved_seq: int  # when it got quota: later = more recently admitted
     usage: dict[str, dict[str, int]]
+    _frs: frozenset[qt.FR] = field(init=False, repr=False, compare=False)
 
-    def frs(self) -> set[qt.FR]:
-        return {(f, r) for f, res in self.usage.items() for r, q in res.items() if q}
+    def __post_init__(self) -> None:
+        pairs = frozenset((f, r) for f, res in self.usage.items() for r, q in res.items() if q)
+        object.__setattr__(self, "_frs", pairs)
+
+    def frs(self) -> frozenset[qt.FR]:
+        return self._frs
+
+
+class _Sim:
+    """Evictions tried on the tree in place, undone before returning: no copies."""
+
+    def __init__(self, tree: qt.QuotaTree) -> None:
+        self.tree = tree
+        self.removed: list[Holder] = []
+
+    def remove(self, h: Holder) -> None:
+        self.tree.add(h.cluster_queue, h.usage, -1)
+        self.removed.append(h)
+
+    def put_back(self, h: Holder) -> None:
+        self.tree.add(h.cluster_queue, h.usage, +1)
+        self.removed.remove(h)
+
+    def undo(self) -> None:
+        for h in reversed(self.removed):
+            self.tree.add(h.cluster_queue, h.usage, +1)
+        self.removed.clear()
 
 
 @dataclass(frozen=True, slots=True)
@@ -101,6 +127,8 @@ def victims(
             and tree.queues[h.cluster_queue].root() is root
         ):
             candidates.append((h, False))
+    if not candidates:
+        return None
     candidates.sort(key=lambda c: (c[1], c[0].priority, -c[0].reserved_seq, c[0].id))
     # A workload that fits its queue's own quota first tries to reclaim without borrowing.
     within_nominal = all(q <= node.subtree.get(fr, 0) for fr, q in need.items() if fr in contested)
@@ -130,21 +158,36 @@ def _classic(
     candidates: list[tuple[Holder, bool]],
     allow_borrowing: bool,
 ) -> list[Victim] | None:
-    cq = preemptor.cluster_queue
-    policy = cq.preemption
-    sim = tree.copy()
+    sim = _Sim(tree)
     chosen: list[Victim] = []
-    contested = preemptor.assignment.contested
 
     def ok() -> bool:
-        return fits(sim, preemptor, allow_borrowing)
+        return fits(tree, preemptor, allow_borrowing)
+
+    try:
+        return _classic_take(tree, sim, preemptor, candidates, allow_borrowing, chosen, ok)
+    finally:
+        sim.undo()
+
+
+def _classic_take(
+    tree: qt.QuotaTree,
+    sim: _Sim,
+    preemptor: Preemptor,
+    candidates: list[tuple[Holder, bool]],
+    allow_borrowing: bool,
+    chosen: list[Victim],
+    ok: Callable[[], bool],
+) -> list[Victim] | None:
+    policy = preemptor.cluster_queue.preemption
+    contested = preemptor.assignment.contested
 
     for h, same in candidates:
         if same:
             reason = "InClusterQueue"
         else:
             # Only a queue still borrowing on a contested pair gives quota back.
-            other = sim.queues[h.cluster_queue]
+            other = tree.queues[h.cluster_queue]
             if not any(other.borrowing(fr) > 0 for fr in contested & h.frs()):
                 continue
             if allow_borrowing:
@@ -153,7 +196,7 @@ def _classic(
                 if bwc.policy != "LowerPriority" or h.priority >= preemptor.priority:
                     if not reclaim_allowed(policy.reclaim_within_cohort, preemptor, h):
                         continue
-                    if _would_borrow(sim, preemptor, h):
+                    if _would_borrow(tree, preemptor, h):
                         continue
                     reason = "InCohortReclamation"
                 elif threshold is not None and h.priority > threshold:
@@ -164,29 +207,29 @@ def _classic(
                 if not reclaim_allowed(policy.reclaim_within_cohort, preemptor, h):
                     continue
                 reason = "InCohortReclamation"
-        sim.add(h.cluster_queue, h.usage, -1)
+        sim.remove(h)
         chosen.append(Victim(h, reason))
         if ok():
             return _fill_back(sim, chosen, ok)
     return None
 
 
-def _would_borrow(sim: qt.QuotaTree, preemptor: Preemptor, h: Holder) -> bool:
+def _would_borrow(tree: qt.QuotaTree, preemptor: Preemptor, h: Holder) -> bool:
     """Whether the preemptor would still borrow after evicting ``h`` (then only lower ones go)."""
-    node = sim.queues[preemptor.cluster_queue.name]
+    node = tree.queues[preemptor.cluster_queue.name]
     return any(
         node.usage.get(fr, 0) + q > node.subtree.get(fr, 0)
         for fr, q in preemptor.assignment.frs().items()
     )
 
 
-def _fill_back(sim: qt.QuotaTree, chosen: list[Victim], ok: Callable[[], bool]) -> list[Victim]:
+def _fill_back(sim: _Sim, chosen: list[Victim], ok: Callable[[], bool]) -> list[Victim]:
     for v in reversed(chosen[:-1]):
-        sim.add(v.holder.cluster_queue, v.holder.usage, +1)
+        sim.put_back(v.holder)
         if ok():
             chosen.remove(v)
         else:
-            sim.add(v.holder.cluster_queue, v.holder.usage, -1)
+            sim.remove(v.holder)
     return chosen
 
 
@@ -197,15 +240,28 @@ def _fair(
     strategies: tuple[str, ...],
 ) -> list[Victim] | None:
     """Fair-sharing preemption: take from the queue with the highest share while it stays fair."""
+    sim = _Sim(tree)
+    try:
+        return _fair_take(tree, sim, preemptor, candidates, strategies)
+    finally:
+        sim.undo()
+
+
+def _fair_take(
+    tree: qt.QuotaTree,
+    sim: _Sim,
+    preemptor: Preemptor,
+    candidates: list[tuple[Holder, bool]],
+    strategies: tuple[str, ...],
+) -> list[Victim] | None:
     cq = preemptor.cluster_queue
     policy = cq.preemption
-    sim = tree.copy()
     need = preemptor.assignment.frs()
-    node = sim.queues[cq.name]
+    node = tree.queues[cq.name]
     chosen: list[Victim] = []
 
     def ok() -> bool:
-        return fits(sim, preemptor, True)
+        return fits(tree, preemptor, True)
 
     within_nominal = all(
         node.usage.get(fr, 0) + q <= node.subtree.get(fr, 0)
@@ -214,7 +270,7 @@ def _fair(
     )
     own = [h for h, same in candidates if same]
     for h in own:
-        sim.add(h.cluster_queue, h.usage, -1)
+        sim.remove(h)
         chosen.append(Victim(h, "InClusterQueue"))
         if ok():
             return _fill_back(sim, chosen, ok)
@@ -227,34 +283,32 @@ def _fair(
             # The queue with the highest share gives first.
             remaining.sort(
                 key=lambda h: (
-                    -qt.dominant_share(sim.queues[h.cluster_queue])[0],
+                    -qt.dominant_share(tree.queues[h.cluster_queue])[0],
                     h.priority,
                     -h.reserved_seq,
                     h.id,
                 )
             )
             h = remaining.pop(0)
-            target = sim.queues[h.cluster_queue]
+            target = tree.queues[h.cluster_queue]
             if not any(target.borrowing(fr) > 0 for fr in h.frs()):
                 continue
-            if not reclaim_allowed(policy.reclaim_within_cohort, preemptor, h) and not (
-                within_nominal
-            ):
+            if not reclaim_allowed(policy.reclaim_within_cohort, preemptor, h):
                 continue
             if within_nominal:
                 reason = "InCohortReclamation"
             else:
                 mine = qt.dominant_share(node, need)[0]
                 before = qt.dominant_share(target)[0]
-                sim.add(h.cluster_queue, h.usage, -1)
+                tree.add(h.cluster_queue, h.usage, -1)
                 after = qt.dominant_share(target)[0]
-                sim.add(h.cluster_queue, h.usage, +1)
+                tree.add(h.cluster_queue, h.usage, +1)
                 if strategy == "LessThanOrEqualToFinalShare" and not mine <= after:
                     continue
                 if strategy == "LessThanInitialShare" and not mine < before:
                     continue
                 reason = "InCohortFairSharing"
-            sim.add(h.cluster_queue, h.usage, -1)
+            sim.remove(h)
             chosen.append(Victim(h, reason))
             if ok():
                 return _fill_back(sim, chosen, ok)

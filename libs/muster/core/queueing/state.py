@@ -48,6 +48,7 @@ class WorkloadEntry:
     pods_ready: bool = False  # every admitted pod has started (Kueue's PodsReady)
     requeue_count: int = 0  # evictions for PodsReadyTimeout
     requeue_at: float | None = None  # not eligible before (backoff)
+    preempted_for: dict[str, dict[str, str]] = field(default_factory=dict)  # its flavors
 
     @property
     def admitted_pods(self) -> int:
@@ -256,6 +257,8 @@ def _(event: qev.WorkloadPending, state: QueueState) -> None:
     wl = state.workloads[event.workload_id]
     wl.pending_reason = (event.reason, event.message)
     wl.reason_at = state.now
+    if event.flavors:
+        wl.preempted_for = {ps: dict(m) for ps, m in event.flavors.items()}
 
 
 @_apply.register
@@ -267,6 +270,7 @@ def _(event: qev.QuotaReserved, state: QueueState) -> None:
     wl.usage = {f: dict(r) for f, r in event.usage.items()}
     wl.pod_counts = dict(event.pod_counts)
     wl.admitted_at, wl.pods_started, wl.pods_ready = None, set(), False
+    wl.preempted_for = {}
     wl.pending_reason = None
     wl.placements = None
     wl.provisioning_failed = None
