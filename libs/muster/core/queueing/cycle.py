@@ -326,8 +326,8 @@ class Cycle:
         # Hold the room for the preemptor: later entries of this cycle cannot take it.
         self.tree.add(cq.name, outcome.usage)
         self._charge_tenant(wl, outcome.usage, +1)
-        # Quota moved in this cohort tree: its "does not fit" verdicts may be stale.
-        self.no_fit.pop(id(self.tree.queues[cq.name].root()), None)
+        # "Does not fit" verdicts of this cycle are kept although quota moved: a workload
+        # that the evictions made room for gets in next cycle, right after they are folded.
         return Verdict(wl, cq.name, outcome, victims)
 
     def _admit(

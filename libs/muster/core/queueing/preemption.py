@@ -19,9 +19,9 @@ from muster.core.queueing import quota as qt
 from muster.core.queueing.flavors import Assignment
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True, slots=True, eq=False)
 class Holder:
-    """An admitted workload as preemption sees it."""
+    """An admitted workload as preemption sees it (compared by identity: one per cycle)."""
 
     id: str
     cluster_queue: str
@@ -114,6 +114,9 @@ def victims(
     need = preemptor.assignment.frs()
     contested = preemptor.assignment.contested
     root = node.root()
+    # Only a queue borrowing on a contested pair can give quota back, and evictions only
+    # lower borrowing: queues not borrowing now are never candidates in this search.
+    lending: dict[str, bool] = {}
     candidates: list[tuple[Holder, bool]] = []  # (holder, same queue)
     for h in holders:
         if not (h.frs() & contested):
@@ -121,11 +124,15 @@ def victims(
         if h.cluster_queue == cq.name:
             if within_allowed(cq.preemption.within_cluster_queue, preemptor, h):
                 candidates.append((h, True))
-        elif (
-            root is not node
-            and h.cluster_queue in tree.queues
-            and tree.queues[h.cluster_queue].root() is root
-        ):
+            continue
+        if root is node or h.cluster_queue not in tree.queues:
+            continue
+        borrowing = lending.get(h.cluster_queue)
+        if borrowing is None:
+            other = tree.queues[h.cluster_queue]
+            borrowing = other.root() is root and any(other.borrowing(fr) > 0 for fr in contested)
+            lending[h.cluster_queue] = borrowing
+        if borrowing:
             candidates.append((h, False))
     if not candidates:
         return None
