@@ -39,7 +39,8 @@ from muster.store.errors import ConcurrencyConflict
 from muster.store.schema import events, snapshots, tracking
 
 T = TypeVar("T")
-SQLITE_PRAGMAS = ("journal_mode=WAL", "synchronous=NORMAL", "busy_timeout=60000")
+# busy_timeout first: the others may meet a lock, and must wait for it, not fail.
+SQLITE_PRAGMAS = ("busy_timeout=60000", "journal_mode=WAL", "synchronous=NORMAL")
 
 
 @dataclass(frozen=True, slots=True)

@@ -115,6 +115,7 @@ class Cycle:
         self.no_fit: dict[int, dict[tuple[object, ...], Unassignable]] = {}
         self.evicted: set[str] = set()
         self._holders: dict[int, list[pre.Holder]] | None = None
+        self._rules: dict[str, tuple[bool, bool]] = {}
         self.verdicts: list[Verdict] = []
         config = state.wait_for_pods_ready
         # blockAdmission: one admission per cycle at most while pods are not ready.
@@ -146,13 +147,20 @@ class Cycle:
     def cursors(self) -> list[QueueCursor]:
         by_queue: dict[str | None, list[WorkloadEntry]] = {}
         blocked = self._blocked_by_pods_ready()
+        routes: dict[str, str | None] = {}  # local queue -> cluster queue
+        held_back: list[Verdict] = []
         for wid in self.state.pending:
             wl = self.state.workloads[wid]
+            lq = wl.local_queue
+            if lq not in routes:
+                routes[lq] = self.state.cluster_queue_of(wl.spec)
             held = self._held_back(wl, blocked)
             if held is not None:
-                self.verdicts.append(Verdict(wl, self.state.cluster_queue_of(wl.spec), held))
+                held_back.append(Verdict(wl, routes[lq], held))
                 continue
-            by_queue.setdefault(self.state.cluster_queue_of(wl.spec), []).append(wl)
+            by_queue.setdefault(routes[lq], []).append(wl)
+        # The pending set's iteration order is arbitrary: sort what it produced.
+        self.verdicts += sorted(held_back, key=lambda v: v.workload.order)
         cursors: list[QueueCursor] = []
         for name in sorted(by_queue, key=lambda n: n or ""):
             entries = by_queue[name]
@@ -169,8 +177,11 @@ class Cycle:
                     )
                 continue
             live = []
-            for wl in entries:
-                lq_stop = _lq_stopped(self.state, wl)
+            stops: dict[str, Unassignable | None] = {}
+            for wl in sorted(entries, key=lambda w: w.order):
+                if wl.local_queue not in stops:
+                    stops[wl.local_queue] = _lq_stopped(self.state, wl)
+                lq_stop = stops[wl.local_queue]
                 if lq_stop is not None:
                     self.verdicts.append(Verdict(wl, cq.name, lq_stop))
                 else:
@@ -222,6 +233,12 @@ class Cycle:
 
     def preempt_rules(self, cq: ClusterQueueSpec) -> tuple[bool, bool]:
         """(may preempt at all, may preempt in order to borrow)."""
+        rules = self._rules.get(cq.name)
+        if rules is None:
+            rules = self._rules[cq.name] = self._preempt_rules(cq)
+        return rules
+
+    def _preempt_rules(self, cq: ClusterQueueSpec) -> tuple[bool, bool]:
         in_cohort = self.tree.queues[cq.name].parent is not None
         fs_reclaim = (
             self.fair_sharing and in_cohort and cq.preemption.reclaim_within_cohort != "Never"
