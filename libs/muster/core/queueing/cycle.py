@@ -463,6 +463,7 @@ class Cycle:
         while cursors:
             round_: list[tuple[QueueCursor, Verdict]] = []
             for cursor in cursors:
+                self._drain_known(cursor)
                 wl = cursor.peek()
                 if wl is not None:
                     round_.append((cursor, self.nominate(cursor.cq, wl)))
@@ -478,6 +479,26 @@ class Cycle:
                     self._block(cursor, done.workload)
             cursors = [c for c in cursors if c.peek() is not None]
         return self.verdicts
+
+    def _drain_known(self, cursor: QueueCursor) -> None:
+        """Heads whose shape already got "does not fit" in this cycle get it again at
+        once: they change nothing, so taking them outside the round order changes no
+        outcome, and a deep queue of lookalikes costs a lookup each."""
+        cq = cursor.cq
+        if cq.queueing_strategy == "StrictFIFO" or self.admission_blocked:
+            return
+        cache = self.no_fit.get(id(self.tree.queues[cq.name].root()))
+        if not cache:
+            return
+        can_preempt = self.preempt_rules(cq)[0]
+        while (wl := cursor.peek()) is not None:
+            if wl.preempted_for or any(ps.min_count is not None for ps in wl.spec.pod_sets):
+                return
+            hit = cache.get((cq.name, wl.shape, wl.priority if can_preempt else None))
+            if hit is None:
+                return
+            cursor.pop(wl)
+            self.verdicts.append(Verdict(wl, cq.name, hit))
 
     def ordered(
         self, round_: list[tuple[QueueCursor, Verdict]]
