@@ -5,7 +5,7 @@ BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
 DATA   ?= .muster
 
-.PHONY: setup demo test unit lint bench migrate clean
+.PHONY: setup demo test unit lint bench bench-full migrate clean
 
 setup: $(STAMP)
 
@@ -36,6 +36,14 @@ bench: setup
 	$(BIN)/python -m bench.store_appends
 	$(BIN)/python -m bench.e2e_submit
 	$(BIN)/python -m bench.replay
+	$(BIN)/python -m bench.kueue_baseline --scale 0.3
+	$(BIN)/python -m bench.kueue_baseline --services --scale 0.3
+	$(BIN)/python -m bench.cycle_scale --pending 10000 --baseline 1000
+
+bench-full: setup  # Kueue's full baseline shape and the 100,000-pending cycle (~12 min)
+	$(BIN)/python -m bench.kueue_baseline
+	$(BIN)/python -m bench.kueue_baseline --services
+	$(BIN)/python -m bench.cycle_scale
 
 clean:
 	rm -rf $(VENV) $(DATA)
