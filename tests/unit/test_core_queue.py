@@ -442,3 +442,16 @@ def test_everything_that_fits_eventually_finishes(strategy: str) -> None:
     h = run(cluster_doc(strategy=strategy), docs)
     finished = sorted(ev.workload_id for _, ev in of(h, qev.WorkloadFinished))
     assert finished == sorted(f"w{i}" for i in range(8))
+
+
+def test_a_flavors_own_tolerations_count_against_its_taints() -> None:
+    """Kueue injects a ResourceFlavor's tolerations into the pods: its taints are tolerated."""
+    taint = {"key": "reserved", "value": "yes", "effect": "NoSchedule"}
+    toleration = {"key": "reserved", "operator": "Equal", "value": "yes", "effect": "NoSchedule"}
+    for tolerations, admitted in (([], False), ([toleration], True)):
+        extra = {"nodeTaints": [taint], "tolerations": tolerations}
+        cq, flavors = specs(cluster_doc(flavors=[("a100", 16, extra)]))
+        got = assign_used(cq, flavors, parse.workload(workload_doc("j", gpus=8)), {})
+        assert isinstance(got, Assignment) is admitted, got
+        if not admitted:
+            assert isinstance(got, Unassignable) and got.reason == "NoMatchingFlavor"

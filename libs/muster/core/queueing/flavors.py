@@ -210,7 +210,8 @@ def _pick_flavor(
                 )
             )
             continue
-        if not matching.tolerates_all(ps.tolerations, flavor.node_taints):
+        # The flavor's own tolerations are injected into the pods on admission: they count.
+        if not matching.tolerates_all((*ps.tolerations, *flavor.tolerations), flavor.node_taints):
             problems.append(
                 Unassignable("NoMatchingFlavor", f"untolerated taint in flavor {fq.name}")
             )
