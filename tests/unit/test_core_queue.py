@@ -455,3 +455,15 @@ def test_a_flavors_own_tolerations_count_against_its_taints() -> None:
         assert isinstance(got, Assignment) is admitted, got
         if not admitted:
             assert isinstance(got, Unassignable) and got.reason == "NoMatchingFlavor"
+
+
+def test_flavor_tolerations_reach_the_pods_on_tainted_nodes() -> None:
+    """Admitted on a tainted flavor that tolerates its own taint, the pods get the
+    toleration (QuotaReserved carries it) and the tainted pool's nodes take them."""
+    taint = {"key": "reserved", "value": "yes", "effect": "NoSchedule"}
+    toleration = {"key": "reserved", "operator": "Equal", "value": "yes", "effect": "NoSchedule"}
+    doc = cluster_doc(flavors=[("a100", 16, {"nodeTaints": [taint], "tolerations": [toleration]})])
+    h = run(doc, [(0, workload_doc("j", gpus=8))])
+    ((_, reserved),) = of(h, qev.QuotaReserved, "j")
+    assert [t.key for t in reserved.tolerations["w"]] == ["reserved"]
+    assert [ev.outcome for _, ev in of(h, qev.WorkloadFinished, "j")] == ["Succeeded"]

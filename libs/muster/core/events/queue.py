@@ -17,6 +17,7 @@ from muster.core.model.queues import (
     ResourceFlavorSpec,
     WaitForPodsReady,
 )
+from muster.core.model.workload import Toleration
 
 # One decision stream for the whole cluster: its version is the single-writer guard
 # that keeps two queue replicas from admitting against the same quota.
@@ -103,6 +104,8 @@ class QuotaReserved(Event):
     message: str
     # pod set -> admitted count, for pod sets admitted partially (minCount); others full
     pod_counts: Mapping[str, int] = field(default_factory=dict)
+    # pod set -> the tolerations of its flavors, injected into its pods (as Kueue does)
+    tolerations: Mapping[str, tuple[Toleration, ...]] = field(default_factory=dict)
 
 
 @event_class("admission.admitted")

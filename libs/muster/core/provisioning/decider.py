@@ -115,7 +115,9 @@ def accept(state: ProvisionerState, cloud: ClusterSpec) -> list[Decision]:
     for rid, wanted in state.wanted.items():
         spec = state.specs[wanted.workload_id]
         try:
-            pod_sets, zones = plan.plan(cloud, spec, wanted.node_selectors, wanted.pod_counts)
+            pod_sets, zones = plan.plan(
+                cloud, spec, wanted.node_selectors, wanted.pod_counts, wanted.tolerations
+            )
         except plan.Unplannable as exc:
             out.append(
                 (

@@ -7,7 +7,7 @@ from collections.abc import Mapping
 from muster.core.events import provisioning as pev
 from muster.core.model import matching
 from muster.core.model.cluster import ClusterSpec, NodePool
-from muster.core.model.workload import PodSet, WorkloadSpec
+from muster.core.model.workload import PodSet, Toleration, WorkloadSpec
 
 ZONE_LABEL = "topology.kubernetes.io/zone"
 MAX_NODES_PER_REQUEST = 1000
@@ -22,14 +22,20 @@ def pods_per_node(pool: NodePool, requests: Mapping[str, int]) -> int:
     return min(fits) if fits else 1
 
 
-def pool_for(cloud: ClusterSpec, ps: PodSet, selector: Mapping[str, str]) -> NodePool:
-    """The first pool (in the cluster description's order) whose nodes can take the pod set."""
+def pool_for(
+    cloud: ClusterSpec,
+    ps: PodSet,
+    selector: Mapping[str, str],
+    injected: tuple[Toleration, ...] = (),
+) -> NodePool:
+    """The first pool (in the cluster description's order) whose nodes can take the pod set
+    (``injected``: the tolerations its flavors add to its pods)."""
     wanted = {k: v for k, v in selector.items() if k != ZONE_LABEL}
     for pool in cloud.node_pools:
         labels = pool.node_labels(zone="")
         if not matching.selects(wanted, {**labels, ZONE_LABEL: ""}):
             continue
-        if not matching.tolerates_all(ps.tolerations, pool.taints):
+        if not matching.tolerates_all((*ps.tolerations, *injected), pool.taints):
             continue
         if pods_per_node(pool, ps.requests) >= 1:
             return pool
@@ -44,13 +50,19 @@ def plan(
     spec: WorkloadSpec,
     selectors: Mapping[str, Mapping[str, str]],
     counts: Mapping[str, int] | None = None,
+    tolerations: Mapping[str, tuple[Toleration, ...]] | None = None,
 ) -> tuple[tuple[pev.PodSetNodes, ...], tuple[str, ...]]:
     """The pool of each pod set and the zones the request may use, or ``Unplannable``.
 
     ``counts`` overrides pod set counts admitted partially (Kueue's minCount)."""
     out = []
     for ps in spec.pod_sets:
-        pool = pool_for(cloud, ps, selectors.get(ps.name, ps.node_selector))
+        pool = pool_for(
+            cloud,
+            ps,
+            selectors.get(ps.name, ps.node_selector),
+            (tolerations or {}).get(ps.name, ()),
+        )
         out.append(
             pev.PodSetNodes(
                 pod_set=ps.name,

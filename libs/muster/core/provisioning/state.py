@@ -12,7 +12,7 @@ from muster.core.events import provisioning as pev
 from muster.core.events import queue as qev
 from muster.core.events import workload as wev
 from muster.core.model.cluster import ClusterSpec
-from muster.core.model.workload import WorkloadSpec
+from muster.core.model.workload import Toleration, WorkloadSpec
 
 RequestStatus = Literal["Accepted", "Creating", "Provisioned", "Failed", "Cancelled", "Deleted"]
 HOLDS_NODES: frozenset[str] = frozenset({"Creating", "Provisioned"})
@@ -26,6 +26,7 @@ class Wanted:
     attempt: int
     node_selectors: dict[str, dict[str, str]]
     pod_counts: dict[str, int] = field(default_factory=dict)  # partial admission
+    tolerations: dict[str, tuple[Toleration, ...]] = field(default_factory=dict)  # injected
 
 
 @dataclass(slots=True)
@@ -91,7 +92,13 @@ def _(event: wev.WorkloadSubmitted, state: ProvisionerState) -> None:
 def _(event: qev.QuotaReserved, state: ProvisionerState) -> None:
     rid = request_id(event.workload_id, event.attempt)
     selectors = {ps: dict(sel) for ps, sel in event.node_selectors.items()}
-    state.wanted[rid] = Wanted(event.workload_id, event.attempt, selectors, dict(event.pod_counts))
+    state.wanted[rid] = Wanted(
+        event.workload_id,
+        event.attempt,
+        selectors,
+        dict(event.pod_counts),
+        {p: tuple(t) for p, t in event.tolerations.items()},
+    )
 
 
 def _release(workload_id: str, state: ProvisionerState) -> None:

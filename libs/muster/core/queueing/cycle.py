@@ -24,6 +24,7 @@ from muster.core.events import Event, NewEvent
 from muster.core.events import queue as qev
 from muster.core.model.queues import ClusterQueueSpec
 from muster.core.model.resources import format_quantity
+from muster.core.model.workload import Toleration
 from muster.core.queueing import preemption as pre
 from muster.core.queueing import quota as qt
 from muster.core.queueing.flavors import FIT, Assignment, Unassignable, assign
@@ -634,6 +635,7 @@ def to_events(state: QueueState, verdicts: list[Verdict]) -> list[NewEvent]:
                         attempt=wl.attempt + 1,
                         message=_reserved_message(wl, v),
                         pod_counts=v.pod_counts,
+                        tolerations=_injected_tolerations(state, v.outcome),
                     ),
                 )
             )
@@ -650,6 +652,21 @@ def to_events(state: QueueState, verdicts: list[Verdict]) -> list[NewEvent]:
                     workload_id=wl.id, reason=v.outcome.reason, message=v.outcome.message
                 )
                 out.append(_new(state, wl.id, event))
+    return out
+
+
+def _injected_tolerations(
+    state: QueueState, outcome: Assignment
+) -> dict[str, tuple[Toleration, ...]]:
+    """Each pod set gets its flavors' tolerations, as Kueue injects them into the pods."""
+    out: dict[str, tuple[Toleration, ...]] = {}
+    for ps, per_resource in outcome.flavors.items():
+        names = sorted(set(per_resource.values()))
+        tolerations = tuple(
+            t for f in names if f in state.flavors for t in state.flavors[f].tolerations
+        )
+        if tolerations:
+            out[ps] = tolerations
     return out
 
 
