@@ -53,18 +53,25 @@ def routes(app: web.Application, loop: DeciderLoop) -> None:
 
 
 class _Visibility:
-    """The dry-run cycle behind the visibility API, computed once per fold position."""
+    """The dry-run cycle behind the visibility API. It costs O(pending), so under load it
+    is recomputed at most every ``MAX_AGE`` seconds (sooner for a workload it lacks)."""
+
+    MAX_AGE = 1.0
 
     def __init__(self) -> None:
         self.position = -1
+        self.computed_at = 0.0
         self.items: list[visibility.PendingItem] = []
         self.by_id: dict[str, visibility.PendingItem] = {}
 
-    def at(self, loop: DeciderLoop) -> _Visibility:
-        if loop.runner.position != self.position:
+    def at(self, loop: DeciderLoop, wanted: str | None = None) -> _Visibility:
+        moved = loop.runner.position != self.position
+        stale = time.monotonic() - self.computed_at >= self.MAX_AGE
+        if moved and (stale or self.position < 0 or (wanted and wanted not in self.by_id)):
             self.items = visibility.pending(loop.runner.state.queue)
             self.by_id = {i.workload.id: i for i in self.items}
             self.position = loop.runner.position
+            self.computed_at = time.monotonic()
         return self
 
 
@@ -173,7 +180,7 @@ async def get_workload(request: web.Request) -> web.Response:
         return error(404, "NotFound", f"workload {request.match_info['id']} not found")
     body = view.to_json()
     if view.id in loop.runner.state.queue.pending:
-        item = request.app[VISIBILITY].at(loop).by_id.get(view.id)
+        item = request.app[VISIBILITY].at(loop, view.id).by_id.get(view.id)
         if item is not None:
             current = item.to_json()
             body["queue"] = {
