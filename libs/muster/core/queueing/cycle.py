@@ -106,8 +106,11 @@ class QueueCursor:
 
 
 class Cycle:
-    def __init__(self, state: QueueState) -> None:
+    def __init__(self, state: QueueState, *, every_verdict: bool = False) -> None:
+        """``every_verdict``: keep a verdict for every pending workload (visibility);
+        otherwise verdicts that would change nothing in the log are dropped early."""
         self.state = state
+        self.every_verdict = every_verdict
         self.tree = qt.build(state.cluster_queues, state.cohorts, state.usage)
         self.lq_usage = {k: {f: dict(r) for f, r in v.items()} for k, v in state.lq_usage.items()}
         self.ns_usage = {k: dict(v) for k, v in state.ns_usage.items()}
@@ -493,13 +496,14 @@ class Cycle:
             return
         can_preempt = self.preempt_rules(cq)[0]
         while (wl := cursor.peek()) is not None:
-            if wl.preempted_for or any(ps.min_count is not None for ps in wl.spec.pod_sets):
+            if wl.preempted_for or wl.has_min_count:
                 return
             hit = cache.get((cq.name, wl.shape, wl.priority if can_preempt else None))
             if hit is None:
                 return
             cursor.pop(wl)
-            self.verdicts.append(Verdict(wl, cq.name, hit))
+            if self.every_verdict or _worth_recording(self.state, wl, hit):
+                self.verdicts.append(Verdict(wl, cq.name, hit))
 
     def ordered(
         self, round_: list[tuple[QueueCursor, Verdict]]

@@ -13,7 +13,7 @@ from muster.core.queueing.settle import settle
 class QueueDecider:
     name = "queue"
     categories = frozenset({"config", "workload", "admission", "provisioning", "node", "timer"})
-    snapshot_format = "queue-state-v2"
+    snapshot_format = "queue-state-v3"
 
     def initial(self) -> qs.QueueState:
         return qs.QueueState()

@@ -37,6 +37,8 @@ class WorkloadEntry:
     order: int  # position of the submission: FIFO order, kept across requeues
     submitted_at: float
     priority: int = 0  # effective: the priority class's value when one is named
+    local_queue: str = ""  # "namespace/name": the tenant
+    has_min_count: bool = False  # a pod set may be admitted partially
     shape: tuple[object, ...] = ()  # what flavor assignment depends on (equivalence key)
     problem: tuple[str, str] | None = None  # (reason, message): rejected at once
     reserved_seq: int = 0  # when it last got quota: preemption takes the newest first
@@ -70,9 +72,6 @@ class WorkloadEntry:
     def holds_quota(self) -> bool:
         return self.status in ("QuotaReserved", "Admitted")
 
-    @property
-    def local_queue(self) -> str:
-        return f"{self.spec.namespace}/{self.spec.queue_name}"
 
 
 WAIT_BUCKETS = (1.0, 5.0, 15.0, 60.0, 300.0, 900.0, 3600.0, 4 * 3600.0, 86400.0)
@@ -197,6 +196,8 @@ def _(event: wev.WorkloadSubmitted, state: QueueState) -> None:
         order=state.next_order,
         submitted_at=state.now,
         priority=priority,
+        local_queue=f"{event.spec.namespace}/{event.spec.queue_name}",
+        has_min_count=any(ps.min_count is not None for ps in event.spec.pod_sets),
         shape=shape_of(event.spec),
         problem=problem,
         queued_at=state.now,

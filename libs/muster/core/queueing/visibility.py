@@ -47,7 +47,7 @@ class PendingItem:
 
 def pending(state: QueueState) -> list[PendingItem]:
     """Every pending workload with its positions and its reason right now."""
-    cycle = Cycle(state)
+    cycle = Cycle(state, every_verdict=True)
     verdicts = {v.workload.id: v for v in cycle.run()}
     by_cq: dict[str | None, list[WorkloadEntry]] = {}
     for wid in state.pending:

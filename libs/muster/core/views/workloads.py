@@ -173,7 +173,7 @@ class WorkloadsView:
 
     name = "intake"
     categories = frozenset({"config", "workload", "admission", "node"})
-    snapshot_format = "workloads-view-v2"
+    snapshot_format = "workloads-view-v3"
 
     def initial(self) -> WorkloadsState:
         return WorkloadsState()
