@@ -369,3 +369,32 @@ def test_release_at_the_instant_nodes_are_ready_does_not_provision() -> None:
     assert of(h, pev.ProvisioningProvisioned, "job.1") == []
     provisioner = next(r for r in h.runners if r.decider.name == "provisioner")
     assert provisioner.state.requests["job.1"].status == "Deleted"
+
+
+# -- the active-requests quota ---------------------------------------------------------
+
+
+def test_requests_beyond_the_active_requests_quota_fail_at_once() -> None:
+    """GKE's ACTIVE_RESIZE_REQUESTS: at most N requests Accepted (not yet provisioned)."""
+    doc = cluster_doc(capacity=[{"at": 0, "zones": {ZA: 0, ZB: 0}},
+                                {"at": "10m", "zones": {ZA: 3}}])
+    doc["activeRequests"] = 2
+    h = run(doc, [(i, workload_doc(f"w{i}")) for i in range(3)])
+    accepted = [ev.request_id for _, ev in of(h, pev.ProvisioningAccepted)]
+    assert accepted == ["w0.1", "w1.1"]
+    (env, failed), = of(h, pev.ProvisioningFailed)
+    assert (env.occurred_at, failed.request_id, failed.reason) == (2.0, "w2.1", "QuotaExceeded")
+    assert failed.message == (
+        "Quota 'ACTIVE_RESIZE_REQUESTS' exceeded. Limit: 2.0 in region us-central1."
+    )
+    # The two accepted requests were provisioned once capacity came.
+    assert sorted(ev.request_id for _, ev in of(h, pev.ProvisioningProvisioned)) == [
+        "w0.1", "w1.1"]
+
+
+def test_provisioned_requests_do_not_count_against_the_active_quota() -> None:
+    doc = cluster_doc()
+    doc["activeRequests"] = 1
+    h = run(doc, [(0, workload_doc("a")), (5, workload_doc("b"))])
+    assert not of(h, pev.ProvisioningFailed)
+    assert len(of(h, pev.ProvisioningProvisioned)) == 2

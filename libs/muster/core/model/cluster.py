@@ -96,6 +96,9 @@ class ClusterSpec:
     fair_sharing: FairSharingConfig = field(default_factory=FairSharingConfig)
     wait_for_pods_ready: WaitForPodsReady = field(default_factory=WaitForPodsReady)
     booking_seconds: float = 600.0
+    # DWS: at most this many requests Accepted (not yet provisioned) per project and region
+    # (GKE's ACTIVE_RESIZE_REQUESTS quota); a new one beyond it fails at once.
+    active_requests: int = 100
 
     def pool(self, name: str) -> NodePool | None:
         return next((p for p in self.node_pools if p.name == name), None)

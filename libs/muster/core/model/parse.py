@@ -402,6 +402,7 @@ def cluster(data: object, path: str = "") -> ClusterSpec:
             o.raw("waitForPodsReady"), o.at("waitForPodsReady")
         ),
         booking_seconds=_booking(o),
+        active_requests=o.integer("activeRequests", default=100, lo=1, hi=100_000) or 100,
     )
     o.done()
     _unique(o.at("nodePools"), [p.name for p in spec.node_pools])

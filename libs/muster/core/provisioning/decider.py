@@ -112,7 +112,23 @@ def release(state: ProvisionerState) -> list[Decision]:
 
 def accept(state: ProvisionerState, cloud: ClusterSpec) -> list[Decision]:
     out: list[Decision] = []
+    active = sum(1 for r in state.open_requests() if r.status in ("Accepted", "Creating"))
     for rid, wanted in state.wanted.items():
+        if active >= cloud.active_requests:
+            out.append(
+                (
+                    rid,
+                    pev.ProvisioningFailed(
+                        request_id=rid,
+                        reason="QuotaExceeded",
+                        message=(
+                            f"Quota 'ACTIVE_RESIZE_REQUESTS' exceeded. Limit: "
+                            f"{float(cloud.active_requests)} in region {cloud.region}."
+                        ),
+                    ),
+                )
+            )
+            continue
         spec = state.specs[wanted.workload_id]
         try:
             pod_sets, zones = plan.plan(
@@ -143,6 +159,7 @@ def accept(state: ProvisionerState, cloud: ClusterSpec) -> list[Decision]:
                 ),
             )
         )
+        active += 1
     return out
 
 

@@ -73,7 +73,6 @@ class WorkloadEntry:
         return self.status in ("QuotaReserved", "Admitted")
 
 
-
 WAIT_BUCKETS = (1.0, 5.0, 15.0, 60.0, 300.0, 900.0, 3600.0, 4 * 3600.0, 86400.0)
 
 
