@@ -11,6 +11,7 @@ Two bugs it found are kept as explicit examples (a livelock and an ignored polic
 
 from __future__ import annotations
 
+import copy
 import pickle
 from collections.abc import Iterable, Iterator, Mapping
 from contextlib import contextmanager
@@ -605,7 +606,7 @@ def _check_minimal(
         return
     _check_victims(preemptor.cluster_queue, preemptor, holders, victims, tree)
 
-    sim = tree.copy()
+    sim = copy.deepcopy(tree)
     left = {cq: dict(used) for cq, used in usage.items()}
     for v in victims:
         sim.add(v.holder.cluster_queue, v.holder.usage, -1)

@@ -8,6 +8,7 @@ virtual-time harness to see the victim's pods stop and the victim come back.
 
 from __future__ import annotations
 
+import copy
 from typing import Any
 
 import pytest
@@ -360,7 +361,7 @@ def test_candidates_lowest_priority_then_most_recently_admitted(
 
 def assert_irreducible(t: qt.QuotaTree, p: pre.Preemptor, chosen: list[pre.Victim]) -> None:
     """Evicting all of ``chosen`` makes room; sparing any single one of them does not."""
-    sim = t.copy()
+    sim = copy.deepcopy(t)
     for v in chosen:
         sim.add(v.holder.cluster_queue, v.holder.usage, -1)
     assert pre.fits(sim, p, allow_borrowing=True)

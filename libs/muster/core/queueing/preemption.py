@@ -188,6 +188,14 @@ def _classic_take(
 ) -> list[Victim] | None:
     policy = preemptor.cluster_queue.preemption
     contested = preemptor.assignment.contested
+    # Whether the preemptor's queue still borrows once admitted: then, beyond reclaiming,
+    # only what borrowWithinCohort allows may go. Other queues' candidates come first
+    # (see the sort), so its own usage is what the tree holds now.
+    node = tree.queues[preemptor.cluster_queue.name]
+    borrows_anyway = any(
+        node.usage.get(fr, 0) + q > node.subtree.get(fr, 0)
+        for fr, q in preemptor.assignment.frs().items()
+    )
 
     for h, same in candidates:
         if same:
@@ -203,7 +211,7 @@ def _classic_take(
                 if bwc.policy != "LowerPriority" or h.priority >= preemptor.priority:
                     if not reclaim_allowed(policy.reclaim_within_cohort, preemptor, h):
                         continue
-                    if _would_borrow(tree, preemptor, h):
+                    if borrows_anyway:
                         continue
                     reason = "InCohortReclamation"
                 elif threshold is not None and h.priority > threshold:
@@ -219,15 +227,6 @@ def _classic_take(
         if ok():
             return _fill_back(sim, chosen, ok)
     return None
-
-
-def _would_borrow(tree: qt.QuotaTree, preemptor: Preemptor, h: Holder) -> bool:
-    """Whether the preemptor would still borrow after evicting ``h`` (then only lower ones go)."""
-    node = tree.queues[preemptor.cluster_queue.name]
-    return any(
-        node.usage.get(fr, 0) + q > node.subtree.get(fr, 0)
-        for fr, q in preemptor.assignment.frs().items()
-    )
 
 
 def _fill_back(sim: _Sim, chosen: list[Victim], ok: Callable[[], bool]) -> list[Victim]:

@@ -83,35 +83,6 @@ class QuotaTree:
                     else:
                         remove_usage(node, (flavor, resource), qty)
 
-    def copy(self) -> QuotaTree:
-        """An independent copy for simulations (preemption); specs are shared, usage is not."""
-        mapping: dict[int, QuotaNode] = {}
-
-        def clone(node: QuotaNode) -> QuotaNode:
-            twin = QuotaNode(
-                name=node.name,
-                is_queue=node.is_queue,
-                weight=node.weight,
-                quotas=node.quotas,
-                subtree=node.subtree,
-                usage=dict(node.usage),
-                height=node.height,
-            )
-            mapping[id(node)] = twin
-            for child in node.children:
-                c = clone(child)
-                c.parent = twin
-                twin.children.append(c)
-            return twin
-
-        roots = [n for n in [*self.queues.values(), *self.cohorts.values()] if n.parent is None]
-        for r in roots:
-            clone(r)
-        return QuotaTree(
-            queues={k: mapping[id(v)] for k, v in self.queues.items()},
-            cohorts={k: mapping[id(v)] for k, v in self.cohorts.items()},
-        )
-
 
 def build(
     cluster_queues: Mapping[str, ClusterQueueSpec],
