@@ -50,6 +50,10 @@ def routes(app: web.Application, loop: DeciderLoop) -> None:
     app.router.add_get(
         "/v1/namespaces/{namespace}/localqueues/{name}/pendingworkloads", pending_in_local_queue
     )
+    app.router.add_post("/v1/provisioningrequests", create_request)
+    app.router.add_get("/v1/provisioningrequests", list_requests)
+    app.router.add_get("/v1/namespaces/{namespace}/provisioningrequests/{name}", get_request)
+    app.router.add_delete("/v1/namespaces/{namespace}/provisioningrequests/{name}", delete_request)
 
 
 class _Visibility:
@@ -127,7 +131,8 @@ async def submit(request: web.Request) -> web.Response:
                 )
             key = key or body_key
         spec = parse.workload(body)
-        await _require_queue(loop, spec.namespace, spec.queue_name)
+        if spec.consumes is None:  # a consumer runs on its request's nodes, not a queue
+            await _require_queue(loop, spec.namespace, spec.queue_name)
     except InvalidInput as exc:
         return error(422, "InvalidField", exc.problem, exc.path)
     except _Refused as exc:
@@ -306,3 +311,90 @@ def describe_row(env: Any) -> dict[str, Any]:
         "reason": getattr(ev, "reason", None) or getattr(ev, "outcome", None),
         "message": getattr(ev, "message", None),
     }
+
+
+# -- standalone ProvisioningRequests -----------------------------------------------------
+
+
+async def create_request(request: web.Request) -> web.Response:
+    """Create a standalone ProvisioningRequest. Its spec is immutable, as in Kubernetes:
+    the same spec again answers 200 with the request, another spec 409."""
+    loop = request.app[LOOP]
+    try:
+        spec = parse.provisioning_request(await _body(request))
+    except InvalidInput as exc:
+        return error(422, "InvalidField", exc.problem, exc.path)
+    except _Refused as exc:
+        return exc.response()
+    new = inputs.provisioning_request(spec, time.time())
+    try:
+        await request.app[COMMITTER].append(StreamAppend(new.stream_id, 0, [new]))
+    except ConcurrencyConflict:
+        first = (await loop.store.read_stream(new.stream_id))[0].event
+        if getattr(first, "spec", None) != spec:
+            return error(
+                409,
+                "AlreadyExists",
+                f"ProvisioningRequest {spec.key} already exists with another spec; a "
+                "request's spec is immutable (and names are not reused after deletion)",
+            )
+        await loop.step()
+        return web.json_response(_request_view(loop, spec.key), status=200)
+    loop.appended()
+    await loop.step()
+    return web.json_response(_request_view(loop, spec.key), status=201)
+
+
+def _request_view(loop: DeciderLoop, rid: str) -> dict[str, Any]:
+    view = _state_of(loop).requests.get(rid)
+    return view.to_json() if view is not None else {"id": rid, "status": "Pending"}
+
+
+def _state_of(loop: DeciderLoop) -> WorkloadsState:
+    state = loop.runner.state
+    assert isinstance(state, WorkloadsState)
+    return state
+
+
+async def list_requests(request: web.Request) -> web.Response:
+    """Every request, standalone and made for queued workloads (``?standalone=1``: only
+    the former), oldest first."""
+    loop = request.app[LOOP]
+    await loop.step()
+    only_standalone = request.query.get("standalone") in ("1", "true")
+    namespace = request.query.get("namespace")
+    items = [
+        v.to_json()
+        for v in _state_of(loop).requests.values()
+        if (v.spec is not None or not only_standalone)
+        and (namespace is None or (v.spec is not None and v.spec.namespace == namespace))
+    ]
+    return web.json_response({"items": items[:MAX_LIST]})
+
+
+async def get_request(request: web.Request) -> web.Response:
+    loop = request.app[LOOP]
+    await loop.step()
+    rid = f"{request.match_info['namespace']}/{request.match_info['name']}"
+    if rid not in _state_of(loop).requests:
+        return error(404, "NotFound", f"ProvisioningRequest {rid} not found")
+    return web.json_response(_request_view(loop, rid))
+
+
+async def delete_request(request: web.Request) -> web.Response:
+    """Delete: node creation stops; nodes already there go when unneeded (GKE's rules)."""
+    loop = request.app[LOOP]
+    await loop.step()
+    rid = f"{request.match_info['namespace']}/{request.match_info['name']}"
+    view = _state_of(loop).requests.get(rid)
+    if view is None or view.spec is None:
+        return error(404, "NotFound", f"ProvisioningRequest {rid} not found")
+    if view.deleted:
+        return error(409, "AlreadyDeleted", f"ProvisioningRequest {rid} is already deleted")
+    new = inputs.provisioning_deletion(rid, time.time())
+    await loop.store.append(
+        [StreamAppend(new.stream_id, None, [new])], producer="intake", recorded_at=time.time()
+    )
+    loop.appended()
+    await loop.step()
+    return web.json_response(_request_view(loop, rid), status=202)

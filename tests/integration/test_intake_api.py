@@ -231,3 +231,76 @@ async def test_pending_workloads_visibility(
     assert [ln.split()[2] for ln in lines[1:]] == ["team/w3", "team/w1", "team/w5"]
     with pytest.raises(commands.CliError):
         await asyncio.to_thread(commands.pending, server, None, "no-slash", 3, "table")
+
+
+PROVREQ = {
+    "name": "pi-request",
+    "namespace": "team",
+    "provisioningClassName": "queued-provisioning.gke.io",
+    "parameters": {"maxRunDurationSeconds": "3600"},
+    "podSets": [{"name": "pi-template", "count": 4, "requests": {"nvidia.com/gpu": 1}}],
+}
+
+
+async def test_provisioning_requests_create_get_list_delete(
+    client: TestClient[Any, Any],
+) -> None:
+    store = store_of(client)
+    created = await client.post("/v1/provisioningrequests", json=PROVREQ)
+    assert created.status == 201, await created.text()
+    view = await created.json()
+    assert (view["id"], view["status"], view["podSets"]) == (
+        "team/pi-request",
+        "Pending",
+        [{"name": "pi-template", "count": 4}],
+    )
+    # kubectl apply again: unchanged; another spec under the name: immutable.
+    head = await store.head()
+    assert (await client.post("/v1/provisioningrequests", json=PROVREQ)).status == 200
+    other = await client.post("/v1/provisioningrequests", json={**PROVREQ, "parameters": {}})
+    assert other.status == 409
+    assert (await other.json())["error"]["code"] == "AlreadyExists"
+    assert await store.head() == head
+    got = await client.get("/v1/namespaces/team/provisioningrequests/pi-request")
+    assert (await got.json())["parameters"] == {"maxRunDurationSeconds": "3600"}
+    listed = await (await client.get("/v1/provisioningrequests?standalone=1")).json()
+    assert [v["id"] for v in listed["items"]] == ["team/pi-request"]
+    assert (await client.get("/v1/namespaces/team/provisioningrequests/nope")).status == 404
+    gone = await client.delete("/v1/namespaces/team/provisioningrequests/pi-request")
+    assert gone.status == 202 and (await gone.json())["deleted"] is True
+    again = await client.delete("/v1/namespaces/team/provisioningrequests/pi-request")
+    assert again.status == 409
+    assert (await client.delete("/v1/namespaces/team/provisioningrequests/nope")).status == 404
+
+
+@pytest.mark.parametrize(
+    ("body", "field"),
+    [
+        ({**PROVREQ, "podSets": []}, "podSets"),
+        ({**PROVREQ, "parameters": {"maxRunDurationSeconds": "999999999"}}, "parameters"),
+        ({**PROVREQ, "name": "Bad_Name"}, "name"),
+        ({**PROVREQ, "podSets": [{"count": 0, "requests": {}}]}, "podSets[0].count"),
+    ],
+)
+async def test_bad_provisioning_requests_are_refused_and_leave_no_event(
+    client: TestClient[Any, Any], body: dict[str, Any], field: str
+) -> None:
+    store = store_of(client)
+    before = await store.head()
+    resp = await client.post("/v1/provisioningrequests", json=body)
+    assert resp.status == 422
+    err = (await resp.json())["error"]
+    assert err["field"].startswith(field) and err["message"]
+    assert await store.head() == before
+
+
+async def test_a_consumer_of_a_request_needs_no_queue_but_not_both(
+    client: TestClient[Any, Any],
+) -> None:
+    consumer = {k: v for k, v in GOOD.items() if k != "queueName"}
+    consumer["consumesProvisioningRequest"] = "pi-request"
+    resp = await client.post("/v1/workloads", json=consumer)
+    assert resp.status == 201, await resp.text()
+    both = await client.post("/v1/workloads", json={**GOOD, "consumesProvisioningRequest": "x"})
+    assert both.status == 422
+    assert (await both.json())["error"]["field"] == "queueName"

@@ -89,9 +89,9 @@ def test_sim_reports_skipped_kinds_on_stderr(
     files: dict[str, Path], capsys: pytest.CaptureFixture[str]
 ) -> None:
     argv = ["sim", "--cluster", str(files["cluster"]), "--workloads"]
-    code, out, err = run([*argv, str(files["dws/queues.yaml"]), "--json"], capsys)
+    code, out, err = run([*argv, str(files["volcano/job-regular.yaml"]), "--json"], capsys)
     assert code == 0
-    assert f"{files['dws/queues.yaml']}: AdmissionCheck dws-prov: not a queueing object" in err
+    assert f"{files['volcano/job-regular.yaml']}: Job job-demo: Volcano jobs are not " in err
     assert json.loads(out.splitlines()[-1])["summary"]["workloads"] == 0
 
 
@@ -120,7 +120,9 @@ class Intake(BaseHTTPRequestHandler):
         self.received.append((self.path, self.headers.get("Idempotency-Key"), body))
         answer: dict[str, Any] = {"id": f"id-{len(self.received)}", "status": "Pending"}
         status = 201
-        if body["queueName"] == "missing":
+        if self.path == "/v1/provisioningrequests":
+            answer = {"id": f"{body['namespace']}/{body['name']}", "status": "Accepted"}
+        elif body["queueName"] == "missing":
             error = {"code": "UnknownQueue", "message": "no such queue", "field": "queueName"}
             status, answer = 422, {"error": error}
         self._answer(status, json.dumps(answer).encode())
@@ -164,6 +166,7 @@ def test_apply_configures_queue_objects_once_and_submits_workloads(
     assert run(["migrate", "--store-url", store], capsys)[0] == 0
     argv = ["apply", "--store-url", store, "--server", server]
     argv += ["-f", str(files["dws/queues.yaml"]), "-f", str(files["multislice/jobsets.yaml"])]
+    argv += ["-f", str(files["dws/provisioning-request.yaml"])]
 
     code, out, err = run(argv, capsys)
     assert (code, err) == (0, "")
@@ -173,24 +176,30 @@ def test_apply_configures_queue_objects_once_and_submits_workloads(
         ["ResourceFlavor", "default-flavor", "configured"],
         ["ClusterQueue", "dws-cluster-queue", "configured"],
         ["LocalQueue", "default/dws-local-queue", "configured"],
+        ["AdmissionCheck", "dws-prov", "configured"],
+        ["ProvisioningRequestConfig", "dws-config", "configured"],
         ["JobSet", "default/multislice-1slice", "submitted: id-1 (Pending)"],
         ["JobSet", "default/multislice-2slice", "submitted: id-2 (Pending)"],
         ["JobSet", "default/multislice-3slice", "submitted: id-3 (Pending)"],
-        ["AdmissionCheck", "dws-prov", "skipped: not a queueing object, ignored"],
-        ["ProvisioningRequestConfig", "dws-config", "skipped: not a queueing object, ignored"],
+        ["ProvisioningRequest", "default/pi-request", "created (Accepted)"],
     ]
     assert [(path, key) for path, key, _ in received] == [
         ("/v1/workloads", "default/multislice-1slice"),
         ("/v1/workloads", "default/multislice-2slice"),
         ("/v1/workloads", "default/multislice-3slice"),
+        ("/v1/provisioningrequests", None),
     ]
     expected = manifests.read(list(yaml.safe_load_all(SEEDS["multislice/jobsets.yaml"])))
-    assert [parse.workload(body) for _, _, body in received] == list(expected.workloads)
+    assert [parse.workload(body) for _, _, body in received[:3]] == list(expected.workloads)
+    request = manifests.read(list(yaml.safe_load_all(SEEDS["dws/provisioning-request.yaml"])))
+    assert [parse.provisioning_request(received[3][2])] == [
+        r for _, r, _ in request.provisioning_requests()
+    ]
 
     # Again: the store already holds the same queue objects.
     code, out, _ = run(["apply", "--store-url", store, "-f", str(files["dws/queues.yaml"])], capsys)
     assert code == 0
-    assert [line.split()[-1] for line in out.splitlines()[1:4]] == ["unchanged"] * 3
+    assert [line.split()[-1] for line in out.splitlines()[1:6]] == ["unchanged"] * 5
 
 
 def test_apply_fails_when_intake_is_unreachable(

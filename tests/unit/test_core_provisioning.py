@@ -233,13 +233,21 @@ def test_cancel_while_waiting_for_capacity_cancels_the_request() -> None:
     assert of(h, pev.NodesCreating) == []  # not even when zone b grows at 10m
 
 
-def test_cancel_while_nodes_boot_deletes_them() -> None:
+def test_cancel_while_nodes_boot_stops_the_request_and_removes_them_after_booking() -> None:
+    """GKE: deleting a request stops node creation, but nodes already booting appear anyway
+    and are removed when their (10 minute) booking expires unused."""
     h = run(cluster_doc(delay=30), [(0, workload_doc("slow"))], cancels=[(10, "slow")])
+    (cenv, _), = of(h, pev.ProvisioningCancelled, "slow.1")
+    assert cenv.occurred_at == 10.0
     env, deleted = one(h, pev.NodesDeleted, "slow.1")
-    assert env.occurred_at == 10.0
+    assert env.occurred_at == 30.0 + 600.0  # ready_at + the booking window
+    assert deleted.reason == "BookingExpired"
     assert of(h, pev.ProvisioningProvisioned) == []
     assert of(h, nev.NodeRegistered) == []
     assert set(deleted.nodes) == {n.name for _, ev in of(h, pev.NodesCreating) for n in ev.nodes}
+    provisioner = next(r for r in h.runners if r.decider.name == "provisioner")
+    assert provisioner.state.requests["slow.1"].status == "Cancelled"
+    assert provisioner.state.in_use == {("a100", ZA): 0}
 
 
 # -- permanent failure -----------------------------------------------------------------
@@ -364,11 +372,12 @@ def test_request_the_cloud_can_never_serve_fails_at_once(case: str) -> None:
 
 def test_release_at_the_instant_nodes_are_ready_does_not_provision() -> None:
     h = run(cluster_doc(delay=30), [(0, workload_doc("job"))], cancels=[(30, "job")])
-    deleted, _ = one(h, pev.NodesDeleted, "job.1")
-    assert deleted.occurred_at == 30.0
+    cancelled, _ = one(h, pev.ProvisioningCancelled, "job.1")
+    assert cancelled.occurred_at == 30.0
     assert of(h, pev.ProvisioningProvisioned, "job.1") == []
     provisioner = next(r for r in h.runners if r.decider.name == "provisioner")
-    assert provisioner.state.requests["job.1"].status == "Deleted"
+    assert provisioner.state.requests["job.1"].status == "Cancelled"
+    assert not provisioner.state.requests["job.1"].held
 
 
 # -- the active-requests quota ---------------------------------------------------------

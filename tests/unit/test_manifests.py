@@ -37,6 +37,7 @@ SEEDS: dict[str, str] = {
         "gpu-operator/model-affinity-pod.yaml",
         "dws/queues.yaml",
         "dws/job.yaml",
+        "dws/provisioning-request.yaml",
         "hami/sample-pod.yaml",
         "volcano/job-regular.yaml",
     )
@@ -98,7 +99,18 @@ def one_pod(spec: dict[str, Any], **metadata: Any) -> Any:
             0,
         ),
         ("gpu-operator/model-affinity-pod.yaml", {"workloads": 1}, 0),
-        ("dws/queues.yaml", {"resource_flavors": 1, "cluster_queues": 1, "local_queues": 1}, 2),
+        (
+            "dws/queues.yaml",
+            {
+                "resource_flavors": 1,
+                "cluster_queues": 1,
+                "local_queues": 1,
+                "admission_checks": 1,
+                "provisioning_configs": 1,
+            },
+            0,
+        ),
+        ("dws/provisioning-request.yaml", {"pod_templates": 1, "request_sources": 1}, 0),
         ("dws/job.yaml", {"workloads": 1}, 0),
         ("hami/sample-pod.yaml", {"workloads": 1}, 0),
         ("volcano/job-regular.yaml", {}, 1),
@@ -113,7 +125,11 @@ def test_every_seed_manifest_loads(name: str, counts: dict[str, int], skipped: i
         "cohorts",
         "priority_classes",
         "namespace_quotas",
+        "admission_checks",
+        "provisioning_configs",
         "workloads",
+        "pod_templates",
+        "request_sources",
     )
     assert {f: len(getattr(m, f)) for f in fields if getattr(m, f)} == counts
     assert len(m.skipped) == skipped
@@ -195,12 +211,27 @@ def test_model_affinity_pod_keeps_its_node_selector() -> None:
     }
 
 
-def test_dws_queues_skip_what_is_not_queueing() -> None:
+def test_dws_queues_read_the_admission_check_and_its_config() -> None:
     m = load("dws/queues.yaml")
-    assert m.skipped == (
-        "AdmissionCheck dws-prov: not a queueing object, ignored",
-        "ProvisioningRequestConfig dws-config: not a queueing object, ignored",
+    assert m.skipped == ()
+    (check,) = m.admission_checks
+    assert (check.name, check.controller_name, check.config) == (
+        "dws-prov",
+        "kueue.x-k8s.io/provisioning-request",
+        "dws-config",
     )
+    (config,) = m.provisioning_configs
+    assert (config.name, config.provisioning_class, config.managed_resources) == (
+        "dws-config",
+        "queued-provisioning.gke.io",
+        (GPU,),
+    )
+    # Kueue's default retry strategy.
+    assert (
+        config.retry.backoff_limit_count,
+        config.retry.backoff_base_seconds,
+        config.retry.backoff_max_seconds,
+    ) == (3, 60.0, 1800.0)
     (cq,) = m.cluster_queues
     assert cq.admission_checks == ("dws-prov",)
     quotas = {r.name: r.nominal_quota for r in cq.resource_groups[0].flavors[0].resources}
@@ -736,6 +767,8 @@ def test_queue_configuration_uses_the_cluster_description_streams() -> None:
         ("config-localqueue-default.dws-local-queue", "LocalQueueConfigured"),
         ("config-priorityclass-high-priority", "PriorityClassConfigured"),
         ("config-namespacequota-default.gpu-quota", "NamespaceQuotaConfigured"),
+        ("config-admissioncheck-dws-prov", "AdmissionCheckConfigured"),
+        ("config-provisioningrequestconfig-dws-config", "ProvisioningRequestConfigConfigured"),
     ]
     assert {e.occurred_at for e in events} == {5.0}
     # The same objects in a cluster description give the same events on the same streams.

@@ -6,13 +6,15 @@ import asyncio
 import json
 import sys
 import time
+from collections.abc import Sequence
+from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
 import yaml
 
-from muster.cli.http import ApiError, call
+from muster.cli.http import ApiError, call, call_status
 from muster.cli.tables import table
 from muster.core import inputs
 from muster.core.decider import Decider
@@ -21,7 +23,7 @@ from muster.core.model import manifests, parse
 from muster.core.model.cluster import ClusterSpec
 from muster.core.model.fields import InvalidInput, parse_duration
 from muster.core.model.resources import format_quantity
-from muster.core.model.workload import PodSet, WorkloadSpec
+from muster.core.model.workload import PodSet, ProvisioningRequestSpec, WorkloadSpec
 from muster.core.queueing.decider import QueueDecider
 from muster.core.sim import harness as sim_harness
 from muster.core.sim.summary import summarize
@@ -77,21 +79,30 @@ def load_manifests(path: Path) -> manifests.Manifests:
         raise CliError(f"{path}: {exc}") from None
 
 
-def load_sim_inputs(
-    spec: ClusterSpec, paths: list[Path]
-) -> tuple[ClusterSpec, list[tuple[float, WorkloadSpec]], list[str]]:
+@dataclass
+class SimInputs:
+    spec: ClusterSpec
+    workloads: list[tuple[float, WorkloadSpec]] = field(default_factory=list)
+    requests: list[tuple[float, ProvisioningRequestSpec]] = field(default_factory=list)
+    deletions: list[tuple[float, str]] = field(default_factory=list)  # request id
+    skipped: list[str] = field(default_factory=list)
+
+
+def load_sim_inputs(spec: ClusterSpec, paths: list[Path]) -> SimInputs:
     """Workload lists and Kubernetes manifests (a document with a ``kind``), in order:
-    the manifests' queue objects are merged into the cluster, their JobSets, Jobs and
-    Pods submitted at their ``muster.dev/submit-at`` (default 0). Also: what was skipped."""
-    workloads: list[tuple[float, WorkloadSpec]] = []
-    skipped: list[str] = []
+    the manifests' queue objects are merged into the cluster, their JobSets, Jobs, Pods and
+    ProvisioningRequests submitted at their ``muster.dev/submit-at`` (default 0), requests
+    deleted at their ``muster.dev/delete-at``. Also: what was skipped."""
+    out = SimInputs(spec)
+    parts: list[manifests.Manifests] = []
     for path in paths:
         docs = load_docs(path)
         if manifests.is_manifests(docs):
             m = load_manifests(path)
-            spec = manifests.merge(spec, m)
-            workloads += m.submissions()
-            skipped += [f"{path}: {line}" for line in m.skipped]
+            parts.append(m)
+            out.spec = manifests.merge(out.spec, m)
+            out.workloads += m.submissions()
+            out.skipped += [f"{path}: {line}" for line in m.skipped]
             continue
         present = [d for d in docs if d is not None]
         if len(present) != 1:
@@ -100,10 +111,20 @@ def load_sim_inputs(
                 f"(documents with a kind); found {len(present)} documents"
             )
         try:
-            workloads += parse.workload_list(present[0])
+            out.workloads += parse.workload_list(present[0])
         except InvalidInput as exc:
             raise CliError(f"{path}: {exc}") from None
-    return spec, workloads, skipped
+    everything = manifests.combine(*parts)
+    try:
+        out.requests = [(at, r) for at, r, _ in everything.provisioning_requests()]
+    except InvalidInput as exc:
+        raise CliError(str(exc)) from None
+    out.deletions = [
+        (gone, f"{r.namespace}/{r.name}")
+        for _, r, gone in everything.provisioning_requests()
+        if gone is not None
+    ]
+    return out
 
 
 def load_workloads(paths: list[Path]) -> list[tuple[float, Any]]:
@@ -293,6 +314,21 @@ def apply(
         except OSError as exc:
             ok, result = False, f"not submitted: {server}: {exc}"
         rows.append((source.kind, key, result))
+    try:
+        requests = m.provisioning_requests()
+    except InvalidInput as exc:
+        raise CliError(str(exc)) from None
+    for _, request, _ in requests:
+        try:
+            view, status = call_status(
+                "POST", f"{server}/v1/provisioningrequests", _request_to_api(request)
+            )
+            result = f"{'created' if status == 201 else 'unchanged'} ({view['status']})"
+        except ApiError as exc:
+            ok, result = False, f"refused: {exc}"
+        except OSError as exc:
+            ok, result = False, f"not created: {server}: {exc}"
+        rows.append(("ProvisioningRequest", request.key, result))
     for line in m.skipped:
         head, _, reason = line.partition(": ")
         kind, _, name = head.partition(" ")
@@ -300,6 +336,80 @@ def apply(
     if rows:
         print(table(["KIND", "NAME", "RESULT"], rows))
     return 0 if ok else 1
+
+
+def _request_to_api(spec: ProvisioningRequestSpec) -> dict[str, Any]:
+    """A standalone request in the API's JSON form (docs/api.md)."""
+    return {
+        "name": spec.name,
+        "namespace": spec.namespace,
+        "provisioningClassName": spec.provisioning_class,
+        "parameters": dict(spec.parameters),
+        "podSets": [_pod_set_to_api(ps) for ps in spec.pod_sets],
+    }
+
+
+def provreq(server: str, name: str | None, delete: bool, everything: bool, output: str) -> int:
+    """List requests, show one with its conditions, or delete one."""
+    if name is not None and "/" not in name:
+        name = f"default/{name}"
+    try:
+        if delete:
+            if name is None:
+                raise CliError("--delete needs NAMESPACE/NAME")
+            ns, _, n = name.partition("/")
+            view = call("DELETE", f"{server}/v1/namespaces/{ns}/provisioningrequests/{n}")
+            print(f"provisioningrequest {name} deleted (status {view['status']})")
+            return 0
+        if name is not None:
+            ns, _, n = name.partition("/")
+            view = call("GET", f"{server}/v1/namespaces/{ns}/provisioningrequests/{n}")
+            if output == "json":
+                print(json.dumps(view, indent=2, sort_keys=True))
+                return 0
+            _print_request(view)
+            return 0
+        query = "" if everything else "?standalone=1"
+        items = call("GET", f"{server}/v1/provisioningrequests{query}")["items"]
+    except ApiError as exc:
+        raise CliError(str(exc)) from None
+    if output == "json":
+        print(json.dumps(items, indent=2, sort_keys=True))
+        return 0
+    rows = []
+    for v in items:
+        conditions = {c["type"]: c for c in v["conditions"]}
+        rows.append(
+            (
+                v["id"],
+                conditions.get("Accepted", {}).get("status", ""),
+                conditions.get("Provisioned", {}).get("status", ""),
+                conditions.get("Failed", {}).get("status", ""),
+                v["status"],
+                v.get("zone") or "",
+                str(len(v["nodes"])),
+            )
+        )
+    print(table(["NAME", "ACCEPTED", "PROVISIONED", "FAILED", "STATUS", "ZONE", "NODES"], rows))
+    return 0
+
+
+def _print_request(view: dict[str, Any]) -> None:
+    print(f"Name:       {view['id']}")
+    print(f"Status:     {view['status']}")
+    if view.get("provisioningClassName"):
+        print(f"Class:      {view['provisioningClassName']}")
+    if view.get("workload"):
+        print(f"Workload:   {view['workload']}")
+    print(f"Zone:       {view.get('zone') or '-'}")
+    removed = f" (removed: {view['nodesRemoved']})" if view.get("nodesRemoved") else ""
+    print(f"Nodes:      {len(view['nodes'])}{removed}")
+    rows = [
+        (c["type"], c["status"], c["reason"], _age(c["lastTransitionTime"]), c["message"])
+        for c in view["conditions"]
+    ]
+    print("Conditions:")
+    print(_indent(table(["TYPE", "STATUS", "REASON", "AGE", "MESSAGE"], rows)))
 
 
 def _config_object(event: Event) -> tuple[str, str]:
@@ -312,6 +422,8 @@ def _config_object(event: Event) -> tuple[str, str]:
         "CohortConfigured": "Cohort",
         "PriorityClassConfigured": getattr(spec, "kind", "PriorityClass"),
         "NamespaceQuotaConfigured": "ResourceQuota",
+        "AdmissionCheckConfigured": "AdmissionCheck",
+        "ProvisioningRequestConfigConfigured": "ProvisioningRequestConfig",
     }.get(type(event).__name__, type(event).__name__)
     return str(kind), str(getattr(spec, "key", None) or getattr(spec, "name", ""))
 
@@ -411,14 +523,16 @@ def _verify_decisions(log: list[Any]) -> bool:
 
 
 def sim(cluster_path: Path, workload_paths: list[Path], until: str | None, as_json: bool) -> int:
-    spec, workloads, skipped = load_sim_inputs(load_cluster(cluster_path), workload_paths)
-    for line in skipped:
+    loaded = load_sim_inputs(load_cluster(cluster_path), workload_paths)
+    for line in loaded.skipped:
         print(f"muster sim: {line}", file=sys.stderr)
     try:
         horizon = parse_duration(until, "--until") if until else None
     except InvalidInput as exc:
         raise CliError(str(exc)) from None
-    harness = build_harness(spec, workloads)
+    harness = build_harness(
+        loaded.spec, loaded.workloads, requests=loaded.requests, deletions=loaded.deletions
+    )
     started = time.perf_counter()
     harness.run(until=horizon)
     took = time.perf_counter() - started
@@ -440,10 +554,16 @@ def sim(cluster_path: Path, workload_paths: list[Path], until: str | None, as_js
     return 0
 
 
-def build_harness(spec: Any, workloads: list[tuple[float, Any]]) -> sim_harness.Harness:
+def build_harness(
+    spec: Any,
+    workloads: list[tuple[float, Any]],
+    *,
+    requests: Sequence[tuple[float, ProvisioningRequestSpec]] = (),
+    deletions: Sequence[tuple[float, str]] = (),
+) -> sim_harness.Harness:
     """Workload ids are ``<name>-<index in the file>``: names need not be unique."""
     subs = [(at, f"{wl.name}-{i}", wl) for i, (at, wl) in enumerate(workloads)]
-    return sim_harness.build(spec, subs)
+    return sim_harness.build(spec, subs, requests=requests, deletions=deletions)
 
 
 def print_summary(summary: dict[str, Any]) -> None:
@@ -508,7 +628,6 @@ def _to_api(wl: WorkloadSpec) -> dict[str, Any]:
     body: dict[str, Any] = {
         "name": wl.name,
         "namespace": wl.namespace,
-        "queueName": wl.queue_name,
         "priority": wl.priority,
         "podSets": [_pod_set_to_api(ps) for ps in wl.pod_sets],
         "runtime": {
@@ -516,6 +635,10 @@ def _to_api(wl: WorkloadSpec) -> dict[str, Any]:
             "exitCode": wl.runtime.exit_code,
         },
     }
+    if wl.queue_name:
+        body["queueName"] = wl.queue_name
+    if wl.consumes is not None:
+        body["consumesProvisioningRequest"] = wl.consumes
     if wl.priority_class is not None:
         body["priorityClassName"] = wl.priority_class
     if wl.max_run_duration_seconds is not None:

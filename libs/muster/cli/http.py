@@ -24,6 +24,17 @@ def call(
     headers: dict[str, str] | None = None,
     timeout: float = 30.0,
 ) -> Any:
+    return call_status(method, url, body, headers, timeout)[0]
+
+
+def call_status(
+    method: str,
+    url: str,
+    body: Any = None,
+    headers: dict[str, str] | None = None,
+    timeout: float = 30.0,
+) -> tuple[Any, int]:
+    """The decoded answer and its HTTP status; ``ApiError`` for 4xx and 5xx."""
     data = json.dumps(body).encode() if body is not None else None
     req = urllib.request.Request(
         url,
@@ -33,7 +44,7 @@ def call(
     )
     try:
         with urllib.request.urlopen(req, timeout=timeout) as resp:
-            return json.loads(resp.read() or b"null")
+            return json.loads(resp.read() or b"null"), resp.status
     except urllib.error.HTTPError as exc:
         raw = exc.read()
         try:

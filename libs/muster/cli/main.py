@@ -40,10 +40,11 @@ def build_parser() -> argparse.ArgumentParser:
         help="apply a cluster description and/or Kubernetes manifests",
         description="Configure the cloud and the queues from a cluster description "
         "(--cluster) and/or Kubernetes manifests (-f). Queue objects (Kueue ResourceFlavor, "
-        "ClusterQueue, LocalQueue, Cohort, WorkloadPriorityClass; PriorityClass, "
-        "ResourceQuota) are appended to the event store, only where they changed; JobSets, "
-        "Jobs and Pods are submitted to intake with the idempotency key namespace/name. "
-        "Applying the same files twice changes nothing.",
+        "ClusterQueue, LocalQueue, Cohort, WorkloadPriorityClass, AdmissionCheck, "
+        "ProvisioningRequestConfig; PriorityClass, ResourceQuota) are appended to the event "
+        "store, only where they changed; JobSets, Jobs and Pods are submitted to intake with "
+        "the idempotency key namespace/name, ProvisioningRequests (with their PodTemplates) "
+        "created through intake. Applying the same files twice changes nothing.",
     )
     ap.add_argument(
         "--cluster",
@@ -100,6 +101,19 @@ def build_parser() -> argparse.ArgumentParser:
     pend.add_argument("--limit", type=int, default=1000)
     pend.add_argument("-o", "--output", choices=["table", "json"], default="table")
     pend.add_argument("--server", default=server)
+
+    pr = sub.add_parser(
+        "provreq",
+        help="ProvisioningRequests: list, show one's conditions, or delete one",
+        description="Standalone ProvisioningRequests and those made for queued workloads, "
+        "with their conditions (Accepted, Provisioned, Failed, BookingExpired, "
+        "CapacityRevoked), like kubectl get/describe provreq.",
+    )
+    pr.add_argument("name", nargs="?", metavar="NAMESPACE/NAME")
+    pr.add_argument("--delete", action="store_true", help="delete it (cancel if not provisioned)")
+    pr.add_argument("--all", action="store_true", help="also the requests of queued workloads")
+    pr.add_argument("-o", "--output", choices=["table", "json"], default="table")
+    pr.add_argument("--server", default=server)
 
     cancel = sub.add_parser("cancel", help="cancel a workload")
     cancel.add_argument("id")
@@ -182,6 +196,8 @@ def _dispatch(args: argparse.Namespace) -> int:
             return commands.describe(args.server, args.id)
         case "cancel":
             return commands.cancel(args.server, args.id)
+        case "provreq":
+            return commands.provreq(args.server, args.name, args.delete, args.all, args.output)
         case "pending":
             return commands.pending(
                 args.server, args.cluster_queue, args.local_queue, args.limit, args.output

@@ -19,14 +19,16 @@ from muster.core.events import workload as wev
 from muster.core.model.cluster import ClusterSpec
 from muster.core.model.manifests import Manifests
 from muster.core.model.queues import (
+    AdmissionCheckSpec,
     ClusterQueueSpec,
     CohortSpec,
     LocalQueueSpec,
     NamespaceQuotaSpec,
     PriorityClassSpec,
+    ProvisioningRequestConfigSpec,
     ResourceFlavorSpec,
 )
-from muster.core.model.workload import WorkloadSpec
+from muster.core.model.workload import ProvisioningRequestSpec, WorkloadSpec
 
 ADMIN = "admin"  # producer of configuration events (muster apply)
 INTAKE = "intake"  # producer of submissions and cancellations
@@ -42,6 +44,8 @@ def configuration(spec: ClusterSpec, at: float) -> list[NewEvent]:
         cohorts=spec.cohorts,
         priority_classes=spec.priority_classes,
         namespace_quotas=spec.namespace_quotas,
+        admission_checks=spec.admission_checks,
+        provisioning_configs=spec.provisioning_configs,
     )
     items.append(
         (
@@ -68,6 +72,8 @@ def queue_configuration(m: Manifests, at: float) -> list[NewEvent]:
         cohorts=m.cohorts,
         priority_classes=m.priority_classes,
         namespace_quotas=m.namespace_quotas,
+        admission_checks=m.admission_checks,
+        provisioning_configs=m.provisioning_configs,
     )
     return [NewEvent(stream_id=s, event=e, occurred_at=at) for s, e in items]
 
@@ -80,6 +86,8 @@ def _queue_items(
     cohorts: Iterable[CohortSpec],
     priority_classes: Iterable[PriorityClassSpec],
     namespace_quotas: Iterable[NamespaceQuotaSpec],
+    admission_checks: Iterable[AdmissionCheckSpec],
+    provisioning_configs: Iterable[ProvisioningRequestConfigSpec],
 ) -> list[tuple[str, Event]]:
     """One configuration event per queue object, each on its own stream."""
     items: list[tuple[str, Event]] = [
@@ -107,6 +115,17 @@ def _queue_items(
             qev.NamespaceQuotaConfigured(spec=q),
         )
         for q in namespace_quotas
+    ]
+    items += [
+        (qev.config_stream("admissioncheck", c.name), qev.AdmissionCheckConfigured(spec=c))
+        for c in admission_checks
+    ]
+    items += [
+        (
+            qev.config_stream("provisioningrequestconfig", c.name),
+            qev.ProvisioningRequestConfigConfigured(spec=c),
+        )
+        for c in provisioning_configs
     ]
     return items
 
@@ -143,4 +162,25 @@ def cancellation(workload: str, at: float) -> NewEvent:
         event=wev.WorkloadCancelRequested(workload_id=workload),
         occurred_at=at,
         correlation_id=workload,
+    )
+
+
+def provisioning_request(spec: ProvisioningRequestSpec, at: float) -> NewEvent:
+    """A standalone ProvisioningRequest; its stream is named by namespace and name, so
+    creating it twice is a conflict on the stream, as in Kubernetes."""
+    rid = pev.standalone_id(spec.namespace, spec.name)
+    return NewEvent(
+        stream_id=pev.request_stream(rid),
+        event=pev.ProvisioningRequested(request_id=rid, spec=spec),
+        occurred_at=at,
+        correlation_id=rid,
+    )
+
+
+def provisioning_deletion(request_id: str, at: float) -> NewEvent:
+    return NewEvent(
+        stream_id=pev.request_stream(request_id),
+        event=pev.ProvisioningDeleteRequested(request_id=request_id),
+        occurred_at=at,
+        correlation_id=request_id,
     )

@@ -12,10 +12,16 @@ from dataclasses import dataclass, field
 
 from muster.core.events.base import Event, event_class
 from muster.core.model.cluster import ClusterSpec
+from muster.core.model.workload import ProvisioningRequestSpec
 
 
 def request_stream(request_id: str) -> str:
     return f"provisioning-{request_id}"
+
+
+def standalone_id(namespace: str, name: str) -> str:
+    """A standalone request's id; a queued workload's requests are ``<workload>.<attempt>``."""
+    return f"{namespace}/{name}"
 
 
 def cloud_stream(name: str) -> str:
@@ -54,9 +60,30 @@ class CloudConfigured(Event):
     spec: ClusterSpec
 
 
+@event_class("provisioning.requested")
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ProvisioningRequested(Event):
+    """A standalone ProvisioningRequest was created (kubectl apply, muster apply, the API)."""
+
+    request_id: str
+    spec: ProvisioningRequestSpec
+
+
+@event_class("provisioning.delete_requested")
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ProvisioningDeleteRequested(Event):
+    """A standalone request was deleted: node creation stops; nodes already there stay while
+    pods use them and are removed when unneeded."""
+
+    request_id: str
+
+
 @event_class("provisioning.accepted")
 @dataclass(frozen=True, slots=True, kw_only=True)
 class ProvisioningAccepted(Event):
+    """``Accepted=True``: the request waits for capacity. ``workload_id`` is "" for a
+    standalone request."""
+
     request_id: str
     workload_id: str
     attempt: int
@@ -64,6 +91,11 @@ class ProvisioningAccepted(Event):
     message: str
     # The zones every pod set allows (selectors incl. flavor labels, pools); () in old events.
     zones: tuple[str, ...] = ()
+    provisioning_class: str = ""  # "" for nodes of a queue without a provisioning check
+    # When the nodes are preempted (CapacityRevoked), counted from Provisioned; None: never.
+    max_run_seconds: float | None = None
+    # Pods must bind to the nodes this long after Provisioned, or BookingExpired.
+    booking_seconds: float = 600.0
 
 
 @event_class("provisioning.waiting")
@@ -97,13 +129,37 @@ class ProvisioningProvisioned(Event):
     # pod name -> node name
     assignments: Mapping[str, str]
     message: str
+    # The nodes, when no NodesCreating event named them first (a Kubernetes backend).
+    nodes: tuple[NodeSpec, ...] = ()
 
 
 @event_class("provisioning.failed")
 @dataclass(frozen=True, slots=True, kw_only=True)
 class ProvisioningFailed(Event):
+    """``Failed=True`` (terminal). ``retryable`` False: the same request can never succeed
+    (no pool fits, too many nodes, several pod sets), so an admission check does not retry."""
+
     request_id: str
     reason: str
+    message: str
+    retryable: bool = True
+
+
+@event_class("provisioning.booking_expired")
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ProvisioningBookingExpired(Event):
+    """``BookingExpired=True``: no pod bound to the nodes within the booking window."""
+
+    request_id: str
+    message: str
+
+
+@event_class("provisioning.capacity_revoked")
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ProvisioningCapacityRevoked(Event):
+    """``CapacityRevoked=True``: maxRunDurationSeconds reached; nodes and pods are preempted."""
+
+    request_id: str
     message: str
 
 

@@ -8,12 +8,14 @@ from typing import Literal
 
 from muster.core.events.base import Event, event_class
 from muster.core.model.queues import (
+    AdmissionCheckSpec,
     ClusterQueueSpec,
     CohortSpec,
     FairSharingConfig,
     LocalQueueSpec,
     NamespaceQuotaSpec,
     PriorityClassSpec,
+    ProvisioningRequestConfigSpec,
     ResourceFlavorSpec,
     WaitForPodsReady,
 )
@@ -44,6 +46,28 @@ class ClusterQueueConfigured(Event):
 @dataclass(frozen=True, slots=True, kw_only=True)
 class LocalQueueConfigured(Event):
     spec: LocalQueueSpec
+
+
+@event_class("config.admission_check_configured")
+@dataclass(frozen=True, slots=True, kw_only=True)
+class AdmissionCheckConfigured(Event):
+    spec: AdmissionCheckSpec
+
+
+@event_class("config.provisioning_request_config_configured")
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ProvisioningRequestConfigConfigured(Event):
+    spec: ProvisioningRequestConfigSpec
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ProvisioningAsk:
+    """What a ClusterQueue's provisioning admission check asks of the provisioner."""
+
+    check: str
+    provisioning_class: str
+    parameters: Mapping[str, str] = field(default_factory=dict)  # config, then job annotations
+    pod_set_merge_policy: str = ""
 
 
 @event_class("config.cohort_configured")
@@ -106,6 +130,8 @@ class QuotaReserved(Event):
     pod_counts: Mapping[str, int] = field(default_factory=dict)
     # pod set -> the tolerations of its flavors, injected into its pods (as Kueue does)
     tolerations: Mapping[str, tuple[Toleration, ...]] = field(default_factory=dict)
+    # The ClusterQueue's provisioning admission check: Admitted only once it is Provisioned.
+    provisioning: ProvisioningAsk | None = None
 
 
 @event_class("admission.admitted")
@@ -117,6 +143,9 @@ class WorkloadAdmitted(Event):
     # pod name -> node name: where each pod of the gang runs
     placements: Mapping[str, str]
     message: str
+    # The provisioning request whose nodes it runs on ("" in events before requests had ids
+    # here); binding its pods consumes the request's booking.
+    request_id: str = ""
 
 
 @event_class("admission.evicted")
@@ -130,6 +159,10 @@ class WorkloadEvicted(Event):
     preemptor: str | None = None
     # Kueue's Preempted condition reason: InClusterQueue, InCohortReclamation, ...
     preemption_reason: str | None = None
+    # Not admissible again before this many seconds (an admission check's retry backoff).
+    requeue_after_seconds: float | None = None
+    # Deactivated (Kueue's spec.active=false): evicted for good, never requeued.
+    deactivate: bool = False
 
 
 @event_class("admission.finished")

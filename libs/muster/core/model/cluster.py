@@ -11,12 +11,14 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 
 from muster.core.model.queues import (
+    AdmissionCheckSpec,
     ClusterQueueSpec,
     CohortSpec,
     FairSharingConfig,
     LocalQueueSpec,
     NamespaceQuotaSpec,
     PriorityClassSpec,
+    ProvisioningRequestConfigSpec,
     ResourceFlavorSpec,
     Taint,
     WaitForPodsReady,
@@ -32,6 +34,20 @@ class CapacityStep:
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
+class FailureWindow:
+    """From ``at`` until ``until`` seconds after the cloud starts, creating nodes of a pool
+    fails (a stockout): a request that would use it fails with this reason."""
+
+    at: float
+    until: float | None = None  # None: for good
+    reason: str = "OutOfResources"
+    message: str = ""
+
+    def active(self, elapsed: float) -> bool:
+        return self.at <= elapsed and (self.until is None or elapsed < self.until)
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
 class NodePool:
     name: str
     machine_type: str
@@ -44,6 +60,10 @@ class NodePool:
     provisioning_delay_seconds: float = 0.0
     zones: tuple[str, ...] = ()  # empty: every zone of the cluster
     capacity: tuple[CapacityStep, ...] = ()  # empty: max_nodes in every zone, always
+    failures: tuple[FailureWindow, ...] = ()
+
+    def failure_at(self, elapsed: float) -> FailureWindow | None:
+        return next((f for f in self.failures if f.active(elapsed)), None)
 
     def node_labels(self, zone: str) -> dict[str, str]:
         return {
@@ -90,6 +110,8 @@ class ClusterSpec:
     resource_flavors: tuple[ResourceFlavorSpec, ...] = ()
     cluster_queues: tuple[ClusterQueueSpec, ...] = ()
     local_queues: tuple[LocalQueueSpec, ...] = ()
+    admission_checks: tuple[AdmissionCheckSpec, ...] = ()
+    provisioning_configs: tuple[ProvisioningRequestConfigSpec, ...] = ()
     cohorts: tuple[CohortSpec, ...] = ()
     priority_classes: tuple[PriorityClassSpec, ...] = ()
     namespace_quotas: tuple[NamespaceQuotaSpec, ...] = ()

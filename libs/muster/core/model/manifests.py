@@ -1,5 +1,5 @@
-"""Kubernetes manifests (Kueue queues, PriorityClass, ResourceQuota, JobSet, Job, Pod) as
-muster's model objects.
+"""Kubernetes manifests (Kueue queues and admission checks, PriorityClass, ResourceQuota,
+JobSet, Job, Pod, PodTemplate + ProvisioningRequest) as muster's model objects.
 
 Pure: the caller loads the YAML (``yaml.safe_load_all``) and hands the documents over.
 Field validation stays in ``parse``: each object is turned into the flat shape ``parse``
@@ -17,17 +17,19 @@ from typing import Any, TypeVar
 
 from muster.core.model import parse
 from muster.core.model.cluster import ClusterSpec
-from muster.core.model.fields import InvalidInput, Obj, parse_duration
+from muster.core.model.fields import NAME, InvalidInput, Obj, parse_duration
 from muster.core.model.queues import (
+    AdmissionCheckSpec,
     ClusterQueueSpec,
     CohortSpec,
     LocalQueueSpec,
     NamespaceQuotaSpec,
     PriorityClassSpec,
+    ProvisioningRequestConfigSpec,
     ResourceFlavorSpec,
 )
 from muster.core.model.resources import format_quantity
-from muster.core.model.workload import WorkloadSpec
+from muster.core.model.workload import ProvisioningRequestSpec, WorkloadSpec
 
 T = TypeVar("T")
 
@@ -38,11 +40,18 @@ RUNTIME = "muster.dev/runtime-seconds"
 MAX_RUN = "muster.dev/max-run-duration-seconds"
 PROVREQ_MAX_RUN = "provreq.kueue.x-k8s.io/maxRunDurationSeconds"
 SUBMIT_AT = "muster.dev/submit-at"
+DELETE_AT = "muster.dev/delete-at"
 ENFORCEMENT = "muster.dev/enforcement"
+# A pod consuming a standalone ProvisioningRequest; the older prefix is still seen on GKE.
+CONSUME = (
+    "autoscaling.x-k8s.io/consume-provisioning-request",
+    "cluster-autoscaler.kubernetes.io/consume-provisioning-request",
+)
 DEFAULT_QUEUE = "default"
 DEFAULT_NAMESPACE = "default"
 
 KUEUE = "kueue.x-k8s.io"
+AUTOSCALING = "autoscaling.x-k8s.io"
 _BETA = ("v1beta1", "v1beta2")
 
 # (API group, kind) -> the versions read.
@@ -52,6 +61,10 @@ SUPPORTED: dict[tuple[str, str], tuple[str, ...]] = {
     (KUEUE, "LocalQueue"): _BETA,
     (KUEUE, "Cohort"): ("v1alpha1", *_BETA),
     (KUEUE, "WorkloadPriorityClass"): _BETA,
+    (KUEUE, "AdmissionCheck"): _BETA,
+    (KUEUE, "ProvisioningRequestConfig"): _BETA,
+    (AUTOSCALING, "ProvisioningRequest"): ("v1", "v1beta1"),
+    ("", "PodTemplate"): ("v1",),
     ("scheduling.k8s.io", "PriorityClass"): ("v1",),
     ("", "ResourceQuota"): ("v1",),
     ("jobset.x-k8s.io", "JobSet"): ("v1alpha2",),
@@ -61,11 +74,7 @@ SUPPORTED: dict[tuple[str, str], tuple[str, ...]] = {
 _NOT_QUEUEING = "not a queueing object, ignored"
 # Recognised, but not muster's to configure: listed in ``Manifests.skipped``, any version.
 IGNORED: dict[tuple[str, str], str] = {
-    (KUEUE, "AdmissionCheck"): _NOT_QUEUEING,
-    (KUEUE, "ProvisioningRequestConfig"): _NOT_QUEUEING,
     (KUEUE, "Topology"): _NOT_QUEUEING,
-    ("autoscaling.x-k8s.io", "ProvisioningRequest"): _NOT_QUEUEING,
-    ("", "PodTemplate"): _NOT_QUEUEING,
     ("", "Namespace"): "namespaces need no configuration, ignored",
     ("batch.volcano.sh", "Job"): "Volcano jobs are not converted, ignored",
 }
@@ -83,6 +92,27 @@ class WorkloadSource:
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
+class PodTemplateSource:
+    """A PodTemplate, as the pod set a ProvisioningRequest's ``podTemplateRef`` stands for."""
+
+    key: str  # namespace/name
+    pod_set: Mapping[str, Any]  # parse's flat pod set, without name and count
+    origin: Mapping[str, str]  # its fields' paths in the manifest
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class RequestSource:
+    """A ProvisioningRequest whose PodTemplates may come in a later document or file."""
+
+    where: str  # "doc[1] (ProvisioningRequest pi-request)"
+    namespace: str
+    flat: Mapping[str, Any]  # parse's flat request; pod sets as {"template", "count"}
+    origin: Mapping[str, str]
+    at: float = 0.0
+    delete_at: float | None = None
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
 class Manifests:
     """What a set of manifests holds; ``sources[i]`` describes ``workloads[i]``."""
 
@@ -92,9 +122,13 @@ class Manifests:
     cohorts: tuple[CohortSpec, ...] = ()
     priority_classes: tuple[PriorityClassSpec, ...] = ()
     namespace_quotas: tuple[NamespaceQuotaSpec, ...] = ()
+    admission_checks: tuple[AdmissionCheckSpec, ...] = ()
+    provisioning_configs: tuple[ProvisioningRequestConfigSpec, ...] = ()
     workloads: tuple[WorkloadSpec, ...] = ()
     sources: tuple[WorkloadSource, ...] = ()
-    skipped: tuple[str, ...] = ()  # "AdmissionCheck dws-prov: not a queueing object, ignored"
+    pod_templates: tuple[PodTemplateSource, ...] = ()
+    request_sources: tuple[RequestSource, ...] = ()
+    skipped: tuple[str, ...] = ()  # "Topology default: not a queueing object, ignored"
 
     def __post_init__(self) -> None:
         if len(self.sources) != len(self.workloads):
@@ -113,7 +147,19 @@ class Manifests:
             + len(self.cohorts)
             + len(self.priority_classes)
             + len(self.namespace_quotas)
+            + len(self.admission_checks)
+            + len(self.provisioning_configs)
         )
+
+    def provisioning_requests(
+        self,
+    ) -> list[tuple[float, ProvisioningRequestSpec, float | None]]:
+        """The standalone requests with their submit and delete times (annotations
+        muster.dev/submit-at and muster.dev/delete-at, for ``muster sim``), each PodTemplate
+        resolved in its namespace; ``InvalidInput`` names a ``podTemplateRef`` no manifest
+        defines."""
+        templates = {t.key: t for t in self.pod_templates}
+        return [(src.at, _resolve(src, templates), src.delete_at) for src in self.request_sources]
 
 
 def is_manifests(docs: Sequence[object]) -> bool:
@@ -145,8 +191,12 @@ def combine(*parts: Manifests) -> Manifests:
         cohorts=_upsert((), (o for p in parts for o in p.cohorts), _name),
         priority_classes=_upsert((), (o for p in parts for o in p.priority_classes), _name),
         namespace_quotas=_upsert((), (o for p in parts for o in p.namespace_quotas), _key),
+        admission_checks=_upsert((), (o for p in parts for o in p.admission_checks), _name),
+        provisioning_configs=_upsert((), (o for p in parts for o in p.provisioning_configs), _name),
         workloads=tuple(w for p in parts for w in p.workloads),
         sources=tuple(s for p in parts for s in p.sources),
+        pod_templates=_upsert((), (t for p in parts for t in p.pod_templates), _key),
+        request_sources=tuple(r for p in parts for r in p.request_sources),
         skipped=tuple(s for p in parts for s in p.skipped),
     )
 
@@ -161,6 +211,8 @@ def merge(cluster: ClusterSpec, m: Manifests) -> ClusterSpec:
         cohorts=_upsert(cluster.cohorts, m.cohorts, _name),
         priority_classes=_upsert(cluster.priority_classes, m.priority_classes, _name),
         namespace_quotas=_upsert(cluster.namespace_quotas, m.namespace_quotas, _key),
+        admission_checks=_upsert(cluster.admission_checks, m.admission_checks, _name),
+        provisioning_configs=_upsert(cluster.provisioning_configs, m.provisioning_configs, _name),
     )
 
 
@@ -252,6 +304,8 @@ def _convert(doc: _Doc) -> Manifests:
             f"{doc.kind} is read from {_api(doc.group, versions)}, not {doc.api_version}",
         )
     unknown = sorted(k for k in doc.body if k not in _TOP_LEVEL)
+    if doc.kind == "PodTemplate":
+        unknown = [k for k in unknown if k != "template"]
     if unknown and doc.kind not in ("PriorityClass", "WorkloadPriorityClass"):
         raise InvalidInput(doc.at(str(unknown[0])), "unknown field")
     match doc.kind:
@@ -267,6 +321,14 @@ def _convert(doc: _Doc) -> Manifests:
             return Manifests(priority_classes=(_priority_class(doc),))
         case "ResourceQuota":
             return Manifests(namespace_quotas=(_resource_quota(doc),))
+        case "AdmissionCheck":
+            return Manifests(admission_checks=(_queue_object(doc, parse.admission_check),))
+        case "ProvisioningRequestConfig":
+            return Manifests(provisioning_configs=(_queue_object(doc, parse.provisioning_config),))
+        case "PodTemplate":
+            return Manifests(pod_templates=(_pod_template(doc),))
+        case "ProvisioningRequest":
+            return Manifests(request_sources=(_request_source(doc),))
         case _:
             spec, at = _workload(doc)
             return Manifests(workloads=(spec,), sources=(WorkloadSource(kind=doc.kind, at=at),))
@@ -401,6 +463,7 @@ class _Pod:
     tolerations: list[Any]
     priority_class: object
     sleep: float | None  # seconds of ``sleep N`` in the command lines, if any
+    consumes: str | None = None  # its template's consume-provisioning-request annotation
 
 
 @dataclass(frozen=True, slots=True)
@@ -427,6 +490,8 @@ def _workload(doc: _Doc) -> tuple[WorkloadSpec, float]:
         pod_sets = [_PodSet("main", "", count, spec.at("parallelism"), pod)]
     else:
         pod_sets = [_PodSet("main", "", 1, spec.path, _pod(spec.data, spec.path))]
+    consumes = _consumes(annotations) if doc.kind == "Pod" else None
+    consumes = consumes or next((ps.pod.consumes for ps in pod_sets if ps.pod.consumes), None)
 
     origin: dict[str, str] = {
         **_METADATA,
@@ -441,6 +506,13 @@ def _workload(doc: _Doc) -> tuple[WorkloadSpec, float]:
         "labels": labels,
         "podSets": [],
     }
+    if consumes is not None:
+        # Its pods go to the request's nodes, not through a queue (unless one is named,
+        # which parse refuses).
+        flat["consumesProvisioningRequest"] = consumes
+        origin["consumesProvisioningRequest"] = "metadata.annotations"
+        if QUEUE_LABEL not in labels:
+            del flat["queueName"]
     min_count = _whole_number(doc, annotations, MIN_PARALLELISM) if doc.kind == "Job" else None
     for i, ps in enumerate(pod_sets):
         ps_at = f"podSets[{i}]"
@@ -521,6 +593,9 @@ def _job(job: Obj) -> tuple[int, _Pod]:
     completions = job.integer("completions", lo=1)
     template = Obj(job.raw("template", required=True), job.at("template"))
     pod = _pod(template.raw("spec", required=True), template.at("spec"))
+    metadata = template.raw("metadata")
+    if isinstance(metadata, Mapping) and isinstance(metadata.get("annotations"), Mapping):
+        pod = replace(pod, consumes=_consumes(metadata["annotations"]))
     return min(parallelism, completions or parallelism), pod
 
 
@@ -632,3 +707,113 @@ def _affinity_selector(pod: Obj) -> dict[str, str]:
         ):
             out[e["key"]] = e["values"][0]
     return out
+
+
+# -- standalone ProvisioningRequests: PodTemplate + ProvisioningRequest -------------------
+
+
+def _consumes(annotations: Mapping[str, Any]) -> str | None:
+    for key in CONSUME:
+        value = annotations.get(key)
+        if value is not None:
+            return str(value)
+    return None
+
+
+def _pod_template(doc: _Doc) -> PodTemplateSource:
+    name = _parse(doc, _name_only, {"name": doc.name}, _METADATA, "")
+    namespace = doc.namespace or DEFAULT_NAMESPACE
+    template = Obj(doc.body.get("template"), doc.at("template"))
+    pod = _pod(template.raw("spec", required=True), template.at("spec"))
+    pod_path = _relative(doc, pod.path)
+    return PodTemplateSource(
+        key=f"{namespace}/{name}",
+        pod_set={
+            "requests": {r: format_quantity(r, q) for r, q in pod.requests.items()},
+            "nodeSelector": pod.node_selector,
+            "tolerations": pod.tolerations,
+        },
+        origin={
+            "requests": doc.at(f"{pod_path}.containers"),
+            "nodeSelector": doc.at(f"{pod_path}.nodeSelector"),
+            "tolerations": doc.at(f"{pod_path}.tolerations"),
+        },
+    )
+
+
+def _name_only(data: object, path: str) -> str:
+    o = Obj(data, path)
+    name = o.req_text("name", pattern=NAME, max_len=63)
+    o.done()
+    return name
+
+
+def _request_source(doc: _Doc) -> RequestSource:
+    spec = Obj(_spec(doc), doc.at("spec"))
+    flat: dict[str, Any] = {
+        "name": doc.name,
+        "namespace": doc.namespace or DEFAULT_NAMESPACE,
+        "provisioningClassName": spec.req_text("provisioningClassName"),
+        "parameters": spec.raw("parameters"),
+        "podSets": [],
+    }
+    origin = {
+        **{k: doc.at(v) for k, v in _METADATA.items()},
+        "parameters": doc.at("spec.parameters"),
+    }
+    for i, (item, path) in enumerate(spec.items("podSets", required=True, max_items=32)):
+        ps = Obj(item, path)
+        ref = Obj(ps.raw("podTemplateRef", required=True), ps.at("podTemplateRef"))
+        template = ref.req_text("name", pattern=NAME, max_len=63)
+        ref.done()
+        flat["podSets"].append({"template": template, "count": ps.raw("count", required=True)})
+        origin[f"podSets[{i}].count"] = ps.at("count")
+        origin[f"podSets[{i}].name"] = ref.at("name")
+        ps.done()
+    spec.done()
+    annotations = _annotations(doc)
+    at = 0.0
+    if SUBMIT_AT in annotations:
+        at = parse_duration(annotations[SUBMIT_AT], doc.at(f"metadata.annotations.{SUBMIT_AT}"))
+    delete_at = None
+    if DELETE_AT in annotations:
+        path = doc.at(f"metadata.annotations.{DELETE_AT}")
+        delete_at = parse_duration(annotations[DELETE_AT], path)
+        if delete_at < at:
+            raise InvalidInput(path, f"must not be before {SUBMIT_AT}")
+    return RequestSource(
+        where=doc.where,
+        namespace=str(flat["namespace"]),
+        flat=flat,
+        origin=origin,
+        at=at,
+        delete_at=delete_at,
+    )
+
+
+def _resolve(
+    src: RequestSource, templates: Mapping[str, PodTemplateSource]
+) -> ProvisioningRequestSpec:
+    flat = dict(src.flat)
+    origin = dict(src.origin)
+    pod_sets = []
+    for i, ref in enumerate(src.flat["podSets"]):
+        key = f"{src.namespace}/{ref['template']}"
+        template = templates.get(key)
+        if template is None:
+            raise InvalidInput(
+                origin[f"podSets[{i}].name"],
+                f"no PodTemplate {key} in the manifests (a ProvisioningRequest's pod templates "
+                "live in its namespace)",
+            )
+        pod_sets.append({"name": ref["template"], "count": ref["count"], **template.pod_set})
+        origin.update({f"podSets[{i}].{k}": v for k, v in template.origin.items()})
+    flat["podSets"] = pod_sets
+    try:
+        return parse.provisioning_request(flat, "")
+    except InvalidInput as exc:
+        matches = [k for k in origin if exc.path == k or exc.path.startswith((f"{k}.", f"{k}["))]
+        if not matches:
+            raise InvalidInput(f"{src.where}.spec.{exc.path}".rstrip("."), exc.problem) from None
+        best = max(matches, key=len)
+        raise InvalidInput(origin[best] + exc.path[len(best) :], exc.problem) from None

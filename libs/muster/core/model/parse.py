@@ -6,9 +6,19 @@ docs/cluster-description.md.
 
 from __future__ import annotations
 
-from muster.core.model.cluster import CapacityStep, ClusterSpec, NodePool, RegionalQuota
+from muster.core.model.cluster import (
+    CapacityStep,
+    ClusterSpec,
+    FailureWindow,
+    NodePool,
+    RegionalQuota,
+)
 from muster.core.model.fields import NAME, InvalidInput, Obj
 from muster.core.model.queues import (
+    DWS_CLASS,
+    MAX_RUN_SECONDS,
+    PROVISIONING_CONTROLLER,
+    AdmissionCheckSpec,
     BorrowWithinCohort,
     ClusterQueueSpec,
     CohortSpec,
@@ -19,17 +29,24 @@ from muster.core.model.queues import (
     NamespaceQuotaSpec,
     PreemptionPolicy,
     PriorityClassSpec,
+    ProvisioningRequestConfigSpec,
     ResourceFlavorSpec,
     ResourceGroup,
     ResourceQuota,
+    RetryStrategy,
     Taint,
     WaitForPodsReady,
 )
-from muster.core.model.workload import PodSet, Runtime, Toleration, WorkloadSpec
+from muster.core.model.workload import (
+    PodSet,
+    ProvisioningRequestSpec,
+    Runtime,
+    Toleration,
+    WorkloadSpec,
+)
 
 MAX_POD_SETS = 8
 MAX_PODS = 100_000
-MAX_RUN_SECONDS = 7 * 86400  # DWS: at most and by default 7 days
 MAX_SIM_RUNTIME = 365 * 86400.0
 EFFECTS = ("", "NoSchedule", "PreferNoSchedule", "NoExecute")
 
@@ -46,18 +63,30 @@ def workload(data: object, path: str = "") -> WorkloadSpec:
         raise InvalidInput(o.at("podSets"), "only one pod set may have a minCount (Kueue)")
     if sum(ps.count for ps in pod_sets) > MAX_PODS:
         raise InvalidInput(o.at("podSets"), f"more than {MAX_PODS} pods in one workload")
+    consumes = o.text("consumesProvisioningRequest", pattern=NAME, max_len=63)
     spec = WorkloadSpec(
         name=o.req_text("name", pattern=NAME, max_len=63),
         namespace=o.text("namespace", default="default", pattern=NAME, max_len=63) or "default",
-        queue_name=o.req_text("queueName", pattern=NAME, max_len=63),
+        queue_name=(
+            o.text("queueName", pattern=NAME, max_len=63) or ""
+            if consumes
+            else o.req_text("queueName", pattern=NAME, max_len=63)
+        ),
         pod_sets=pod_sets,
         priority=o.integer("priority", default=0, lo=-(2**31), hi=10**9) or 0,
         priority_class=o.text("priorityClassName", pattern=NAME),
         max_run_duration_seconds=o.integer("maxRunDurationSeconds", lo=1, hi=MAX_RUN_SECONDS),
         runtime=_runtime(o.raw("runtime"), o.at("runtime")),
         labels=o.labels("labels"),
+        consumes=consumes,
     )
     o.done()
+    if consumes and spec.queue_name:
+        raise InvalidInput(
+            o.at("queueName"),
+            "a workload consuming a ProvisioningRequest runs on its nodes, outside any queue: "
+            "give queueName or consumesProvisioningRequest, not both",
+        )
     return spec
 
 
@@ -394,6 +423,10 @@ def cluster(data: object, path: str = "") -> ClusterSpec:
         resource_flavors=tuple(resource_flavor(f, at) for f, at in o.items("resourceFlavors")),
         cluster_queues=tuple(cluster_queue(q, at) for q, at in o.items("clusterQueues")),
         local_queues=tuple(local_queue(q, at) for q, at in o.items("localQueues")),
+        admission_checks=tuple(admission_check(c, at) for c, at in o.items("admissionChecks")),
+        provisioning_configs=tuple(
+            provisioning_config(c, at) for c, at in o.items("provisioningRequestConfigs")
+        ),
         cohorts=tuple(cohort(c, at) for c, at in o.items("cohorts")),
         priority_classes=tuple(priority_class(c, at) for c, at in o.items("priorityClasses")),
         namespace_quotas=tuple(namespace_quota(q, at) for q, at in o.items("namespaceQuotas")),
@@ -411,6 +444,125 @@ def cluster(data: object, path: str = "") -> ClusterSpec:
     _unique(o.at("cohorts"), [c.name for c in spec.cohorts])
     _unique(o.at("priorityClasses"), [c.name for c in spec.priority_classes])
     _unique(o.at("localQueues"), [q.key for q in spec.local_queues])
+    _unique(o.at("admissionChecks"), [c.name for c in spec.admission_checks])
+    _unique(o.at("provisioningRequestConfigs"), [c.name for c in spec.provisioning_configs])
+    return spec
+
+
+def admission_check(data: object, path: str = "") -> AdmissionCheckSpec:
+    """Kueue's AdmissionCheck (``name`` plus its ``spec``)."""
+    o = Obj(data, path)
+    controller = o.text("controllerName", default=PROVISIONING_CONTROLLER) or ""
+    if controller != PROVISIONING_CONTROLLER:
+        raise InvalidInput(
+            o.at("controllerName"),
+            f"muster runs the {PROVISIONING_CONTROLLER} admission check only, not {controller!r}",
+        )
+    config: str | None = None
+    p = o.obj("parameters")
+    if p is not None:
+        p.text("apiGroup")
+        kind = p.text("kind", default="ProvisioningRequestConfig")
+        if kind != "ProvisioningRequestConfig":
+            raise InvalidInput(p.at("kind"), "must be ProvisioningRequestConfig")
+        config = p.req_text("name", pattern=NAME)
+        p.done()
+    spec = AdmissionCheckSpec(
+        name=o.req_text("name", pattern=NAME), controller_name=controller, config=config
+    )
+    o.done()
+    return spec
+
+
+def provisioning_config(data: object, path: str = "") -> ProvisioningRequestConfigSpec:
+    """Kueue's ProvisioningRequestConfig (``name`` plus its ``spec``)."""
+    o = Obj(data, path)
+    retry = RetryStrategy()
+    r = o.obj("retryStrategy")
+    if r is not None:
+        base = r.integer("backoffBaseSeconds", default=60, lo=1, hi=86400) or 60
+        retry = RetryStrategy(
+            backoff_limit_count=r.integer("backoffLimitCount", default=3, lo=0, hi=1000) or 0,
+            backoff_base_seconds=float(base),
+            backoff_max_seconds=float(
+                r.integer("backoffMaxSeconds", default=1800, lo=base, hi=7 * 86400) or 1800
+            ),
+        )
+        r.done()
+    policy = o.choice(
+        "podSetMergePolicy",
+        ("", "IdenticalPodTemplates", "IdenticalWorkloadSchedulingRequirements"),
+        "",
+    )
+    spec = ProvisioningRequestConfigSpec(
+        name=o.req_text("name", pattern=NAME),
+        provisioning_class=o.req_text("provisioningClassName"),
+        managed_resources=o.texts("managedResources"),
+        parameters=provisioning_parameters(o, "parameters"),
+        retry=retry,
+        pod_set_merge_policy=policy,  # type: ignore[arg-type]
+    )
+    if o.raw("podSetUpdates") is not None:
+        raise InvalidInput(o.at("podSetUpdates"), "is not supported")
+    o.done()
+    return spec
+
+
+def provisioning_parameters(o: Obj, key: str) -> dict[str, str]:
+    """ProvisioningRequest parameters: at most 100 strings of at most 255 characters; a
+    ``maxRunDurationSeconds`` must be a whole number of seconds up to 7 days."""
+    raw = o.raw(key)
+    if raw is None:
+        return {}
+    if not isinstance(raw, dict):
+        raise InvalidInput(o.at(key), "must be an object of strings")
+    if len(raw) > 100:
+        raise InvalidInput(o.at(key), f"has {len(raw)} entries; at most 100")
+    out: dict[str, str] = {}
+    for name, value in raw.items():
+        if isinstance(value, bool) or not isinstance(value, str | int):
+            raise InvalidInput(f"{o.at(key)}.{name}", "must be a string")
+        text = str(value)
+        if len(text) > 255:
+            raise InvalidInput(f"{o.at(key)}.{name}", "must be at most 255 characters")
+        out[str(name)] = text
+    if "maxRunDurationSeconds" in out:
+        max_run_seconds(out["maxRunDurationSeconds"], f"{o.at(key)}.maxRunDurationSeconds")
+    return out
+
+
+def max_run_seconds(raw: str, path: str) -> int:
+    if not raw.isdigit() or not 1 <= int(raw) <= MAX_RUN_SECONDS:
+        raise InvalidInput(
+            path, f"must be a whole number of seconds from 1 to {MAX_RUN_SECONDS} (7 days)"
+        )
+    return int(raw)
+
+
+MAX_REQUEST_POD_SETS = 32  # the ProvisioningRequest CRD's limit
+
+
+def provisioning_request(data: object, path: str = "") -> ProvisioningRequestSpec:
+    """A standalone ProvisioningRequest in muster's JSON form (the manifest form resolves its
+    PodTemplates into the same pod sets)."""
+    o = Obj(data, path)
+    pod_sets = tuple(
+        _pod_set(item, p)
+        for item, p in o.items("podSets", required=True, max_items=MAX_REQUEST_POD_SETS)
+    )
+    names = [ps.name for ps in pod_sets]
+    if len(set(names)) != len(names):
+        raise InvalidInput(o.at("podSets"), "pod set names must be unique")
+    if any(ps.min_count is not None for ps in pod_sets):
+        raise InvalidInput(o.at("podSets"), "a ProvisioningRequest has no minCount")
+    spec = ProvisioningRequestSpec(
+        name=o.req_text("name", pattern=NAME, max_len=63),
+        namespace=o.text("namespace", default="default", pattern=NAME, max_len=63) or "default",
+        provisioning_class=o.text("provisioningClassName", default=DWS_CLASS) or DWS_CLASS,
+        parameters=provisioning_parameters(o, "parameters"),
+        pod_sets=pod_sets,
+    )
+    o.done()
     return spec
 
 
@@ -448,6 +600,22 @@ def _node_pool(data: object, path: str, zones: tuple[str, ...]) -> NodePool:
             counts[zone] = n
         steps.append(CapacityStep(at=s.duration("at", default=0.0) or 0.0, zones=counts))
         s.done()
+    failures = []
+    for item, p in o.items("failures"):
+        f = Obj(item, p)
+        start = f.duration("at", default=0.0) or 0.0
+        until = f.duration("until")
+        if until is not None and until <= start:
+            raise InvalidInput(f.at("until"), "must be later than at")
+        failures.append(
+            FailureWindow(
+                at=start,
+                until=until,
+                reason=f.text("reason", default="OutOfResources") or "OutOfResources",
+                message=f.text("message", default="") or "",
+            )
+        )
+        f.done()
     allocatable = o.quantities("allocatable")
     if not allocatable:
         raise InvalidInput(o.at("allocatable"), "is required: what one node offers")
@@ -463,6 +631,7 @@ def _node_pool(data: object, path: str, zones: tuple[str, ...]) -> NodePool:
         provisioning_delay_seconds=o.duration("provisioningDelaySeconds", default=0.0) or 0.0,
         zones=pool_zones,
         capacity=tuple(sorted(steps, key=lambda st: st.at)),
+        failures=tuple(failures),
     )
     o.done()
     return pool

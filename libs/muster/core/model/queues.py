@@ -172,3 +172,48 @@ class FairSharingConfig:
 
     enable: bool = False
     preemption_strategies: tuple[str, ...] = ("LessThanOrEqualToFinalShare", "LessThanInitialShare")
+
+
+PROVISIONING_CONTROLLER = "kueue.x-k8s.io/provisioning-request"
+DWS_CLASS = "queued-provisioning.gke.io"
+# GKE's flex-start limit, and the default when a DWS request names none (seed 000).
+MAX_RUN_SECONDS = 7 * 86400
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class RetryStrategy:
+    """Kueue's ProvisioningRequestConfig.retryStrategy: how often a failed request is retried."""
+
+    backoff_limit_count: int = 3
+    backoff_base_seconds: float = 60.0
+    backoff_max_seconds: float = 1800.0
+
+    def backoff(self, retry: int) -> float:
+        """base * 2^(retry-1), capped: 60, 120, 240 ... 1800 s by default."""
+        return float(
+            min(self.backoff_base_seconds * 2 ** max(0, retry - 1), self.backoff_max_seconds)
+        )
+
+
+PodSetMergePolicy = Literal["", "IdenticalPodTemplates", "IdenticalWorkloadSchedulingRequirements"]
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ProvisioningRequestConfigSpec:
+    """Kueue's ProvisioningRequestConfig: the ProvisioningRequest an admission check creates."""
+
+    name: str
+    provisioning_class: str
+    managed_resources: tuple[str, ...] = ()  # empty: every workload needs a request
+    parameters: Mapping[str, str] = field(default_factory=dict)
+    retry: RetryStrategy = field(default_factory=RetryStrategy)
+    pod_set_merge_policy: PodSetMergePolicy = ""
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class AdmissionCheckSpec:
+    """Kueue's AdmissionCheck; muster runs the ProvisioningRequest controller's kind only."""
+
+    name: str
+    controller_name: str = PROVISIONING_CONTROLLER
+    config: str | None = None  # the ProvisioningRequestConfig it is parameterised by

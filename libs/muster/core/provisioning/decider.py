@@ -1,9 +1,9 @@
 """The provisioner's decider over the simulated cloud.
 
-Phases, in order, each returning events: release what workloads let go of,
-accept new reservations (or fail them at once when no cloud could serve them),
-bring up requests whose nodes finished booting, and find one zone with room for
-every node of each waiting request (else record why it waits).
+Phases, in order, each returning events: cancel or delete what workloads (or users) let
+go of, accept new requests (or fail them at once when no cloud could serve them), bring up
+requests whose nodes finished booting, end bookings and run durations, and find one zone
+with room for every node of each waiting request (else record why it waits).
 """
 
 from __future__ import annotations
@@ -13,20 +13,28 @@ from typing import Any
 from muster.core.events import Envelope, Event, NewEvent
 from muster.core.events import provisioning as pev
 from muster.core.model.cluster import ClusterSpec
+from muster.core.model.queues import DWS_CLASS, MAX_RUN_SECONDS
 from muster.core.provisioning import plan
 from muster.core.provisioning.state import (
-    HOLDS_NODES,
     ProvisionerState,
     Request,
+    Wanted,
     evolve,
     node_quota_charge,
 )
 
 
 class ProvisionerDecider:
+    """``simulated=False``: the cloud is a real cluster's autoscaler (the Kubernetes
+    backend); the state is folded the same way, but the backend's shell observes the
+    outcomes and appends them, so this decides nothing."""
+
     name = "provisioner"
     categories = frozenset({"cloud", "workload", "admission", "provisioning", "timer"})
-    snapshot_format = "provisioner-state-v1"
+    snapshot_format = "provisioner-state-v2"
+
+    def __init__(self, *, simulated: bool = True) -> None:
+        self.simulated = simulated
 
     def initial(self) -> ProvisionerState:
         return ProvisionerState()
@@ -35,9 +43,14 @@ class ProvisionerDecider:
         return evolve(state, envelope)
 
     def decide(self, state: ProvisionerState) -> list[NewEvent]:
-        if state.cloud is None:
+        if state.cloud is None or not self.simulated:
             return []
-        pairs = [*release(state), *accept(state, state.cloud), *bring_up(state, state.cloud)]
+        pairs = [
+            *release(state),
+            *accept(state, state.cloud),
+            *bring_up(state, state.cloud),
+            *expire(state),
+        ]
         if not pairs:
             pairs = find_capacity(state, state.cloud)
         return [
@@ -45,28 +58,36 @@ class ProvisionerDecider:
                 stream_id=pev.request_stream(rid),
                 event=ev,
                 occurred_at=state.now,
-                correlation_id=rid.rpartition(".")[0],
+                correlation_id=_correlation(state, rid),
             )
             for rid, ev in pairs
         ]
 
     def next_deadline(self, state: ProvisionerState) -> float | None:
+        if not self.simulated:
+            return None
         times = [
             r.ready_at
             for r in state.open_requests()
             if r.status == "Creating" and r.ready_at is not None and r.ready_at > state.now
         ]
+        times += [t for t in (r.deadline() for r in state.held_requests()) if t is not None]
         if state.cloud is not None and any(r.status == "Accepted" for r in state.open_requests()):
             times += [
-                state.cloud_since + step.at
+                state.cloud_since + at
                 for pool in state.cloud.node_pools
-                for step in pool.capacity
-                if state.cloud_since + step.at > state.now
+                for at in (
+                    *(step.at for step in pool.capacity),
+                    *(f.at for f in pool.failures),
+                    *(f.until for f in pool.failures if f.until is not None),
+                )
             ]
-        return min(times, default=None)
+        return min((t for t in times if t > state.now), default=None)
 
     def summary(self, state: ProvisionerState) -> dict[str, Any]:
         by_status: dict[str, int] = {}
+        if state.wanted:
+            by_status["Pending"] = len(state.wanted)
         for req in state.requests.values():
             by_status[req.status] = by_status.get(req.status, 0) + 1
         nodes = {f"{pool}/{zone}": n for (pool, zone), n in sorted(state.in_use.items()) if n}
@@ -78,42 +99,12 @@ class ProvisionerDecider:
         }
 
 
-Decision = tuple[str, Event]
-
-
-def release(state: ProvisionerState) -> list[Decision]:
-    out: list[Decision] = []
-    for rid in sorted(state.released):
-        req = state.requests[rid]
-        if req.status in HOLDS_NODES:
-            out.append(
-                (
-                    rid,
-                    pev.NodesDeleted(
-                        request_id=rid,
-                        nodes=tuple(n.name for n in req.nodes),
-                        reason="Released",
-                        message=f"workload {req.workload_id} no longer holds quota: nodes removed",
-                    ),
-                )
-            )
-        else:
-            out.append(
-                (
-                    rid,
-                    pev.ProvisioningCancelled(
-                        request_id=rid,
-                        message="reservation released before capacity was found",
-                    ),
-                )
-            )
-    return out
-
-
 def accept(state: ProvisionerState, cloud: ClusterSpec) -> list[Decision]:
     out: list[Decision] = []
     active = sum(1 for r in state.open_requests() if r.status in ("Accepted", "Creating"))
     for rid, wanted in state.wanted.items():
+        if rid in state.released:
+            continue  # cancelled before it was seen
         if active >= cloud.active_requests:
             out.append(
                 (
@@ -129,20 +120,27 @@ def accept(state: ProvisionerState, cloud: ClusterSpec) -> list[Decision]:
                 )
             )
             continue
-        spec = state.specs[wanted.workload_id]
         try:
-            pod_sets, zones = plan.plan(
-                cloud, spec, wanted.node_selectors, wanted.pod_counts, wanted.tolerations
+            plan.one_pod_set(
+                wanted.provisioning_class,
+                wanted.merge_policy,
+                wanted.pod_sets,
+                wanted.node_selectors,
+                wanted.tolerations,
             )
         except plan.Unplannable as exc:
-            out.append(
-                (
-                    rid,
-                    pev.ProvisioningFailed(
-                        request_id=rid, reason="NoSuitableNodePool", message=str(exc)
-                    ),
-                )
+            out.append((rid, _unplannable(rid, "InvalidRequest", exc)))
+            continue
+        try:
+            pod_sets, zones = plan.plan(
+                cloud,
+                wanted.pod_sets,
+                wanted.node_selectors,
+                wanted.pod_counts,
+                wanted.tolerations,
             )
+        except plan.Unplannable as exc:
+            out.append((rid, _unplannable(rid, "NoSuitableNodePool", exc)))
             continue
         nodes = sum(p.nodes for p in pod_sets)
         pools = sorted({p.pool for p in pod_sets})
@@ -156,11 +154,66 @@ def accept(state: ProvisionerState, cloud: ClusterSpec) -> list[Decision]:
                     pod_sets=pod_sets,
                     message=f"request accepted: {nodes} node(s) of {', '.join(pools)}",
                     zones=zones,
+                    provisioning_class=wanted.provisioning_class,
+                    max_run_seconds=max_run_seconds(wanted),
+                    booking_seconds=cloud.booking_seconds,
                 ),
             )
         )
         active += 1
     return out
+
+
+Decision = tuple[str, Event]
+
+
+def _correlation(state: ProvisionerState, rid: str) -> str:
+    req = state.requests.get(rid)
+    wanted = state.wanted.get(rid)
+    workload = req.workload_id if req is not None else wanted.workload_id if wanted else ""
+    return workload or rid[:64]
+
+
+def release(state: ProvisionerState) -> list[Decision]:
+    """Cancel what is not provisioned (nodes already booting stay until their booking
+    expires, as GKE does), delete the nodes of what is."""
+    out: list[Decision] = []
+    for rid in sorted(state.released):
+        req = state.requests.get(rid)
+        if req is not None and req.status == "Provisioned":
+            if req.standalone:
+                continue  # deleted: its nodes go when unneeded (see expire)
+            out.append(
+                (
+                    rid,
+                    pev.NodesDeleted(
+                        request_id=rid,
+                        nodes=tuple(n.name for n in req.nodes),
+                        reason="Released",
+                        message=f"workload {req.workload_id} no longer holds quota: nodes removed",
+                    ),
+                )
+            )
+            continue
+        booting = req is not None and req.status == "Creating"
+        who = "the request was deleted" if req is None or req.standalone else "quota released"
+        message = f"{who} before it was provisioned: node creation stopped"
+        if booting:
+            message += "; the nodes already booting are removed when their booking expires"
+        out.append((rid, pev.ProvisioningCancelled(request_id=rid, message=message)))
+    return out
+
+
+def max_run_seconds(wanted: Wanted) -> float | None:
+    """maxRunDurationSeconds: a DWS request's nodes live at most (and by default) 7 days."""
+    raw = wanted.parameters.get("maxRunDurationSeconds")
+    if raw is not None and raw.isdigit():
+        return float(min(int(raw), MAX_RUN_SECONDS))
+    return float(MAX_RUN_SECONDS) if wanted.provisioning_class == DWS_CLASS else None
+
+
+def _unplannable(rid: str, reason: str, exc: plan.Unplannable) -> pev.ProvisioningFailed:
+    return pev.ProvisioningFailed(request_id=rid, reason=reason, message=str(exc), retryable=False)
 
 
 def bring_up(state: ProvisionerState, cloud: ClusterSpec) -> list[Decision]:
@@ -183,6 +236,59 @@ def bring_up(state: ProvisionerState, cloud: ClusterSpec) -> list[Decision]:
     return out
 
 
+def expire(state: ProvisionerState) -> list[Decision]:
+    """Nodes whose time is up: booking expired unused, run duration reached (capacity
+    revoked), unneeded after their last pods ended, or booted for a cancelled request."""
+    out: list[Decision] = []
+    for req in state.held_requests():
+        deadline = req.deadline()
+        if deadline is None or deadline > state.now or req.id in state.released:
+            continue
+        nodes = tuple(n.name for n in req.nodes)
+        if req.status == "Cancelled":
+            reason = "BookingExpired"
+            message = (
+                f"{len(nodes)} node(s) came up after the request was cancelled; no pod "
+                f"used them within {req.booking_seconds:g}s: removed"
+            )
+        elif (
+            not req.consumed
+            and req.provisioned_at is not None
+            and state.now >= req.provisioned_at + req.booking_seconds
+        ):
+            reason = "BookingExpired"
+            message = (
+                f"no pod used the {len(nodes)} node(s) within {req.booking_seconds:g}s of "
+                "Provisioned: booking expired, nodes removed"
+            )
+            out.append((req.id, pev.ProvisioningBookingExpired(request_id=req.id, message=message)))
+        elif (
+            req.max_run_seconds is not None
+            and req.provisioned_at is not None
+            and state.now >= req.provisioned_at + req.max_run_seconds
+        ):
+            reason = "CapacityRevoked"
+            message = (
+                f"maxRunDurationSeconds {req.max_run_seconds:g} reached: the nodes and their "
+                "pods are preempted"
+            )
+            out.append(
+                (req.id, pev.ProvisioningCapacityRevoked(request_id=req.id, message=message))
+            )
+        else:
+            reason = "ScaleDown"
+            message = (
+                f"nodes unneeded for {req.booking_seconds:g}s after their last pods ended: removed"
+            )
+        out.append(
+            (
+                req.id,
+                pev.NodesDeleted(request_id=req.id, nodes=nodes, reason=reason, message=message),
+            )
+        )
+    return out
+
+
 def find_capacity(state: ProvisionerState, cloud: ClusterSpec) -> list[Decision]:
     """Each waiting request, oldest first, gets one zone with room for all its nodes."""
     in_use = dict(state.in_use)
@@ -198,7 +304,10 @@ def find_capacity(state: ProvisionerState, cloud: ClusterSpec) -> list[Decision]
                 for q, amount in node_quota_charge(cloud, node).items():
                     quota_used[q] = quota_used.get(q, 0) + amount
             out.append((req.id, decision))
-        elif req.waiting != (decision.reason, decision.message):
+        elif isinstance(decision, pev.ProvisioningFailed) or req.waiting != (
+            decision.reason,
+            decision.message,
+        ):
             out.append((req.id, decision))
     return out
 
@@ -209,30 +318,45 @@ def _try_zones(
     req: Request,
     in_use: dict[tuple[str, str], int],
     quota_used: dict[str, int],
-) -> pev.NodesCreating | pev.ProvisioningWaiting:
+) -> pev.NodesCreating | pev.ProvisioningWaiting | pev.ProvisioningFailed:
     elapsed = state.now - state.cloud_since
-    quota_problem: str | None = None
-    for zone in req.zones or cloud.zones:
-        if not _zone_has_room(cloud, req, zone, elapsed, in_use):
-            continue
-        nodes = plan.make_nodes(cloud, req.id, zone, req.pod_sets)
-        quota_problem = _quota_problem(cloud, nodes, quota_used)
-        if quota_problem is None:
-            delay = max(
-                (
-                    cloud.pool(p.pool).provisioning_delay_seconds  # type: ignore[union-attr]
-                    for p in req.pod_sets
-                ),
-                default=0.0,
+    for p in req.pod_sets:
+        pool = cloud.pool(p.pool)
+        failure = pool.failure_at(elapsed) if pool is not None else None
+        if failure is not None:
+            return pev.ProvisioningFailed(
+                request_id=req.id,
+                reason=failure.reason,
+                message=failure.message
+                or f"node pool {p.pool} could not create nodes ({failure.reason})",
             )
-            return pev.NodesCreating(
-                request_id=req.id, zone=zone, nodes=nodes, ready_at=state.now + delay
-            )
+    # The nodes are alike in every zone, so the regional quota is checked once, first:
+    # it blocks the request whatever capacity appears.
+    quota_problem = _quota_problem(cloud, req.pod_sets, quota_used)
     if quota_problem is not None:
         return pev.ProvisioningWaiting(
             request_id=req.id, reason="QuotaExceeded", message=quota_problem
         )
-    need = ", ".join(f"{p.nodes} x {p.pool}" for p in req.pod_sets)
+    for zone in req.zones or cloud.zones:
+        if not _zone_has_room(cloud, req, zone, elapsed, in_use):
+            continue
+        delay = max(
+            (
+                cloud.pool(p.pool).provisioning_delay_seconds  # type: ignore[union-attr]
+                for p in req.pod_sets
+            ),
+            default=0.0,
+        )
+        return pev.NodesCreating(
+            request_id=req.id,
+            zone=zone,
+            nodes=plan.make_nodes(cloud, req.id, zone, req.pod_sets),
+            ready_at=state.now + delay,
+        )
+    per_pool: dict[str, int] = {}
+    for p in req.pod_sets:
+        per_pool[p.pool] = per_pool.get(p.pool, 0) + p.nodes
+    need = ", ".join(f"{n} x {pool}" for pool, n in per_pool.items())
     return pev.ProvisioningWaiting(
         request_id=req.id,
         reason="NotProvisioned",
@@ -261,12 +385,16 @@ def _zone_has_room(
 
 
 def _quota_problem(
-    cloud: ClusterSpec, nodes: tuple[pev.NodeSpec, ...], quota_used: dict[str, int]
+    cloud: ClusterSpec, pod_sets: tuple[pev.PodSetNodes, ...], quota_used: dict[str, int]
 ) -> str | None:
     asked: dict[str, int] = {}
-    for node in nodes:
-        for q, amount in node_quota_charge(cloud, node).items():
-            asked[q] = asked.get(q, 0) + amount
+    for p in pod_sets:
+        pool = cloud.pool(p.pool)
+        assert pool is not None
+        for quota in cloud.quotas:
+            if quota.covers(pool.name):
+                amount = pool.allocatable.get(quota.resource, 0) * p.nodes
+                asked[quota.name] = asked.get(quota.name, 0) + amount
     for quota in cloud.quotas:
         if quota_used.get(quota.name, 0) + asked.get(quota.name, 0) > quota.limit:
             return (

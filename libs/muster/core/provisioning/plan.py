@@ -7,7 +7,8 @@ from collections.abc import Mapping
 from muster.core.events import provisioning as pev
 from muster.core.model import matching
 from muster.core.model.cluster import ClusterSpec, NodePool
-from muster.core.model.workload import PodSet, Toleration, WorkloadSpec
+from muster.core.model.queues import DWS_CLASS
+from muster.core.model.workload import PodSet, Toleration
 
 ZONE_LABEL = "topology.kubernetes.io/zone"
 MAX_NODES_PER_REQUEST = 1000
@@ -47,7 +48,7 @@ def pool_for(
 
 def plan(
     cloud: ClusterSpec,
-    spec: WorkloadSpec,
+    pod_sets: tuple[PodSet, ...],
     selectors: Mapping[str, Mapping[str, str]],
     counts: Mapping[str, int] | None = None,
     tolerations: Mapping[str, tuple[Toleration, ...]] | None = None,
@@ -56,7 +57,7 @@ def plan(
 
     ``counts`` overrides pod set counts admitted partially (Kueue's minCount)."""
     out = []
-    for ps in spec.pod_sets:
+    for ps in pod_sets:
         pool = pool_for(
             cloud,
             ps,
@@ -76,13 +77,13 @@ def plan(
         raise Unplannable(
             f"request needs {total} nodes; at most {MAX_NODES_PER_REQUEST} per request"
         )
-    pod_sets = tuple(out)
-    return pod_sets, _check_servable(cloud, spec, selectors, pod_sets)
+    planned = tuple(out)
+    return planned, _check_servable(cloud, pod_sets, selectors, planned)
 
 
 def _check_servable(
     cloud: ClusterSpec,
-    spec: WorkloadSpec,
+    specs: tuple[PodSet, ...],
     selectors: Mapping[str, Mapping[str, str]],
     pod_sets: tuple[pev.PodSetNodes, ...],
 ) -> tuple[str, ...]:
@@ -97,7 +98,7 @@ def _check_servable(
             raise Unplannable(
                 f"request needs {count} nodes of pool {name}; its maxNodes is {pool.max_nodes}"
             )
-    zones = zones_for(cloud, spec, selectors, pod_sets)
+    zones = zones_for(cloud, specs, selectors, pod_sets)
     if not zones:
         raise Unplannable(
             f"no zone allows every pod set (pools {', '.join(sorted(need))} and the zones "
@@ -108,7 +109,7 @@ def _check_servable(
 
 def zones_for(
     cloud: ClusterSpec,
-    spec: WorkloadSpec,
+    specs: tuple[PodSet, ...],
     selectors: Mapping[str, Mapping[str, str]],
     pod_sets: tuple[pev.PodSetNodes, ...],
 ) -> tuple[str, ...]:
@@ -118,7 +119,7 @@ def zones_for(
     request can never be served.
     """
     allowed = set(cloud.zones)
-    for ps in spec.pod_sets:
+    for ps in specs:
         selector = selectors.get(ps.name, ps.node_selector)
         if ZONE_LABEL in selector:
             allowed &= {selector[ZONE_LABEL]}
@@ -163,3 +164,38 @@ def assignments(
             out[f"{ps.pod_set}-{i}"] = nodes[offset + i // ps.per_node].name
         offset += ps.nodes
     return out
+
+
+def one_pod_set(
+    provisioning_class: str,
+    merge_policy: str,
+    pod_sets: tuple[PodSet, ...],
+    selectors: Mapping[str, Mapping[str, str]],
+    tolerations: Mapping[str, tuple[Toleration, ...]] | None = None,
+) -> None:
+    """GKE's queued provisioning takes one podSet per request. Several are merged into one as
+    Kueue's ``podSetMergePolicy`` allows (muster's pod sets carry only scheduling
+    requirements, so both policies compare requests, node selectors and tolerations);
+    otherwise ``Unplannable``."""
+    if provisioning_class != DWS_CLASS or len(pod_sets) < 2:
+        return
+    names = ", ".join(ps.name for ps in pod_sets)
+    if not merge_policy:
+        raise Unplannable(
+            f"{DWS_CLASS} supports a single podSet per request; this one has {len(pod_sets)} "
+            f"({names}). Set podSetMergePolicy in the ProvisioningRequestConfig to merge "
+            "identical pod sets, or submit one pod set"
+        )
+
+    def requirements(ps: PodSet) -> tuple[object, ...]:
+        return (
+            tuple(sorted(ps.requests.items())),
+            tuple(sorted(selectors.get(ps.name, ps.node_selector).items())),
+            tuple(sorted(((*ps.tolerations, *(tolerations or {}).get(ps.name, ()))), key=repr)),
+        )
+
+    if len({requirements(ps) for ps in pod_sets}) > 1:
+        raise Unplannable(
+            f"{DWS_CLASS} supports a single podSet per request, and pod sets {names} differ "
+            f"in their scheduling requirements, so {merge_policy} cannot merge them"
+        )

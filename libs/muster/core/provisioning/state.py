@@ -12,27 +12,31 @@ from muster.core.events import provisioning as pev
 from muster.core.events import queue as qev
 from muster.core.events import workload as wev
 from muster.core.model.cluster import ClusterSpec
-from muster.core.model.workload import Toleration, WorkloadSpec
+from muster.core.model.workload import PodSet, Toleration
 
+# Pending: not yet accepted (a Wanted). Cancelled may still hold nodes that were booting.
 RequestStatus = Literal["Accepted", "Creating", "Provisioned", "Failed", "Cancelled", "Deleted"]
-HOLDS_NODES: frozenset[str] = frozenset({"Creating", "Provisioned"})
 
 
 @dataclass(frozen=True, slots=True)
 class Wanted:
-    """A quota reservation that needs nodes."""
+    """A request not yet accepted: for a quota reservation, or a standalone request."""
 
-    workload_id: str
+    workload_id: str  # "" for a standalone request
     attempt: int
+    pod_sets: tuple[PodSet, ...]
     node_selectors: dict[str, dict[str, str]]
     pod_counts: dict[str, int] = field(default_factory=dict)  # partial admission
     tolerations: dict[str, tuple[Toleration, ...]] = field(default_factory=dict)  # injected
+    provisioning_class: str = ""
+    parameters: dict[str, str] = field(default_factory=dict)
+    merge_policy: str = ""
 
 
 @dataclass(slots=True)
 class Request:
     id: str
-    workload_id: str
+    workload_id: str  # "" for a standalone request
     pod_sets: tuple[pev.PodSetNodes, ...]
     accepted_at: float
     zones: tuple[str, ...] = ()
@@ -41,6 +45,35 @@ class Request:
     nodes: tuple[pev.NodeSpec, ...] = ()
     ready_at: float | None = None
     waiting: tuple[str, str] | None = None
+    provisioning_class: str = ""
+    max_run_seconds: float | None = None
+    booking_seconds: float = 600.0
+    provisioned_at: float | None = None
+    held: bool = False  # its nodes exist (booting or Ready) and claim capacity
+    consumed: bool = False  # some workload bound pods to its nodes
+    consumers: set[str] = field(default_factory=set)  # workloads bound to it now
+    idle_since: float | None = None  # its last consumer ended (standalone)
+    deleted: bool = False  # a standalone request the user deleted
+
+    @property
+    def standalone(self) -> bool:
+        return not self.workload_id
+
+    def deadline(self) -> float | None:
+        """When a held request's nodes go away if nothing else happens first."""
+        if not self.held:
+            return None
+        times: list[float] = []
+        if self.status == "Cancelled" and self.ready_at is not None:
+            times.append(self.ready_at + self.booking_seconds)
+        if self.provisioned_at is not None:
+            if not self.consumed:
+                times.append(self.provisioned_at + self.booking_seconds)
+            if self.max_run_seconds is not None:
+                times.append(self.provisioned_at + self.max_run_seconds)
+        if self.standalone and self.consumed and not self.consumers and self.idle_since is not None:
+            times.append(self.idle_since + self.booking_seconds)
+        return min(times, default=None)
 
 
 @dataclass(slots=True)
@@ -48,18 +81,23 @@ class ProvisionerState:
     now: float = 0.0
     cloud: ClusterSpec | None = None
     cloud_since: float = 0.0
-    specs: dict[str, WorkloadSpec] = field(default_factory=dict)
-    wanted: dict[str, Wanted] = field(default_factory=dict)  # request id -> reservation
+    wanted: dict[str, Wanted] = field(default_factory=dict)  # request id -> not yet accepted
     requests: dict[str, Request] = field(default_factory=dict)
     by_workload: dict[str, list[str]] = field(default_factory=dict)  # workload -> request ids
     # Accepted or Creating, in acceptance order: what each step has to look at.
     open: dict[str, None] = field(default_factory=dict)
-    released: set[str] = field(default_factory=set)  # requests whose workload let go
+    held: dict[str, None] = field(default_factory=dict)  # requests whose nodes exist
+    released: set[str] = field(default_factory=set)  # to cancel or delete: workload let go
+    bound: dict[str, str] = field(default_factory=dict)  # consumer workload -> request
     in_use: dict[tuple[str, str], int] = field(default_factory=dict)  # (pool, zone) -> nodes
     quota_used: dict[str, int] = field(default_factory=dict)  # cloud quota name -> amount
+    pod_sets: dict[str, tuple[PodSet, ...]] = field(default_factory=dict)  # workload -> spec
 
     def open_requests(self) -> list[Request]:
         return [self.requests[rid] for rid in self.open]
+
+    def held_requests(self) -> list[Request]:
+        return [self.requests[rid] for rid in self.held]
 
 
 def request_id(workload_id: str, attempt: int) -> str:
@@ -85,28 +123,75 @@ def _(event: pev.CloudConfigured, state: ProvisionerState) -> None:
 
 @_apply.register
 def _(event: wev.WorkloadSubmitted, state: ProvisionerState) -> None:
-    state.specs[event.workload_id] = event.spec
+    state.pod_sets[event.workload_id] = event.spec.pod_sets
 
 
 @_apply.register
 def _(event: qev.QuotaReserved, state: ProvisionerState) -> None:
     rid = request_id(event.workload_id, event.attempt)
-    selectors = {ps: dict(sel) for ps, sel in event.node_selectors.items()}
+    ask = event.provisioning
     state.wanted[rid] = Wanted(
-        event.workload_id,
-        event.attempt,
-        selectors,
-        dict(event.pod_counts),
-        {p: tuple(t) for p, t in event.tolerations.items()},
+        workload_id=event.workload_id,
+        attempt=event.attempt,
+        pod_sets=state.pod_sets.get(event.workload_id, ()),
+        node_selectors={ps: dict(sel) for ps, sel in event.node_selectors.items()},
+        pod_counts=dict(event.pod_counts),
+        tolerations={p: tuple(t) for p, t in event.tolerations.items()},
+        provisioning_class=ask.provisioning_class if ask else "",
+        parameters=dict(ask.parameters) if ask else {},
+        merge_policy=ask.pod_set_merge_policy if ask else "",
     )
 
 
+@_apply.register
+def _(event: pev.ProvisioningRequested, state: ProvisionerState) -> None:
+    spec = event.spec
+    state.wanted[event.request_id] = Wanted(
+        workload_id="",
+        attempt=0,
+        pod_sets=spec.pod_sets,
+        node_selectors={ps.name: dict(ps.node_selector) for ps in spec.pod_sets},
+        provisioning_class=spec.provisioning_class,
+        parameters=dict(spec.parameters),
+    )
+
+
+@_apply.register
+def _(event: pev.ProvisioningDeleteRequested, state: ProvisionerState) -> None:
+    req = state.requests.get(event.request_id)
+    if req is not None:
+        req.deleted = True
+        if req.status in ("Accepted", "Creating"):
+            state.released.add(req.id)
+    elif event.request_id in state.wanted:
+        state.released.add(event.request_id)
+
+
 def _release(workload_id: str, state: ProvisionerState) -> None:
-    for rid in [r for r, w in state.wanted.items() if w.workload_id == workload_id]:
-        del state.wanted[rid]
+    """The workload let go of its quota: its requests are cancelled or their nodes deleted."""
     for rid in state.by_workload.get(workload_id, ()):
-        if state.requests[rid].status in ("Accepted", *HOLDS_NODES):
+        if state.requests[rid].status in ("Accepted", "Creating", "Provisioned"):
             state.released.add(rid)
+    for rid, w in state.wanted.items():
+        if w.workload_id == workload_id:
+            state.released.add(rid)
+    rid = state.bound.pop(workload_id, "")
+    if rid in state.requests:
+        req = state.requests[rid]
+        req.consumers.discard(workload_id)
+        if not req.consumers:
+            req.idle_since = state.now
+
+
+@_apply.register
+def _(event: qev.WorkloadAdmitted, state: ProvisionerState) -> None:
+    req = state.requests.get(event.request_id)
+    if req is not None:
+        req.consumed = True
+        req.consumers.add(event.workload_id)
+        req.idle_since = None
+        if req.standalone:
+            state.bound[event.workload_id] = req.id
 
 
 @_apply.register
@@ -138,8 +223,12 @@ def _(event: pev.ProvisioningAccepted, state: ProvisionerState) -> None:
         pod_sets=event.pod_sets,
         accepted_at=state.now,
         zones=event.zones,
+        provisioning_class=event.provisioning_class,
+        max_run_seconds=event.max_run_seconds,
+        booking_seconds=event.booking_seconds,
     )
-    state.by_workload.setdefault(event.workload_id, []).append(event.request_id)
+    if event.workload_id:
+        state.by_workload.setdefault(event.workload_id, []).append(event.request_id)
     state.open[event.request_id] = None
 
 
@@ -157,12 +246,17 @@ def _(event: pev.NodesCreating, state: ProvisionerState) -> None:
         event.nodes,
         event.ready_at,
     )
-    _claim(state, req.nodes, +1)
+    _hold(state, req)
 
 
 @_apply.register
 def _(event: pev.ProvisioningProvisioned, state: ProvisionerState) -> None:
-    state.requests[event.request_id].status = "Provisioned"
+    req = state.requests[event.request_id]
+    req.status = "Provisioned"
+    req.provisioned_at = state.now
+    if event.nodes and not req.held:  # a backend that reports nodes only when Ready
+        req.zone, req.nodes = event.zone, event.nodes
+        _hold(state, req)
     state.open.pop(event.request_id, None)
 
 
@@ -178,7 +272,10 @@ def _(event: pev.ProvisioningFailed, state: ProvisionerState) -> None:
 
 @_apply.register
 def _(event: pev.ProvisioningCancelled, state: ProvisionerState) -> None:
-    state.requests[event.request_id].status = "Cancelled"
+    state.wanted.pop(event.request_id, None)
+    req = state.requests.get(event.request_id)
+    if req is not None:
+        req.status = "Cancelled"
     state.released.discard(event.request_id)
     state.open.pop(event.request_id, None)
 
@@ -186,10 +283,20 @@ def _(event: pev.ProvisioningCancelled, state: ProvisionerState) -> None:
 @_apply.register
 def _(event: pev.NodesDeleted, state: ProvisionerState) -> None:
     req = state.requests[event.request_id]
-    _claim(state, req.nodes, -1)
-    req.status = "Deleted"
+    if req.held:
+        _claim(state, req.nodes, -1)
+    req.held = False
+    state.held.pop(req.id, None)
+    if req.status != "Cancelled":
+        req.status = "Deleted"
     state.released.discard(event.request_id)
     state.open.pop(event.request_id, None)
+
+
+def _hold(state: ProvisionerState, req: Request) -> None:
+    req.held = True
+    state.held[req.id] = None
+    _claim(state, req.nodes, +1)
 
 
 def _claim(state: ProvisionerState, nodes: tuple[pev.NodeSpec, ...], sign: int) -> None:

@@ -25,6 +25,7 @@ from muster.core.events import queue as qev
 from muster.core.model.queues import ClusterQueueSpec
 from muster.core.model.resources import format_quantity
 from muster.core.model.workload import Toleration
+from muster.core.queueing import checks
 from muster.core.queueing import preemption as pre
 from muster.core.queueing import quota as qt
 from muster.core.queueing.flavors import FIT, Assignment, Unassignable, assign
@@ -173,7 +174,7 @@ class Cycle:
                 for wl in sorted(entries, key=lambda w: w.order):
                     self.verdicts.append(_missing_queue(name, wl))
                 continue
-            stopped = _stopped(self.state, cq)
+            stopped = _stopped(self.state, cq) or _inactive(self.state, cq)
             if stopped is not None:
                 for wl in sorted(entries, key=lambda w: w.order):
                     self.verdicts.append(
@@ -213,6 +214,11 @@ class Cycle:
 
     def _held_back(self, wl: WorkloadEntry, blocked: bool) -> Unassignable | None:
         """waitForPodsReady: past the backoff limit, in backoff, or admission blocked."""
+        if wl.check_retries and wl.requeue_at is not None and self.state.now < wl.requeue_at:
+            return Unassignable(
+                "WaitingForBackoff",
+                f"{wl.backoff_reason}; eligible again {wl.requeue_at - self.state.now:g}s from now",
+            )
         config = self.state.wait_for_pods_ready
         if not config.enable:
             return None
@@ -580,6 +586,11 @@ def _stopped(state: QueueState, cq: ClusterQueueSpec) -> Unassignable | None:
     )
 
 
+def _inactive(state: QueueState, cq: ClusterQueueSpec) -> Unassignable | None:
+    found = checks.inactive(state, cq)
+    return None if found is None else Unassignable(*found)
+
+
 def _lq_stopped(state: QueueState, wl: WorkloadEntry) -> Unassignable | None:
     lq = state.local_queues.get(wl.local_queue)
     if lq is None or lq.stop_policy == "None":
@@ -640,6 +651,9 @@ def to_events(state: QueueState, verdicts: list[Verdict]) -> list[NewEvent]:
                         message=_reserved_message(wl, v),
                         pod_counts=v.pod_counts,
                         tolerations=_injected_tolerations(state, v.outcome),
+                        provisioning=checks.ask_for(
+                            state, state.cluster_queues[v.cluster_queue], wl.spec
+                        ),
                     ),
                 )
             )

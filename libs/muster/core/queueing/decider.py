@@ -13,7 +13,7 @@ from muster.core.queueing.settle import settle
 class QueueDecider:
     name = "queue"
     categories = frozenset({"config", "workload", "admission", "provisioning", "node", "timer"})
-    snapshot_format = "queue-state-v3"
+    snapshot_format = "queue-state-v4"
 
     def initial(self) -> qs.QueueState:
         return qs.QueueState()
@@ -29,15 +29,15 @@ class QueueDecider:
         return admission_cycle(state)
 
     def next_deadline(self, state: qs.QueueState) -> float | None:
-        """waitForPodsReady: the next admission timeout or end of a requeue backoff."""
+        """waitForPodsReady's next admission timeout, or the end of a requeue backoff."""
         config = state.wait_for_pods_ready
-        if not config.enable:
-            return None
-        times = [
-            wl.admitted_at + config.timeout_seconds
-            for wl in (state.workloads[w] for w in state.active)
-            if wl.status == "Admitted" and not wl.pods_ready and wl.admitted_at is not None
-        ]
+        times = []
+        if config.enable:
+            times = [
+                wl.admitted_at + config.timeout_seconds
+                for wl in (state.workloads[w] for w in state.active)
+                if wl.status == "Admitted" and not wl.pods_ready and wl.admitted_at is not None
+            ]
         times += [
             at for at in (state.workloads[w].requeue_at for w in state.pending) if at is not None
         ]

@@ -1,4 +1,5 @@
-"""Settle workloads that hold quota: cancel, admit once provisioned, finish, or reject.
+"""Settle workloads that hold quota: cancel, admit once provisioned, apply the admission
+check's verdict, bind consumers of standalone requests, finish, or reject.
 
 Each rule looks at one workload and returns at most one event; the order of
 ``state.active`` does not matter because the rules are per workload, and the
@@ -9,13 +10,21 @@ from __future__ import annotations
 
 from muster.core.events import Event, NewEvent
 from muster.core.events import queue as qev
-from muster.core.queueing.state import QueueState, WorkloadEntry
+from muster.core.queueing import checks
+from muster.core.queueing.state import QueueState, WorkloadEntry, request_id
 
 
 def settle(state: QueueState) -> list[NewEvent]:
     out: list[NewEvent] = []
     for wl in sorted((state.workloads[w] for w in state.active), key=lambda w: w.order):
-        event = _next_step(wl) or _drain(state, wl) or _pods_ready_timeout(state, wl)
+        event = (
+            _next_step(wl)
+            or checks.outcome(state, wl)
+            or checks.bind(state, wl)
+            or _admit(wl)
+            or _drain(state, wl)
+            or _pods_ready_timeout(state, wl)
+        )
         if event is not None:
             out.append(
                 NewEvent(
@@ -68,26 +77,29 @@ def _drain(state: QueueState, wl: WorkloadEntry) -> Event | None:
     return None
 
 
+def _admit(wl: WorkloadEntry) -> Event | None:
+    """Quota reserved and every node of its request Ready: admitted onto them."""
+    if wl.status != "QuotaReserved" or wl.placements is None or wl.check_event is not None:
+        return None
+    message = f"Admitted by ClusterQueue {wl.cluster_queue}"
+    if wl.ask is not None:
+        message += f"; AdmissionCheck {wl.ask.check}: Ready"
+    return qev.WorkloadAdmitted(
+        workload_id=wl.id,
+        cluster_queue=wl.cluster_queue or "",
+        attempt=wl.attempt,
+        placements=wl.placements,
+        message=message,
+        request_id=request_id(wl.id, wl.attempt),
+    )
+
+
 def _next_step(wl: WorkloadEntry) -> Event | None:
     if wl.cancel_requested:
         return qev.WorkloadCancelled(workload_id=wl.id, message="cancelled on request")
     if wl.problem is not None and wl.status == "Pending":
         reason, message = wl.problem
         return qev.WorkloadRejected(workload_id=wl.id, reason=reason, message=message)
-    if wl.status == "QuotaReserved":
-        if wl.provisioning_failed is not None:
-            reason, message = wl.provisioning_failed
-            return qev.WorkloadRejected(
-                workload_id=wl.id, reason="ProvisioningFailed", message=f"{reason}: {message}"
-            )
-        if wl.placements is not None:
-            return qev.WorkloadAdmitted(
-                workload_id=wl.id,
-                cluster_queue=wl.cluster_queue or "",
-                attempt=wl.attempt,
-                placements=wl.placements,
-                message=f"Admitted by ClusterQueue {wl.cluster_queue}",
-            )
     if wl.status == "Admitted":
         if wl.pods_failed:
             pod, why = sorted(wl.pods_failed.items())[0]

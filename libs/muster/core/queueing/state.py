@@ -14,12 +14,14 @@ from muster.core.events import provisioning as pev
 from muster.core.events import queue as qev
 from muster.core.events import workload as wev
 from muster.core.model.queues import (
+    AdmissionCheckSpec,
     ClusterQueueSpec,
     CohortSpec,
     FairSharingConfig,
     LocalQueueSpec,
     NamespaceQuotaSpec,
     PriorityClassSpec,
+    ProvisioningRequestConfigSpec,
     ResourceFlavorSpec,
     WaitForPodsReady,
 )
@@ -50,6 +52,8 @@ class WorkloadEntry:
     pods_ready: bool = False  # every admitted pod has started (Kueue's PodsReady)
     requeue_count: int = 0  # evictions for PodsReadyTimeout
     requeue_at: float | None = None  # not eligible before (backoff)
+    backoff_reason: str = ""  # why it waits until requeue_at: its eviction's message
+    check_retries: int = 0  # provisioning attempts retried by its admission check
     preempted_for: dict[str, dict[str, str]] = field(default_factory=dict)  # its flavors
 
     @property
@@ -64,7 +68,11 @@ class WorkloadEntry:
     reason_at: float = 0.0
     cancel_requested: bool = False
     placements: dict[str, str] | None = None  # pod -> node, once provisioned
-    provisioning_failed: tuple[str, str] | None = None
+    ask: qev.ProvisioningAsk | None = None  # its ClusterQueue's provisioning admission check
+    # What the current attempt's request reported that ends it: (condition, reason, message,
+    # retryable), condition Failed, BookingExpired or CapacityRevoked.
+    check_event: tuple[str, str, str, bool] | None = None
+    request_id: str = ""  # the request its pods run on, once admitted
     pods_succeeded: set[str] = field(default_factory=set)
     pods_failed: dict[str, str] = field(default_factory=dict)  # pod -> reason
 
@@ -100,6 +108,24 @@ def _bump(counter: dict[Any, int], key: Any) -> None:
 
 
 @dataclass(slots=True)
+class StandaloneRequest:
+    """A standalone ProvisioningRequest as the queue sees it: the pod slots on its nodes
+    that consuming workloads bind to."""
+
+    id: str
+    pods: int  # the pods it was made for
+    status: str = "Pending"  # Pending, Accepted, Provisioned, Failed, Cancelled, Gone
+    message: str = ""
+    deleted: bool = False
+    slots: list[str] = field(default_factory=list)  # one node per pod slot, in order
+    taken: dict[str, list[int]] = field(default_factory=dict)  # consumer -> slot indexes
+
+    def free(self) -> list[int]:
+        used = {i for idx in self.taken.values() for i in idx}
+        return [i for i in range(len(self.slots)) if i not in used]
+
+
+@dataclass(slots=True)
 class QueueState:
     now: float = 0.0
     flavors: dict[str, ResourceFlavorSpec] = field(default_factory=dict)
@@ -110,6 +136,9 @@ class QueueState:
     namespace_quotas: dict[str, NamespaceQuotaSpec] = field(default_factory=dict)
     fair_sharing: FairSharingConfig = field(default_factory=FairSharingConfig)
     wait_for_pods_ready: WaitForPodsReady = field(default_factory=WaitForPodsReady)
+    admission_checks: dict[str, AdmissionCheckSpec] = field(default_factory=dict)
+    provisioning_configs: dict[str, ProvisioningRequestConfigSpec] = field(default_factory=dict)
+    requests: dict[str, StandaloneRequest] = field(default_factory=dict)  # standalone
     workloads: dict[str, WorkloadEntry] = field(default_factory=dict)
     next_order: int = 0  # queue-order timestamps: submissions, and requeues that reset it
     pending: set[str] = field(default_factory=set)  # waiting for quota
@@ -186,6 +215,16 @@ def _(event: qev.WaitForPodsReadyConfigured, state: QueueState) -> None:
 
 
 @_apply.register
+def _(event: qev.AdmissionCheckConfigured, state: QueueState) -> None:
+    state.admission_checks[event.spec.name] = event.spec
+
+
+@_apply.register
+def _(event: qev.ProvisioningRequestConfigConfigured, state: QueueState) -> None:
+    state.provisioning_configs[event.spec.name] = event.spec
+
+
+@_apply.register
 def _(event: wev.WorkloadSubmitted, state: QueueState) -> None:
     # `order` is fixed by the submission's place in the log; see `submission_order`.
     priority, problem = resolve_priority(state, event.spec)
@@ -203,10 +242,11 @@ def _(event: wev.WorkloadSubmitted, state: QueueState) -> None:
     )
     state.workloads[wl.id] = wl
     state.next_order += 1
-    if problem is None:
+    if problem is None and event.spec.consumes is None:
         state.pending.add(wl.id)
     else:
-        state.active.add(wl.id)  # settle rejects it
+        # settle rejects it, or binds it to its request's nodes (no queue, no quota)
+        state.active.add(wl.id)
 
 
 def resolve_priority(state: QueueState, spec: WorkloadSpec) -> tuple[int, tuple[str, str] | None]:
@@ -273,7 +313,9 @@ def _(event: qev.QuotaReserved, state: QueueState) -> None:
     wl.preempted_for = {}
     wl.pending_reason = None
     wl.placements = None
-    wl.provisioning_failed = None
+    wl.ask = event.provisioning
+    wl.check_event = None
+    wl.request_id = ""
     wl.pods_succeeded = set()
     wl.pods_failed = {}
     state.reservations += 1
@@ -291,7 +333,18 @@ def _(event: qev.WorkloadAdmitted, state: QueueState) -> None:
     wl = state.workloads[event.workload_id]
     wl.status = "Admitted"
     wl.admitted_at = state.now
-    _bump(state.stats.admitted, event.cluster_queue)
+    wl.attempt = event.attempt
+    wl.request_id = event.request_id
+    wl.pending_reason = None
+    if wl.spec.consumes is None:
+        _bump(state.stats.admitted, event.cluster_queue)
+    else:
+        wl.pods_started, wl.pods_ready, wl.pods_succeeded, wl.pods_failed = set(), False, set(), {}
+        wl.check_event = None
+        req = state.requests.get(event.request_id)
+        if req is not None:
+            free = req.free()
+            req.taken[wl.id] = free[: wl.admitted_pods]
 
 
 @_apply.register
@@ -308,6 +361,16 @@ def _(event: qev.WorkloadEvicted, state: QueueState) -> None:
     wl.evictions += 1
     wl.queued_at = state.now
     wl.admitted_at = None
+    wl.check_event = None
+    if event.deactivate:
+        # Kueue's spec.active=false: never requeued; settle closes it as Deactivated.
+        wl.problem = ("Deactivated", f"deactivated after eviction: {event.message}")
+        state.active.add(wl.id)
+        return
+    if event.requeue_after_seconds is not None:
+        wl.check_retries += 1
+        wl.requeue_at = state.now + event.requeue_after_seconds
+        wl.backoff_reason = event.message
     if event.reason == "PodsReadyTimeout":
         config = state.wait_for_pods_ready
         wl.requeue_count += 1
@@ -340,17 +403,92 @@ def _(event: qev.WorkloadRejected, state: QueueState) -> None:
 
 
 @_apply.register
+def _(event: pev.ProvisioningRequested, state: QueueState) -> None:
+    pods = sum(ps.count for ps in event.spec.pod_sets)
+    state.requests[event.request_id] = StandaloneRequest(id=event.request_id, pods=pods)
+
+
+@_apply.register
+def _(event: pev.ProvisioningDeleteRequested, state: QueueState) -> None:
+    req = state.requests.get(event.request_id)
+    if req is not None:
+        req.deleted = True
+
+
+@_apply.register
+def _(event: pev.ProvisioningAccepted, state: QueueState) -> None:
+    req = state.requests.get(event.request_id)
+    if req is not None:
+        req.status, req.message = "Accepted", event.message
+
+
+@_apply.register
+def _(event: pev.ProvisioningWaiting, state: QueueState) -> None:
+    req = state.requests.get(event.request_id)
+    if req is not None:
+        req.message = f"{event.reason}: {event.message}"
+
+
+@_apply.register
+def _(event: pev.ProvisioningCancelled, state: QueueState) -> None:
+    req = state.requests.get(event.request_id)
+    if req is not None:
+        req.status, req.message = "Cancelled", event.message
+
+
+@_apply.register
 def _(event: pev.ProvisioningProvisioned, state: QueueState) -> None:
+    req = state.requests.get(event.request_id)
+    if req is not None:
+        req.status, req.message = "Provisioned", event.message
+        req.slots = list(event.assignments.values())
+        return
     wl = _attempt_of(state, event.request_id)
     if wl is not None:
         wl.placements = dict(event.assignments)
 
 
+def _check_event(
+    state: QueueState, rid: str, condition: str, reason: str, message: str, retryable: bool = True
+) -> None:
+    """Record what ends a request on the workload(s) it serves; settle acts on it."""
+    req = state.requests.get(rid)
+    if req is not None:
+        if condition == "Failed":
+            req.status = "Failed"
+        req.message = f"{reason}: {message}"
+        for wid in req.taken:
+            consumer = state.workloads[wid]
+            if condition == "CapacityRevoked" and consumer.holds_quota:
+                consumer.check_event = (condition, reason, message, retryable)
+        return
+    wl = _attempt_of(state, rid)
+    if wl is not None:
+        wl.check_event = (condition, reason, message, retryable)
+
+
 @_apply.register
 def _(event: pev.ProvisioningFailed, state: QueueState) -> None:
-    wl = _attempt_of(state, event.request_id)
-    if wl is not None:
-        wl.provisioning_failed = (event.reason, event.message)
+    _check_event(state, event.request_id, "Failed", event.reason, event.message, event.retryable)
+
+
+@_apply.register
+def _(event: pev.ProvisioningBookingExpired, state: QueueState) -> None:
+    _check_event(
+        state, event.request_id, "BookingExpired", "CapacityReservationTimeExpired", event.message
+    )
+
+
+@_apply.register
+def _(event: pev.ProvisioningCapacityRevoked, state: QueueState) -> None:
+    _check_event(state, event.request_id, "CapacityRevoked", "CapacityRevoked", event.message)
+
+
+@_apply.register
+def _(event: pev.NodesDeleted, state: QueueState) -> None:
+    req = state.requests.get(event.request_id)
+    if req is not None:
+        req.status, req.message = "Gone", f"nodes removed ({event.reason}): {event.message}"
 
 
 @_apply.register
@@ -390,6 +528,7 @@ def _attempt_of(state: QueueState, rid: str) -> WorkloadEntry | None:
 
 def _end(state: QueueState, workload_id: str, status: Status) -> None:
     wl = state.workloads[workload_id]
+    _unbind(state, wl)
     _release(state, wl)
     wl.status = status
     state.pending.discard(workload_id)
@@ -397,7 +536,15 @@ def _end(state: QueueState, workload_id: str, status: Status) -> None:
     state.preemptors.discard(workload_id)
 
 
+def _unbind(state: QueueState, wl: WorkloadEntry) -> None:
+    """A consumer gives its pod slots back to its standalone request."""
+    req = state.requests.get(wl.request_id)
+    if req is not None:
+        req.taken.pop(wl.id, None)
+
+
 def _release(state: QueueState, wl: WorkloadEntry) -> None:
+    _unbind(state, wl)
     if wl.holds_quota and wl.cluster_queue is not None:
         _hold(state, wl, -1)
     wl.usage = {}

@@ -12,7 +12,7 @@ from muster.core import inputs
 from muster.core.decider import Decider
 from muster.core.events import NewEvent, StreamAppend
 from muster.core.model.cluster import ClusterSpec
-from muster.core.model.workload import WorkloadSpec
+from muster.core.model.workload import ProvisioningRequestSpec, WorkloadSpec
 from muster.core.nodes.decider import NodeAgentDecider
 from muster.core.provisioning.decider import ProvisionerDecider
 from muster.core.queueing.decider import QueueDecider
@@ -108,8 +108,12 @@ def build(
     submissions: Iterable[Submission],
     cancels: Iterable[tuple[float, str]] = (),
     deciders: Sequence[Decider[Any]] | None = None,
+    *,
+    requests: Iterable[tuple[float, ProvisioningRequestSpec]] = (),
+    deletions: Iterable[tuple[float, str]] = (),
 ) -> Harness:
-    """A harness with the cluster configured at time 0 and the inputs scheduled."""
+    """A harness with the cluster configured at time 0 and the inputs scheduled: workloads
+    (submitted, cancelled) and standalone ProvisioningRequests (created, deleted by id)."""
     harness = Harness(default_deciders() if deciders is None else deciders)
     for new in inputs.configuration(cluster, 0.0):
         harness.schedule(new, producer=inputs.ADMIN)
@@ -117,4 +121,8 @@ def build(
         harness.schedule(inputs.submission(wid, spec, float(at)), producer=inputs.INTAKE)
     for at, wid in cancels:
         harness.schedule(inputs.cancellation(wid, float(at)), producer=inputs.INTAKE)
+    for at, request in requests:
+        harness.schedule(inputs.provisioning_request(request, float(at)), producer=inputs.INTAKE)
+    for at, rid in deletions:
+        harness.schedule(inputs.provisioning_deletion(rid, float(at)), producer=inputs.INTAKE)
     return harness

@@ -13,6 +13,7 @@ from muster.core.events import node as nev
 from muster.core.events import queue as qev
 from muster.core.events import workload as wev
 from muster.core.queueing import state as qs
+from muster.core.views import provisioning
 
 TERMINAL = frozenset({"Succeeded", "Failed", "Cancelled", "Rejected"})
 
@@ -78,11 +79,13 @@ class WorkloadsState:
     workloads: dict[str, WorkloadView] = field(default_factory=dict)
     # The queue's own fold, for the visibility API (positions, current reasons).
     queue: qs.QueueState = field(default_factory=qs.QueueState)
+    requests: dict[str, provisioning.RequestView] = field(default_factory=dict)
 
 
 def evolve(state: WorkloadsState, envelope: Envelope) -> WorkloadsState:
     advance(state, envelope)
     qs.evolve(state.queue, envelope)
+    provisioning.fold(state.requests, envelope.event, state.now)
     _apply(envelope.event, state)
     return state
 
@@ -136,6 +139,9 @@ def _(event: qev.QuotaReserved, state: WorkloadsState) -> None:
 
 @_apply.register
 def _(event: qev.WorkloadAdmitted, state: WorkloadsState) -> None:
+    view = state.workloads.get(event.workload_id)
+    if view is not None:
+        view.attempt, view.pods_started = event.attempt, 0
     _set(state, event.workload_id, "Admitted", "Admitted", event.message)
 
 
@@ -172,8 +178,8 @@ class WorkloadsView:
     """A decider that never decides: intake's read model."""
 
     name = "intake"
-    categories = frozenset({"config", "workload", "admission", "node"})
-    snapshot_format = "workloads-view-v3"
+    categories = frozenset({"config", "workload", "admission", "provisioning", "node"})
+    snapshot_format = "workloads-view-v4"
 
     def initial(self) -> WorkloadsState:
         return WorkloadsState()

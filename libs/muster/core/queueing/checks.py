@@ -1,0 +1,164 @@
+"""Admission checks: Kueue's ProvisioningRequest controller, and standalone-request consumers.
+
+A ClusterQueue that lists a provisioning admission check admits a workload only once the
+request made for its quota reservation is Provisioned. What the request reports is mapped
+as Kueue maps it (reference: shared/reference/peers.md §4.4):
+
+- Failed: Retry (quota released, requeued after base * 2^(n-1) s) while retries remain
+  (``backoffLimitCount``), then Rejected. A failure that no retry can change (no pool fits,
+  over 1000 nodes, several pod sets) is Rejected at once.
+- BookingExpired: as Failed before admission; ignored after.
+- CapacityRevoked: evicted and deactivated.
+
+A workload consuming a standalone request binds its pods to the request's nodes once the
+request is Provisioned, without a queue or quota (what kube-scheduler does on GKE).
+"""
+
+from __future__ import annotations
+
+from muster.core.events import Event
+from muster.core.events import queue as qev
+from muster.core.model.queues import PROVISIONING_CONTROLLER, ClusterQueueSpec
+from muster.core.model.workload import WorkloadSpec
+from muster.core.queueing.state import QueueState, WorkloadEntry, request_id
+
+
+def inactive(state: QueueState, cq: ClusterQueueSpec) -> tuple[str, str] | None:
+    """(reason, message) when a ClusterQueue cannot admit: an admission check it names, or
+    that check's ProvisioningRequestConfig, does not exist (Kueue marks it inactive)."""
+    for name in cq.admission_checks:
+        check = state.admission_checks.get(name)
+        if check is None:
+            return (
+                "ClusterQueueInactive",
+                f"ClusterQueue {cq.name} is inactive: AdmissionCheck {name} doesn't exist",
+            )
+        if check.config is not None and check.config not in state.provisioning_configs:
+            return (
+                "ClusterQueueInactive",
+                f"ClusterQueue {cq.name} is inactive: AdmissionCheck {name} refers to "
+                f"ProvisioningRequestConfig {check.config}, which doesn't exist",
+            )
+    return None
+
+
+def ask_for(
+    state: QueueState, cq: ClusterQueueSpec, spec: WorkloadSpec
+) -> qev.ProvisioningAsk | None:
+    """The provisioning request a reservation in ``cq`` needs, or None when no check of the
+    queue manages a resource the workload requests ("the request is not needed")."""
+    for name in cq.admission_checks:
+        check = state.admission_checks.get(name)
+        if check is None or check.controller_name != PROVISIONING_CONTROLLER:
+            continue
+        config = state.provisioning_configs.get(check.config or "")
+        if config is None:
+            continue
+        requested = {r for ps in spec.pod_sets for r, q in ps.requests.items() if q > 0}
+        if config.managed_resources and not requested & set(config.managed_resources):
+            continue
+        parameters = dict(config.parameters)
+        if spec.max_run_duration_seconds is not None:
+            # The job annotation provreq.kueue.x-k8s.io/maxRunDurationSeconds overrides.
+            parameters["maxRunDurationSeconds"] = str(spec.max_run_duration_seconds)
+        return qev.ProvisioningAsk(
+            check=name,
+            provisioning_class=config.provisioning_class,
+            parameters=parameters,
+            pod_set_merge_policy=config.pod_set_merge_policy,
+        )
+    return None
+
+
+def outcome(state: QueueState, wl: WorkloadEntry) -> Event | None:
+    """What the request of a workload holding quota reported that ends its attempt."""
+    if wl.check_event is None or not wl.holds_quota:
+        return None
+    condition, reason, message, retryable = wl.check_event
+    what = f"ProvisioningRequest {wl.request_id or request_id(wl.id, wl.attempt)}"
+    if condition == "CapacityRevoked":
+        return qev.WorkloadEvicted(
+            workload_id=wl.id,
+            reason="CapacityRevoked",
+            message=f"{what}: CapacityRevoked: {message}",
+            deactivate=True,
+        )
+    if condition == "BookingExpired" and wl.status == "Admitted":
+        return None  # "if the workload is Admitted we don't want to retry on BookingExpired"
+    if wl.ask is None:
+        # No admission check: the nodes are muster's own business, and a failure final.
+        return qev.WorkloadRejected(
+            workload_id=wl.id, reason="ProvisioningFailed", message=f"{reason}: {message}"
+        )
+    config = state.provisioning_configs.get(
+        state.admission_checks[wl.ask.check].config or ""
+        if wl.ask.check in state.admission_checks
+        else ""
+    )
+    limit = config.retry.backoff_limit_count if config is not None else 0
+    if retryable and wl.check_retries < limit:
+        assert config is not None
+        retry = wl.check_retries + 1
+        delay = config.retry.backoff(retry)
+        return qev.WorkloadEvicted(
+            workload_id=wl.id,
+            reason="AdmissionCheck",
+            message=(
+                f"AdmissionCheck {wl.ask.check}: {what} {condition}: {reason}: {message}; "
+                f"retry {retry} of {limit} in {delay:g}s"
+            ),
+            requeue_after_seconds=delay,
+        )
+    why = f"after {wl.check_retries} retries" if retryable else "no retry can succeed"
+    return qev.WorkloadRejected(
+        workload_id=wl.id,
+        reason="AdmissionCheckRejected",
+        message=f"AdmissionCheck {wl.ask.check} rejected the workload ({why}): "
+        f"{what} {condition}: {reason}: {message}",
+    )
+
+
+def bind(state: QueueState, wl: WorkloadEntry) -> Event | None:
+    """A consumer of a standalone request: bind it to free slots of the request's nodes, or
+    say (on change) why its pods cannot be scheduled."""
+    if wl.spec.consumes is None or wl.status != "Pending" or wl.problem is not None:
+        return None
+    rid = f"{wl.spec.namespace}/{wl.spec.consumes}"
+    req = state.requests.get(rid)
+    waiting: tuple[str, str]
+    if req is None or req.deleted or req.status in ("Failed", "Cancelled", "Gone"):
+        state_of = "doesn't exist" if req is None else f"is {req.status.lower()}"
+        if req is not None and req.deleted and req.status not in ("Failed", "Gone"):
+            state_of = "was deleted"
+        waiting = (
+            "ProvisioningRequestNotFound",
+            f"ProvisioningRequest {rid} {state_of}: the pods that consume it stay unschedulable",
+        )
+    elif req.status != "Provisioned":
+        waiting = (
+            "WaitingForProvisioningRequest",
+            f"ProvisioningRequest {rid} is not provisioned yet"
+            + (f" ({req.message})" if req.message else ""),
+        )
+    else:
+        free = req.free()
+        pods = wl.admitted_pods
+        if pods <= len(free):
+            slots = [req.slots[i] for i in free[:pods]]
+            names = [f"{ps.name}-{i}" for ps in wl.spec.pod_sets for i in range(ps.count)]
+            return qev.WorkloadAdmitted(
+                workload_id=wl.id,
+                cluster_queue="",
+                attempt=wl.attempt + 1,
+                placements=dict(zip(names, slots, strict=True)),
+                message=f"bound to the nodes of ProvisioningRequest {rid}",
+                request_id=rid,
+            )
+        waiting = (
+            "InsufficientProvisionedCapacity",
+            f"ProvisioningRequest {rid} has {len(free)} free pod slot(s) of {len(req.slots)}; "
+            f"this workload needs {pods}",
+        )
+    if wl.pending_reason == waiting:
+        return None
+    return qev.WorkloadPending(workload_id=wl.id, reason=waiting[0], message=waiting[1])
