@@ -1,0 +1,283 @@
+"""Properties of atomic provisioning (DWS) over random clouds, requests and workloads.
+
+Random zones and capacity arriving over time, regional quotas, stockouts, the
+active-request quota, booking windows and run durations; standalone requests (some
+deleted, some consumed) and queued workloads behind a provisioning admission check
+(some cancelled). Every check reads the event log, not the deciders' state:
+
+- no request ever runs work on part of its nodes (a pod starts only on a request that is
+  Provisioned, all of whose nodes exist);
+- a request's nodes come up in one NodesCreating, in one zone, never reused;
+- capacity per pool and zone, and the regional quota, are never exceeded;
+- the active-request quota (Accepted, not yet provisioned) is never exceeded;
+- every request ends in exactly one terminal state, holding no nodes;
+- replaying the log re-derives every decision.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from muster.core.events import Envelope
+from muster.core.events import node as nev
+from muster.core.events import provisioning as pev
+from muster.core.model import parse
+from muster.core.model.cluster import ClusterSpec
+from muster.core.nodes.decider import NodeAgentDecider
+from muster.core.provisioning.decider import ProvisionerDecider
+from muster.core.queueing.decider import QueueDecider
+from muster.core.sim.harness import Harness, build
+from muster.core.verify import verify_decisions
+
+GPU = "nvidia.com/gpu"
+SETTINGS = settings(
+    max_examples=60,
+    deadline=None,
+    database=None,
+    suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large],
+)
+
+
+@dataclass(frozen=True)
+class Scenario:
+    cluster: dict[str, Any]
+    requests: tuple[tuple[float, dict[str, Any]], ...]
+    deletions: tuple[tuple[float, str], ...]
+    workloads: tuple[tuple[float, str, dict[str, Any]], ...]
+    cancels: tuple[tuple[float, str], ...]
+
+    def spec(self) -> ClusterSpec:
+        return parse.cluster(self.cluster)
+
+    def harness(self) -> Harness:
+        subs = [(at, wid, parse.workload(doc)) for at, wid, doc in self.workloads]
+        reqs = [(at, parse.provisioning_request(doc)) for at, doc in self.requests]
+        deciders = [QueueDecider(), ProvisionerDecider(), NodeAgentDecider()]
+        return build(
+            self.spec(), subs, self.cancels, deciders, requests=reqs, deletions=self.deletions
+        )
+
+
+@st.composite
+def scenarios(draw: st.DrawFn) -> Scenario:
+    zones = [f"z{i}" for i in range(draw(st.integers(1, 3)))]
+    biggest = 6  # nodes of the largest request: the final capacity fits it in every zone
+    steps = [{"at": 0, "zones": {z: draw(st.integers(0, 4)) for z in zones}}]
+    for _ in range(draw(st.integers(0, 3))):
+        at = draw(st.integers(1, 4000))
+        steps.append({"at": at, "zones": {draw(st.sampled_from(zones)): draw(st.integers(0, 8))}})
+    steps.append({"at": 5000, "zones": {z: 2 * biggest for z in zones}})
+    pool: dict[str, Any] = {
+        "name": "dws-pool",
+        "machineType": "g2-standard-8",
+        "allocatable": {"cpu": 8, GPU: 1},
+        "provisioningDelaySeconds": draw(st.sampled_from([0, 30, 120])),
+        "capacity": steps,
+    }
+    if draw(st.booleans()):
+        start = draw(st.integers(0, 3000))
+        pool["failures"] = [{"at": start, "until": start + draw(st.integers(1, 900))}]
+    cluster: dict[str, Any] = {
+        "name": "c",
+        "region": "r",
+        "zones": zones,
+        "nodePools": [pool],
+        "activeRequests": draw(st.integers(1, 5)),
+        "bookingSeconds": draw(st.sampled_from([60, 300, 600])),
+        "resourceFlavors": [{"name": "f"}],
+        "clusterQueues": [
+            {
+                "name": "cq",
+                "resourceGroups": [
+                    {
+                        "coveredResources": [GPU],
+                        "flavors": [{"name": "f", "resources": [{"name": GPU, "nominalQuota": 12}]}],
+                    }
+                ],
+                "admissionChecks": ["prov"],
+            }
+        ],
+        "localQueues": [{"namespace": "ns", "name": "lq", "clusterQueue": "cq"}],
+        "admissionChecks": [{"name": "prov", "parameters": {"name": "cfg"}}],
+        "provisioningRequestConfigs": [
+            {
+                "name": "cfg",
+                "provisioningClassName": "queued-provisioning.gke.io",
+                "retryStrategy": {
+                    "backoffLimitCount": draw(st.integers(0, 3)),
+                    "backoffBaseSeconds": draw(st.sampled_from([10, 60])),
+                },
+            }
+        ],
+    }
+    if draw(st.booleans()):
+        cluster["quotas"] = [{"name": "GPUS", "resource": GPU, "limit": draw(st.integers(6, 12))}]
+
+    requests: list[tuple[float, dict[str, Any]]] = []
+    deletions: list[tuple[float, str]] = []
+    workloads: list[tuple[float, str, dict[str, Any]]] = []
+    cancels: list[tuple[float, str]] = []
+    for i in range(draw(st.integers(0, 6))):
+        at = float(draw(st.integers(0, 3000)))
+        count = draw(st.integers(1, biggest))
+        params = {}
+        if draw(st.booleans()):
+            params["maxRunDurationSeconds"] = str(draw(st.integers(60, 7200)))
+        requests.append(
+            (
+                at,
+                {
+                    "name": f"r{i}",
+                    "namespace": "ns",
+                    "parameters": params,
+                    "podSets": [{"name": "t", "count": count, "requests": {GPU: 1}}],
+                },
+            )
+        )
+        if draw(st.booleans()):
+            deletions.append((at + draw(st.integers(0, 6000)), f"ns/r{i}"))
+        if draw(st.booleans()):
+            pods = draw(st.integers(1, count + 1))  # one too many: stays unschedulable
+            workloads.append(
+                (
+                    at + draw(st.integers(0, 3000)),
+                    f"c{i}",
+                    {
+                        "name": f"c{i}",
+                        "namespace": "ns",
+                        "consumesProvisioningRequest": f"r{i}",
+                        "podSets": [{"count": pods, "requests": {GPU: 1}}],
+                        "runtime": {"durationSeconds": draw(st.integers(10, 9000))},
+                    },
+                )
+            )
+    for i in range(draw(st.integers(0, 5))):
+        at = float(draw(st.integers(0, 3000)))
+        wid = f"w{i}"
+        workloads.append(
+            (
+                at,
+                wid,
+                {
+                    "name": wid,
+                    "namespace": "ns",
+                    "queueName": "lq",
+                    "podSets": [{"count": draw(st.integers(1, biggest)), "requests": {GPU: 1}}],
+                    "runtime": {"durationSeconds": draw(st.integers(10, 3000))},
+                },
+            )
+        )
+        if draw(st.booleans()):
+            cancels.append((at + draw(st.integers(0, 3000)), wid))
+    return Scenario(cluster, tuple(requests), tuple(deletions), tuple(workloads), tuple(cancels))
+
+
+def lifecycle(log: list[Envelope]) -> dict[str, list[Envelope]]:
+    out: dict[str, list[Envelope]] = {}
+    for env in log:
+        rid = getattr(env.event, "request_id", None)
+        if rid is not None and env.stream_id.startswith("provisioning-"):
+            out.setdefault(rid, []).append(env)
+    return out
+
+
+@given(scenarios())
+@SETTINGS
+def test_atomic_one_zone_never_partial_and_within_capacity(s: Scenario) -> None:
+    h = s.harness()
+    h.run()
+    log = h.log.envelopes
+    spec = s.spec()
+    pool = spec.node_pools[0]
+    node_owner: dict[str, str] = {}
+    expected_nodes: dict[str, int] = {}
+    live: dict[str, set[str]] = {}  # request -> its nodes that exist
+    provisioned: set[str] = set()
+    in_use: dict[str, int] = {}
+    gpus = 0
+    limit = spec.quotas[0].limit if spec.quotas else None
+    for env in log:
+        ev = env.event
+        if isinstance(ev, pev.ProvisioningAccepted):
+            expected_nodes[ev.request_id] = sum(p.nodes for p in ev.pod_sets)
+        elif isinstance(ev, pev.NodesCreating):
+            assert ev.request_id not in live, "a request got nodes twice"
+            assert len({n.zone for n in ev.nodes}) == 1, "nodes of one request in two zones"
+            assert len(ev.nodes) == expected_nodes[ev.request_id], "not every node at once"
+            for n in ev.nodes:
+                assert n.name not in node_owner, "a node reused across requests"
+                node_owner[n.name] = ev.request_id
+            live[ev.request_id] = {n.name for n in ev.nodes}
+            in_use[ev.zone] = in_use.get(ev.zone, 0) + len(ev.nodes)
+            capacity = pool.capacity_at(env.occurred_at - 0.0, spec.zones).get(ev.zone, 0)
+            assert in_use[ev.zone] <= capacity, "zone capacity exceeded"
+            gpus += len(ev.nodes)
+            assert limit is None or gpus <= limit, "regional quota exceeded"
+        elif isinstance(ev, pev.ProvisioningProvisioned):
+            assert ev.request_id in live
+            provisioned.add(ev.request_id)
+        elif isinstance(ev, pev.NodesDeleted):
+            nodes = live.pop(ev.request_id)
+            assert set(ev.nodes) == nodes, "a request lost only part of its nodes"
+            for name in nodes:
+                z = name.split(".")[1]
+                in_use[z] -= 1
+            gpus -= len(nodes)
+            provisioned.discard(ev.request_id)
+        elif isinstance(ev, nev.PodStarted):
+            rid = node_owner[ev.node]
+            assert rid in provisioned, "a pod started before its request was Provisioned"
+            assert live[rid] >= {ev.node}, "a pod started on a request missing nodes"
+    assert live == {}, f"nodes still held at the end: {sorted(live)}"
+
+
+@given(scenarios())
+@SETTINGS
+def test_active_quota_never_exceeded_and_each_request_ends_once(s: Scenario) -> None:
+    h = s.harness()
+    h.run()
+    log = h.log.envelopes
+    limit = s.spec().active_requests
+    active: set[str] = set()
+    for env in log:
+        ev = env.event
+        if isinstance(ev, pev.ProvisioningAccepted):
+            active.add(ev.request_id)
+            assert len(active) <= limit, "more Accepted requests than activeRequests"
+        elif isinstance(
+            ev, pev.ProvisioningProvisioned | pev.ProvisioningFailed | pev.ProvisioningCancelled
+        ):
+            active.discard(ev.request_id)
+    for rid, envs in lifecycle(log).items():
+        user = ("ProvisioningRequested", "ProvisioningDeleteRequested")
+        kinds = [type(e.event).__name__ for e in envs if type(e.event).__name__ not in user]
+        ends = [
+            k
+            for k in kinds
+            if k in ("ProvisioningFailed", "ProvisioningCancelled", "ProvisioningProvisioned")
+        ]
+        # Exactly one outcome, and a provisioned or booting request's nodes are removed once.
+        assert len(ends) == 1, f"{rid}: {kinds}"
+        created = kinds.count("NodesCreating")
+        assert kinds.count("NodesDeleted") == created, f"{rid}: {kinds}"
+        if ends[0] == "ProvisioningFailed":
+            assert created == 0
+        last_outcome = max(i for i, k in enumerate(kinds) if k in ends)
+        assert all(
+            k in ("NodesDeleted", "ProvisioningBookingExpired", "ProvisioningCapacityRevoked")
+            for k in kinds[last_outcome + 1 :]
+        ), f"{rid}: {kinds}"
+
+
+@given(scenarios())
+@settings(SETTINGS, max_examples=15)
+def test_replay_re_derives_every_decision(s: Scenario) -> None:
+    h = s.harness()
+    h.run()
+    for decider in (QueueDecider(), ProvisionerDecider(), NodeAgentDecider()):
+        checked, mismatches = verify_decisions(h.log.envelopes, decider)
+        assert mismatches == [], mismatches[:1]
