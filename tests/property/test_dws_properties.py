@@ -95,7 +95,9 @@ def scenarios(draw: st.DrawFn) -> Scenario:
                 "resourceGroups": [
                     {
                         "coveredResources": [GPU],
-                        "flavors": [{"name": "f", "resources": [{"name": GPU, "nominalQuota": 12}]}],
+                        "flavors": [
+                            {"name": "f", "resources": [{"name": GPU, "nominalQuota": 12}]}
+                        ],
                     }
                 ],
                 "admissionChecks": ["prov"],
