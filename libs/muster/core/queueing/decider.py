@@ -39,7 +39,9 @@ class QueueDecider:
                 if wl.status == "Admitted" and not wl.pods_ready and wl.admitted_at is not None
             ]
         times += [
-            at for at in (state.workloads[w].requeue_at for w in state.pending) if at is not None
+            at
+            for at in (state.workloads[w].requeue_at for w in state.backing_off)
+            if at is not None
         ]
         return min((t for t in times if t > state.now), default=None)
 

@@ -149,6 +149,8 @@ class QueueState:
     active: set[str] = field(default_factory=set)
     # Pending workloads that evicted others: they go first until they get quota.
     preemptors: set[str] = field(default_factory=set)
+    # Pending workloads with a requeue time (backoff): the timers' candidates.
+    backing_off: set[str] = field(default_factory=set)
     reservations: int = 0
     stats: QueueStats = field(default_factory=QueueStats)
 
@@ -325,6 +327,7 @@ def _(event: qev.QuotaReserved, state: QueueState) -> None:
     _hold(state, wl, +1)
     state.pending.discard(wl.id)
     state.preemptors.discard(wl.id)
+    state.backing_off.discard(wl.id)
     state.active.add(wl.id)
 
 
@@ -370,11 +373,13 @@ def _(event: qev.WorkloadEvicted, state: QueueState) -> None:
     if event.requeue_after_seconds is not None:
         wl.check_retries += 1
         wl.requeue_at = state.now + event.requeue_after_seconds
+        state.backing_off.add(wl.id)
         wl.backoff_reason = event.message
     if event.reason == "PodsReadyTimeout":
         config = state.wait_for_pods_ready
         wl.requeue_count += 1
         wl.requeue_at = state.now + config.backoff(wl.requeue_count)
+        state.backing_off.add(wl.id)
         if config.requeue_timestamp == "Eviction":
             wl.order = state.next_order  # to the back of the queue, as Kueue does
             state.next_order += 1
@@ -534,6 +539,7 @@ def _end(state: QueueState, workload_id: str, status: Status) -> None:
     state.pending.discard(workload_id)
     state.active.discard(workload_id)
     state.preemptors.discard(workload_id)
+    state.backing_off.discard(workload_id)
 
 
 def _unbind(state: QueueState, wl: WorkloadEntry) -> None:
