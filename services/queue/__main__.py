@@ -1,13 +1,14 @@
 """``python -m services.queue``: settle and admit workloads against ClusterQueue quota."""
 
 from muster.core.queueing.decider import QueueDecider
+from muster.core.queueing.figures import figures
+from muster.runtime.figures import FiguresCollector
 from muster.runtime.loop import DeciderLoop
-from muster.runtime.queue_metrics import QueueCollector
 from muster.runtime.service import main
 
 
-def _collector(loop: DeciderLoop) -> QueueCollector:
-    return QueueCollector(lambda: loop.runner.state)
+def _collector(loop: DeciderLoop) -> FiguresCollector:
+    return FiguresCollector(lambda: figures(loop.runner.state))
 
 
 if __name__ == "__main__":

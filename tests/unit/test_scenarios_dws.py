@@ -488,3 +488,26 @@ def test_booking_expired_before_admission_is_retried_and_ignored_after() -> None
     assert (aenv.occurred_at, admitted.request_id) == (1260.0 + 60.0, "sample-job.2")
     ((_, finished),) = of(h, qev.WorkloadFinished)
     assert finished.outcome == "Succeeded"
+
+
+def test_provisioner_figures_follow_the_requests() -> None:
+    from muster.core.provisioning.figures import figures
+
+    h = run(s2_cluster(quota=8, active_requests=3), docs("provisioning-request.yaml"), until=2000)
+    fams = {f.name: f for f in figures(provisioner(h))}
+    assert dict(fams["muster_provisioning_requests"].samples) == {
+        (("status", "Pending"),): 0.0,
+        (("status", "Provisioned"),): 1.0,
+    }
+    assert fams["muster_active_provisioning_requests"].samples == [((), 0.0)]
+    assert fams["muster_active_provisioning_requests_limit"].samples == [((), 3.0)]
+    assert dict(fams["muster_provisioned_nodes"].samples) == {
+        (("node_pool", "dws-pool"), ("zone", ZB)): 4.0
+    }
+    assert dict(fams["muster_cloud_quota_usage"].samples) == {
+        (("quota", "NVIDIA_L4_GPUS"), ("kind", "used")): 4.0,
+        (("quota", "NVIDIA_L4_GPUS"), ("kind", "limit")): 8.0,
+    }
+    ((_, buckets, total),) = fams["muster_provisioning_wait_seconds"].histograms
+    assert total == 1860.0  # Accepted at 0, Provisioned at 1860 s
+    assert dict(buckets)["900"] == 0 and dict(buckets)["3600"] == 1

@@ -14,6 +14,8 @@ from muster.core.events import workload as wev
 from muster.core.model.cluster import ClusterSpec
 from muster.core.model.workload import PodSet, Toleration
 
+WAIT_BUCKETS = (10.0, 60.0, 300.0, 900.0, 3600.0, 4 * 3600.0, 86400.0, 7 * 86400.0)
+
 # Pending: not yet accepted (a Wanted). Cancelled may still hold nodes that were booting.
 RequestStatus = Literal["Accepted", "Creating", "Provisioned", "Failed", "Cancelled", "Deleted"]
 
@@ -92,6 +94,10 @@ class ProvisionerState:
     in_use: dict[tuple[str, str], int] = field(default_factory=dict)  # (pool, zone) -> nodes
     quota_used: dict[str, int] = field(default_factory=dict)  # cloud quota name -> amount
     pod_sets: dict[str, tuple[PodSet, ...]] = field(default_factory=dict)  # workload -> spec
+    # Accepted -> Provisioned: counts per WAIT_BUCKETS (and +Inf), and the sum of seconds.
+    waits: tuple[list[int], float] = field(
+        default_factory=lambda: ([0] * (len(WAIT_BUCKETS) + 1), 0.0)
+    )
 
     def open_requests(self) -> list[Request]:
         return [self.requests[rid] for rid in self.open]
@@ -254,6 +260,10 @@ def _(event: pev.ProvisioningProvisioned, state: ProvisionerState) -> None:
     req = state.requests[event.request_id]
     req.status = "Provisioned"
     req.provisioned_at = state.now
+    waited = state.now - req.accepted_at
+    counts, total = state.waits
+    counts[next((i for i, b in enumerate(WAIT_BUCKETS) if waited <= b), len(WAIT_BUCKETS))] += 1
+    state.waits = (counts, total + waited)
     if event.nodes and not req.held:  # a backend that reports nodes only when Ready
         req.zone, req.nodes = event.zone, event.nodes
         _hold(state, req)

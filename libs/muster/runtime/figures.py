@@ -1,4 +1,5 @@
-"""Exposing the queue's figures (core/queueing/figures.py) to Prometheus at scrape time."""
+"""Exposing a decider's figures (core/queueing/figures.py, core/provisioning/figures.py) to
+Prometheus at scrape time."""
 
 from __future__ import annotations
 
@@ -13,16 +14,17 @@ from prometheus_client.core import (
 )
 from prometheus_client.registry import Collector
 
-from muster.core.queueing.figures import figures
-from muster.core.queueing.state import QueueState
+from muster.core.queueing.figures import Family
 
 
-class QueueCollector(Collector):
-    def __init__(self, state: Callable[[], QueueState]) -> None:
-        self.state = state
+class FiguresCollector(Collector):
+    """``compute`` returns the figures of the service's current state."""
+
+    def __init__(self, compute: Callable[[], list[Family]]) -> None:
+        self.compute = compute
 
     def collect(self) -> Iterator[Metric]:
-        for fam in figures(self.state()):
+        for fam in self.compute():
             names = _label_names(fam.samples, fam.histograms)
             metric: Any
             if fam.kind == "histogram":
