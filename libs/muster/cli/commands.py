@@ -584,11 +584,14 @@ def print_summary(summary: dict[str, Any]) -> None:
 # -- the demo -----------------------------------------------------------------------
 
 
-def demo(data_dir: Path, cluster_path: Path, workloads_path: Path) -> int:
+def demo(
+    data_dir: Path, cluster_path: Path, workloads_path: Path, manifest_paths: list[Path]
+) -> int:
     from muster.runtime.stack import Stack
 
     spec = load_cluster(cluster_path)
     workloads = load_workloads([workloads_path])
+    extra = manifests.combine(*(load_manifests(p) for p in manifest_paths))
     data_dir.mkdir(parents=True, exist_ok=True)
     for old in data_dir.glob("muster.db*"):
         old.unlink()
@@ -598,9 +601,17 @@ def demo(data_dir: Path, cluster_path: Path, workloads_path: Path) -> int:
             f"  intake {stack.url()}  queue {stack.url('queue')}  broker {stack.broker.bootstrap}"
         )
         asyncio.run(admin.configure(stack.store_url, spec, stack.broker.bootstrap))
+        if manifest_paths:
+            print(f"  applying {', '.join(str(p) for p in manifest_paths)}")
+            if apply(stack.store_url, None, manifest_paths, stack.broker.bootstrap, stack.url()):
+                raise CliError("the demo's manifests were not all applied")
         ids = _submit_all(stack.url(), workloads)
+        ids += _ids_of(stack.url(), [(w.namespace, w.name) for w in extra.workloads])
         _wait_all(stack.url(), ids)
         asyncio.run(_demo_report(stack, ids))
+        if extra.request_sources:
+            print()
+            provreq(stack.url(), None, False, False, "table")
         ok = asyncio.run(
             replay(stack.store_url, None, [stack.url("queue"), stack.url("provisioner")], True)
         )
@@ -673,6 +684,11 @@ def _pod_set_to_api(ps: PodSet) -> dict[str, Any]:
             for t in ps.tolerations
         ]
     return out
+
+
+def _ids_of(server: str, names: list[tuple[str, str]]) -> list[str]:
+    items = call("GET", f"{server}/v1/workloads?limit=1000")["items"]
+    return [w["id"] for w in items if (w["namespace"], w["name"]) in names]
 
 
 def _wait_all(server: str, ids: list[str], timeout: float = 600.0) -> None:

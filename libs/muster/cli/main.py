@@ -31,6 +31,15 @@ def build_parser() -> argparse.ArgumentParser:
     demo.add_argument("--data-dir", default=".muster", type=Path)
     demo.add_argument("--cluster", type=Path, default=commands.EXAMPLES / "cluster.yaml")
     demo.add_argument("--workloads", type=Path, default=commands.EXAMPLES / "workloads.yaml")
+    demo.add_argument(
+        "-f",
+        "--filename",
+        dest="filenames",
+        action="append",
+        type=Path,
+        metavar="FILE",
+        help="Kubernetes manifests to apply too (default examples/dws-demo.yaml)",
+    )
 
     mig = sub.add_parser("migrate", help="bring the event store schema up to date")
     mig.add_argument("--store-url")
@@ -173,7 +182,12 @@ def main(argv: list[str] | None = None) -> None:
 def _dispatch(args: argparse.Namespace) -> int:
     match args.command:
         case "demo":
-            return commands.demo(args.data_dir, args.cluster, args.workloads)
+            return commands.demo(
+                args.data_dir,
+                args.cluster,
+                args.workloads,
+                args.filenames or [commands.EXAMPLES / "dws-demo.yaml"],
+            )
         case "migrate":
             from muster.store.migrate import upgrade
 

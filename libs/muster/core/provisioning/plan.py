@@ -139,7 +139,7 @@ def make_nodes(
         assert pool is not None
         for i in range(ps.nodes):
             # Dots cannot occur in the parts (DNS labels), so names never collide.
-            name = f"{pool.name}.{zone}.{request_id}.{ps.pod_set}.{i}"
+            name = f"{pool.name}.{zone}.{_node_tag(request_id)}.{ps.pod_set}.{i}"
             nodes.append(
                 pev.NodeSpec(
                     name=name,
@@ -151,6 +151,15 @@ def make_nodes(
                 )
             )
     return tuple(nodes)
+
+
+def _node_tag(request_id: str) -> str:
+    """A request id as part of a node name: ``<workload>.<attempt>`` (hex and digits), or
+    ``pr-<namespace>.<name>`` for a standalone ``<namespace>/<name>`` (no workload id
+    starts with ``pr-``), so node names stay DNS subdomains and never collide."""
+    if "/" in request_id:
+        return "pr-" + request_id.replace("/", ".")
+    return request_id
 
 
 def assignments(

@@ -137,8 +137,7 @@ def bind(state: QueueState, wl: WorkloadEntry) -> Event | None:
     elif req.status != "Provisioned":
         waiting = (
             "WaitingForProvisioningRequest",
-            f"ProvisioningRequest {rid} is not provisioned yet"
-            + (f" ({req.message})" if req.message else ""),
+            f"ProvisioningRequest {rid} is not provisioned yet ({req.status})",
         )
     else:
         free = req.free()
