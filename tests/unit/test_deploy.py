@@ -430,7 +430,7 @@ def test_k8s_provisioner_rbac() -> None:
     read = {"get", "list", "watch"}
     manage = {*read, "create", "delete"}
     needed = {("autoscaling.x-k8s.io", "provisioningrequests", v) for v in manage}
-    needed |= {("", "podtemplates", v) for v in manage}
+    needed |= {("", "podtemplates", v) for v in {*manage, "patch"}}
     needed |= {("", "nodes", v) for v in read}
     assert not needed - granted, f"missing permissions: {sorted(needed - granted)}"
 

@@ -133,8 +133,10 @@ class DeciderLoop:
 
     async def follow(self) -> None:
         while True:
+            # asyncio.timeout, not wait_for: 3.11's wait_for can swallow a cancellation.
             with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(self._wake.wait(), self.settings.poll_seconds)
+                async with asyncio.timeout(self.settings.poll_seconds):
+                    await self._wake.wait()
             self._wake.clear()
             await self.step()
 
@@ -152,7 +154,8 @@ class DeciderLoop:
             wait = None if deadline is None else max(0.0, deadline - time.time())
             if wait is None or wait > 0:
                 with contextlib.suppress(TimeoutError):
-                    await asyncio.wait_for(self._deadline_changed.wait(), wait)
+                    async with asyncio.timeout(wait):
+                        await self._deadline_changed.wait()
                 continue
             assert deadline is not None
             await self._fire(deadline)
@@ -172,7 +175,8 @@ class DeciderLoop:
         position = await self.store.tracking_position(f"relay:{self.name}")
         while True:
             with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(self._relay_wake.wait(), self.settings.poll_seconds)
+                async with asyncio.timeout(self.settings.poll_seconds):
+                    await self._relay_wake.wait()
             self._relay_wake.clear()
             while True:
                 try:

@@ -167,9 +167,12 @@ def main(
     service: str,
     build: Callable[[Settings], Decider[Any]],
     argv: list[str] | None = None,
+    *,
+    routines_for: Callable[[Settings], Sequence[Routine]] | None = None,
     **kwargs: Any,
 ) -> None:
-    """Entry point shared by ``python -m services.<name>``: settings, logging, run."""
+    """Entry point shared by ``python -m services.<name>``: settings, logging, run.
+    ``routines_for`` picks routines once the settings are known."""
     import argparse
     import sys
 
@@ -193,4 +196,6 @@ def main(
         raise SystemExit(2) from None
     configure(service, settings.log_level)
     with contextlib.suppress(KeyboardInterrupt):
+        if routines_for is not None:
+            kwargs["routines"] = [*kwargs.get("routines", ()), *routines_for(settings)]
         asyncio.run(run(service, build(settings), settings, **kwargs))

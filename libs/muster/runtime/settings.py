@@ -7,10 +7,18 @@ value stops the service at once with a message naming the variable.
 from __future__ import annotations
 
 import os
+import re
 from collections.abc import Mapping
 from dataclasses import dataclass, fields
 
 DEFAULT_PORTS = {"intake": 8080, "queue": 8081, "provisioner": 8082, "node-agent": 8083}
+PROVISIONER_BACKENDS = ("simulated", "kubernetes")
+_DNS1123 = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$")
+_DNS1123_LABEL = re.compile(r"^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?$")
+_LABEL_KEY = re.compile(
+    r"^([a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*/)?"
+    r"[A-Za-z0-9]([-A-Za-z0-9_.]{0,61}[A-Za-z0-9])?$"
+)
 
 
 class SettingsError(ValueError):
@@ -32,6 +40,18 @@ class Settings:
     heartbeat_seconds: float = 5.0  # MUSTER_HEARTBEAT_SECONDS: node-agent liveness interval
     node_agent_shard: int = 0  # MUSTER_NODE_AGENT_SHARD
     node_agent_shards: int = 1  # MUSTER_NODE_AGENT_SHARDS
+    # MUSTER_PROVISIONER_BACKEND: simulated (the cloud a CloudConfigured event describes) or
+    # kubernetes (ProvisioningRequests served by a real cluster's autoscaler)
+    provisioner_backend: str = "simulated"
+    kube_api_url: str = ""  # MUSTER_KUBE_API_URL: "" = in-cluster config, else kubeconfig
+    # MUSTER_KUBE_NODE_LABEL: the node label naming the ProvisioningRequest a node came up for
+    kube_node_label: str = "muster.dev/provisioning-request"
+    # MUSTER_KUBE_DEFAULT_CLASS: provisioningClassName when the queue's check names none
+    kube_default_class: str = "best-effort-atomic-scale-up.autoscaling.x-k8s.io"
+    # MUSTER_KUBE_NAMESPACE: where a queued workload's ProvisioningRequests go
+    kube_namespace: str = "default"
+    # MUSTER_KUBE_BOOKING_SECONDS: the autoscaler's booking window, recorded on acceptance
+    kube_booking_seconds: float = 600.0
 
     def port_for(self, service: str) -> int:
         return self.http_port or DEFAULT_PORTS[service]
@@ -89,5 +109,26 @@ def _check(s: Settings) -> None:
         raise SettingsError("MUSTER_POLL_SECONDS and MUSTER_MAX_BODY_BYTES must be positive")
     if not 0 < s.heartbeat_seconds <= 3600:
         raise SettingsError(f"MUSTER_HEARTBEAT_SECONDS={s.heartbeat_seconds}: use 0 < s <= 3600")
+    if s.provisioner_backend not in PROVISIONER_BACKENDS:
+        raise SettingsError(
+            f"MUSTER_PROVISIONER_BACKEND={s.provisioner_backend!r}: use "
+            + " or ".join(PROVISIONER_BACKENDS)
+        )
+    if not _LABEL_KEY.match(s.kube_node_label):
+        raise SettingsError(
+            f"MUSTER_KUBE_NODE_LABEL={s.kube_node_label!r}: not a label key ([prefix/]name)"
+        )
+    if not _DNS1123.match(s.kube_default_class) or len(s.kube_default_class) > 253:
+        raise SettingsError(
+            f"MUSTER_KUBE_DEFAULT_CLASS={s.kube_default_class!r}: not a DNS-1123 subdomain"
+        )
+    if not _DNS1123_LABEL.match(s.kube_namespace):
+        raise SettingsError(f"MUSTER_KUBE_NAMESPACE={s.kube_namespace!r}: not a namespace name")
+    if s.kube_api_url and not s.kube_api_url.startswith(("http://", "https://")):
+        raise SettingsError(f"MUSTER_KUBE_API_URL={s.kube_api_url!r}: use http:// or https://")
+    if s.kube_booking_seconds <= 0:
+        raise SettingsError(
+            f"MUSTER_KUBE_BOOKING_SECONDS={s.kube_booking_seconds}: must be positive"
+        )
     if not s.store_url.startswith(("sqlite", "postgres")):
         raise SettingsError(f"MUSTER_STORE_URL={s.store_url!r}: use sqlite:/// or postgresql://")

@@ -272,8 +272,15 @@ def _(event: pev.ProvisioningProvisioned, state: ProvisionerState) -> None:
 
 @_apply.register
 def _(event: pev.ProvisioningFailed, state: ProvisionerState) -> None:
-    state.wanted.pop(event.request_id, None)
+    wanted = state.wanted.pop(event.request_id, None)
     req = state.requests.get(event.request_id)
+    if req is None and wanted is not None:
+        # Failed before Accepted: kept, so that a later delete still finds it.
+        req = state.requests[event.request_id] = Request(
+            id=event.request_id, workload_id=wanted.workload_id, pod_sets=(), accepted_at=state.now
+        )
+        if wanted.workload_id:
+            state.by_workload.setdefault(wanted.workload_id, []).append(event.request_id)
     if req is not None:
         req.status = "Failed"
     state.released.discard(event.request_id)
