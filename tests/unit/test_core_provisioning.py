@@ -407,3 +407,21 @@ def test_provisioned_requests_do_not_count_against_the_active_quota() -> None:
     h = run(doc, [(0, workload_doc("a")), (5, workload_doc("b"))])
     assert not of(h, pev.ProvisioningFailed)
     assert len(of(h, pev.ProvisioningProvisioned)) == 2
+
+
+def test_a_capacity_step_counts_at_its_own_timer_on_a_wall_clock() -> None:
+    """(T + at) - T can round below ``at`` for a wall-clock T: the step must still be in
+    effect when its timer fires, or the request waits forever."""
+    start = 1_763_840_000.123
+    at = next(
+        a / 1000 for a in range(1, 1000) if (start + a / 1000) - start < a / 1000
+    )  # a step time that rounds below itself
+    doc = cluster_doc(capacity=[{"at": 0, "zones": {ZA: 0, ZB: 0}}, {"at": at, "zones": {ZA: 1}}])
+    h = Harness([QueueDecider(), ProvisionerDecider(), NodeAgentDecider()], start=start)
+    for new in inputs.configuration(parse.cluster(doc), start):
+        h.schedule(new, producer=inputs.ADMIN)
+    (_, _, spec), = submissions([(0, workload_doc("w"))])
+    h.schedule(inputs.submission("w", spec, start), producer=inputs.INTAKE)
+    h.run(until=start + 3600)
+    (env, _), = of(h, pev.ProvisioningProvisioned, "w.1")
+    assert env.occurred_at == start + at

@@ -43,8 +43,10 @@ class FailureWindow:
     reason: str = "OutOfResources"
     message: str = ""
 
-    def active(self, elapsed: float) -> bool:
-        return self.at <= elapsed and (self.until is None or elapsed < self.until)
+    def active(self, now: float, since: float = 0.0) -> bool:
+        """Open at ``now`` for a cloud started at ``since`` (absolute times are compared, so
+        a timer set for ``since + at`` finds the window open)."""
+        return since + self.at <= now and (self.until is None or now < since + self.until)
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -62,8 +64,8 @@ class NodePool:
     capacity: tuple[CapacityStep, ...] = ()  # empty: max_nodes in every zone, always
     failures: tuple[FailureWindow, ...] = ()
 
-    def failure_at(self, elapsed: float) -> FailureWindow | None:
-        return next((f for f in self.failures if f.active(elapsed)), None)
+    def failure_at(self, now: float, since: float = 0.0) -> FailureWindow | None:
+        return next((f for f in self.failures if f.active(now, since)), None)
 
     def node_labels(self, zone: str) -> dict[str, str]:
         return {
@@ -76,13 +78,16 @@ class NodePool:
     def zones_or(self, cluster_zones: tuple[str, ...]) -> tuple[str, ...]:
         return self.zones or cluster_zones
 
-    def capacity_at(self, elapsed: float, zones: tuple[str, ...]) -> dict[str, int]:
-        """Nodes each zone can hold after ``elapsed`` seconds: later steps override earlier."""
+    def capacity_at(self, now: float, zones: tuple[str, ...], since: float = 0.0) -> dict[str, int]:
+        """Nodes each zone can hold at ``now`` for a cloud started at ``since``: later steps
+        override earlier. Absolute times are compared: ``(since + at) - since`` may round
+        below ``at`` when ``since`` is a wall-clock time, and the step's own timer would then
+        find it not yet in effect."""
         if not self.capacity:
             return {zone: self.max_nodes for zone in zones}
         current: dict[str, int] = {}
         for step in self.capacity:
-            if step.at <= elapsed:
+            if since + step.at <= now:
                 current.update(step.zones)
         return current
 

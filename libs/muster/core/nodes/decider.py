@@ -60,8 +60,9 @@ class NodeAgentDecider:
                 )
             )
         stopping = set(state.stopping)
+        busy = {p.node for k, p in state.pods.items() if k not in stopping} if state.doomed else ()
         for name in sorted(state.doomed):
-            if not any(p.node == name for k, p in state.pods.items() if k not in stopping):
+            if name not in busy:
                 out.append((name, "", nev.NodeRemoved(node=name, reason=state.doomed[name])))
         for key in sorted(state.pods):
             pod = state.pods[key]

@@ -291,16 +291,16 @@ def expire(state: ProvisionerState) -> list[Decision]:
 
 def find_capacity(state: ProvisionerState, cloud: ClusterSpec) -> list[Decision]:
     """Each waiting request, oldest first, gets one zone with room for all its nodes."""
-    in_use = dict(state.in_use)
+    room = _Room.of(state, cloud)
     quota_used = dict(state.quota_used)
     out: list[Decision] = []
     for req in sorted(state.open_requests(), key=lambda r: (r.accepted_at, r.id)):
         if req.status != "Accepted":
             continue
-        decision = _try_zones(state, cloud, req, in_use, quota_used)
+        decision = _try_zones(state, cloud, req, room, quota_used)
         if isinstance(decision, pev.NodesCreating):
             for node in decision.nodes:
-                in_use[(node.pool, node.zone)] = in_use.get((node.pool, node.zone), 0) + 1
+                room.claim(node.pool, node.zone)
                 for q, amount in node_quota_charge(cloud, node).items():
                     quota_used[q] = quota_used.get(q, 0) + amount
             out.append((req.id, decision))
@@ -312,17 +312,54 @@ def find_capacity(state: ProvisionerState, cloud: ClusterSpec) -> list[Decision]
     return out
 
 
+class _Room:
+    """Capacity now, per pool and zone, and what is claimed: computed once per search."""
+
+    def __init__(self) -> None:
+        self.capacity: dict[str, dict[str, int]] = {}
+        self.in_use: dict[tuple[str, str], int] = {}
+        self.per_pool: dict[str, int] = {}
+
+    @classmethod
+    def of(cls, state: ProvisionerState, cloud: ClusterSpec) -> _Room:
+        room = cls()
+        for pool in cloud.node_pools:
+            room.capacity[pool.name] = pool.capacity_at(state.now, cloud.zones, state.cloud_since)
+        room.in_use = dict(state.in_use)
+        for (pool_name, _), n in state.in_use.items():
+            room.per_pool[pool_name] = room.per_pool.get(pool_name, 0) + n
+        return room
+
+    def claim(self, pool: str, zone: str) -> None:
+        self.in_use[(pool, zone)] = self.in_use.get((pool, zone), 0) + 1
+        self.per_pool[pool] = self.per_pool.get(pool, 0) + 1
+
+    def fits(self, cloud: ClusterSpec, req: Request, zone: str) -> bool:
+        need: dict[str, int] = {}
+        for p in req.pod_sets:
+            need[p.pool] = need.get(p.pool, 0) + p.nodes
+        for pool_name, count in need.items():
+            pool = cloud.pool(pool_name)
+            if pool is None or zone not in pool.zones_or(cloud.zones):
+                return False
+            if self.per_pool.get(pool_name, 0) + count > pool.max_nodes:
+                return False
+            held = self.in_use.get((pool_name, zone), 0)
+            if held + count > self.capacity[pool_name].get(zone, 0):
+                return False
+        return True
+
+
 def _try_zones(
     state: ProvisionerState,
     cloud: ClusterSpec,
     req: Request,
-    in_use: dict[tuple[str, str], int],
+    room: _Room,
     quota_used: dict[str, int],
 ) -> pev.NodesCreating | pev.ProvisioningWaiting | pev.ProvisioningFailed:
-    elapsed = state.now - state.cloud_since
     for p in req.pod_sets:
         pool = cloud.pool(p.pool)
-        failure = pool.failure_at(elapsed) if pool is not None else None
+        failure = pool.failure_at(state.now, state.cloud_since) if pool is not None else None
         if failure is not None:
             return pev.ProvisioningFailed(
                 request_id=req.id,
@@ -338,7 +375,7 @@ def _try_zones(
             request_id=req.id, reason="QuotaExceeded", message=quota_problem
         )
     for zone in req.zones or cloud.zones:
-        if not _zone_has_room(cloud, req, zone, elapsed, in_use):
+        if not room.fits(cloud, req, zone):
             continue
         delay = max(
             (
@@ -362,26 +399,6 @@ def _try_zones(
         reason="NotProvisioned",
         message=f"waiting for capacity: no single zone has room for {need}",
     )
-
-
-def _zone_has_room(
-    cloud: ClusterSpec, req: Request, zone: str, elapsed: float, in_use: dict[tuple[str, str], int]
-) -> bool:
-    need: dict[str, int] = {}
-    for p in req.pod_sets:
-        need[p.pool] = need.get(p.pool, 0) + p.nodes
-    for pool_name, count in need.items():
-        pool = cloud.pool(pool_name)
-        if pool is None or zone not in pool.zones_or(cloud.zones):
-            return False
-        total_in_pool = sum(n for (p, _), n in in_use.items() if p == pool_name)
-        if total_in_pool + count > pool.max_nodes:
-            return False
-        if in_use.get((pool_name, zone), 0) + count > pool.capacity_at(elapsed, cloud.zones).get(
-            zone, 0
-        ):
-            return False
-    return True
 
 
 def _quota_problem(
