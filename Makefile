@@ -39,11 +39,13 @@ bench: setup
 	$(BIN)/python -m bench.kueue_baseline --scale 0.3
 	$(BIN)/python -m bench.kueue_baseline --services --scale 0.3
 	$(BIN)/python -m bench.cycle_scale --pending 10000 --baseline 1000
+	$(BIN)/python -m bench.dws_provisioning --scale 0.3 --services-scale 0.2 --real-step-seconds 1
 
-bench-full: setup  # Kueue's full baseline shape and the 100,000-pending cycle (~12 min)
+bench-full: setup  # Kueue's full baseline shape, the 100,000-pending cycle, DWS at 1,000 requests (~13.5 min)
 	$(BIN)/python -m bench.kueue_baseline
 	$(BIN)/python -m bench.kueue_baseline --services
 	$(BIN)/python -m bench.cycle_scale
+	$(BIN)/python -m bench.dws_provisioning
 
 clean:
 	rm -rf $(VENV) $(DATA)
