@@ -259,3 +259,55 @@ def test_apply_reports_a_workload_intake_refuses(
         ["Pod", "default/lost-pod", "refused: HTTP 422: no such queue (queueName)"],
     ]
     assert len(received) == 2
+
+
+DWS_CLUSTER = """\
+name: dws
+region: us-central1
+zones: [us-central1-a, us-central1-b]
+nodePools:
+  - name: dws-pool
+    machineType: g2-standard-8
+    allocatable: {nvidia.com/gpu: 1, cpu: 8}
+    taints: [{key: nvidia.com/gpu, value: present, effect: NoSchedule}]
+    provisioningDelaySeconds: 60s
+    capacity:
+      - {at: 0s, zones: {us-central1-a: 3, us-central1-b: 0}}
+      - {at: 30m, zones: {us-central1-b: 4}}
+"""
+
+
+def _sim_json(out: str) -> tuple[list[dict[str, Any]], dict[str, Any]]:
+    lines = [json.loads(line) for line in out.splitlines()]
+    return lines[:-1], lines[-1]["summary"]
+
+
+def test_sim_runs_s2_and_s2c_from_the_seed_request(
+    files: dict[str, Path], tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    cluster = tmp_path / "dws-cluster.yaml"
+    cluster.write_text(DWS_CLUSTER)
+    seed = str(files["dws/provisioning-request.yaml"])
+    code, out, err = run(["sim", "--cluster", str(cluster), "--workloads", seed, "--json"], capsys)
+    assert (code, err) == (0, "")
+    events, _ = _sim_json(out)
+    kinds = [(e["type"], e["occurred_at"]) for e in events if e["stream_id"].endswith("pi-request")]
+    assert ("provisioning.nodes_creating", 1800.0) in kinds
+    (creating,) = [e for e in events if e["type"] == "provisioning.nodes_creating"]
+    assert {n["zone"] for n in creating["payload"]["nodes"]} == {"us-central1-b"}
+    assert kinds[-2:] == [
+        ("provisioning.booking_expired", 1860.0 + 600.0),
+        ("provisioning.nodes_deleted", 1860.0 + 600.0),
+    ]
+    # S2c: the same request deleted (muster.dev/delete-at) while it is Accepted.
+    docs = list(yaml.safe_load_all(SEEDS["dws/provisioning-request.yaml"]))
+    docs[1]["metadata"]["annotations"] = {"muster.dev/delete-at": "10m"}
+    deleted = tmp_path / "deleted.yaml"
+    deleted.write_text(yaml.safe_dump_all(docs))
+    code, out, _ = run(
+        ["sim", "--cluster", str(cluster), "--workloads", str(deleted), "--json"], capsys
+    )
+    events, _ = _sim_json(out)
+    kinds = [e["type"] for e in events if e["stream_id"].endswith("pi-request")]
+    assert kinds[-2:] == ["provisioning.delete_requested", "provisioning.cancelled"]
+    assert "provisioning.nodes_creating" not in kinds
