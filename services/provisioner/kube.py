@@ -44,6 +44,7 @@ from kubernetes_asyncio.client.exceptions import ApiException
 from muster.core.events import Event, NewEvent, StreamAppend
 from muster.core.events import provisioning as pev
 from muster.core.provisioning import kube
+from muster.core.provisioning.state import correlation_id
 from muster.runtime.loop import DeciderLoop
 from muster.runtime.settings import Settings
 from muster.store import ConcurrencyConflict
@@ -453,7 +454,7 @@ class KubeBackend:
                     stream_id=stream,
                     event=event,
                     occurred_at=at,
-                    correlation_id=kube.correlation_id(state, rid),
+                    correlation_id=correlation_id(state, rid),
                 )
             )
         return [

@@ -22,7 +22,7 @@ from muster.core.model.workload import (
     WorkloadSpec,
 )
 from muster.core.provisioning import kube
-from muster.core.provisioning.state import ProvisionerState, evolve
+from muster.core.provisioning.state import ProvisionerState, correlation_id, evolve
 from muster.runtime.settings import SettingsError, load
 
 GPU = "nvidia.com/gpu"
@@ -186,8 +186,8 @@ def test_request_names_follow_kueue_and_stay_valid() -> None:
 
 
 def test_object_refs() -> None:
-    assert kube.split_request_id(RID) == (W, 1)
-    assert kube.split_request_id("ns/name") is None
+    assert pev.split_request_id(RID) == (W, 1)
+    assert pev.split_request_id("ns/name") is None
     assert kube.object_ref(RID, OPTIONS) == ("default", PR_NAME)
     assert kube.object_ref("ml/capacity", OPTIONS) == ("ml", "capacity")
     custom = kube.KubeOptions(namespace="muster", check="dws")
@@ -543,9 +543,9 @@ def test_planning_reads_the_state_without_changing_it() -> None:
 
 def test_correlation_is_the_workload_or_the_request() -> None:
     state = reserved()
-    assert kube.correlation_id(state, RID) == W
-    assert kube.correlation_id(ProvisionerState(), RID) == W
-    assert kube.correlation_id(ProvisionerState(), "ml/capacity") == "ml/capacity"
+    assert correlation_id(state, RID) == W
+    assert correlation_id(ProvisionerState(), RID) == W
+    assert correlation_id(ProvisionerState(), "ml/capacity") == "ml/capacity"
 
 
 def test_max_run_duration_follows_the_simulated_clouds_rule() -> None:

@@ -24,6 +24,21 @@ def standalone_id(namespace: str, name: str) -> str:
     return f"{namespace}/{name}"
 
 
+def request_id(workload_id: str, attempt: int) -> str:
+    """One request per quota reservation: nodes are never reused across them."""
+    return f"{workload_id}.{attempt}"
+
+
+def split_request_id(rid: str) -> tuple[str, int] | None:
+    """``(workload id, attempt)`` of a queued workload's request; None for a standalone one."""
+    if "/" in rid:
+        return None
+    workload, _, attempt = rid.rpartition(".")
+    if not workload or not attempt.isdigit():
+        return None
+    return workload, int(attempt)
+
+
 def cloud_stream(name: str) -> str:
     return f"cloud-{name}"
 

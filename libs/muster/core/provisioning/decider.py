@@ -19,6 +19,7 @@ from muster.core.provisioning.state import (
     ProvisionerState,
     Request,
     Wanted,
+    correlation_id,
     evolve,
     node_quota_charge,
 )
@@ -58,7 +59,7 @@ class ProvisionerDecider:
                 stream_id=pev.request_stream(rid),
                 event=ev,
                 occurred_at=state.now,
-                correlation_id=_correlation(state, rid),
+                correlation_id=correlation_id(state, rid),
             )
             for rid, ev in pairs
         ]
@@ -97,6 +98,47 @@ class ProvisionerDecider:
             "nodes_in_use": nodes,
             "quota_used": dict(sorted(state.quota_used.items())),
         }
+
+
+Decision = tuple[str, Event]
+
+
+def release(state: ProvisionerState) -> list[Decision]:
+    """Cancel what is not provisioned (nodes already booting stay until their booking
+    expires, as GKE does), delete the nodes of what is."""
+    out: list[Decision] = []
+    for rid in sorted(state.released):
+        req = state.requests.get(rid)
+        if req is not None and req.status == "Provisioned":
+            if req.standalone:
+                continue  # deleted: its nodes go when unneeded (see expire)
+            out.append(
+                (
+                    rid,
+                    pev.NodesDeleted(
+                        request_id=rid,
+                        nodes=tuple(n.name for n in req.nodes),
+                        reason="Released",
+                        message=f"workload {req.workload_id} no longer holds quota: nodes removed",
+                    ),
+                )
+            )
+            continue
+        booting = req is not None and req.status == "Creating"
+        who = "the request was deleted" if req is None or req.standalone else "quota released"
+        message = f"{who} before it was provisioned: node creation stopped"
+        if booting:
+            message += "; the nodes already booting are removed when their booking expires"
+        out.append((rid, pev.ProvisioningCancelled(request_id=rid, message=message)))
+    return out
+
+
+def max_run_seconds(wanted: Wanted) -> float | None:
+    """maxRunDurationSeconds: a DWS request's nodes live at most (and by default) 7 days."""
+    raw = wanted.parameters.get("maxRunDurationSeconds")
+    if raw is not None and raw.isdigit():
+        return float(min(int(raw), MAX_RUN_SECONDS))
+    return float(MAX_RUN_SECONDS) if wanted.provisioning_class == DWS_CLASS else None
 
 
 def accept(state: ProvisionerState, cloud: ClusterSpec) -> list[Decision]:
@@ -162,54 +204,6 @@ def accept(state: ProvisionerState, cloud: ClusterSpec) -> list[Decision]:
         )
         active += 1
     return out
-
-
-Decision = tuple[str, Event]
-
-
-def _correlation(state: ProvisionerState, rid: str) -> str:
-    req = state.requests.get(rid)
-    wanted = state.wanted.get(rid)
-    workload = req.workload_id if req is not None else wanted.workload_id if wanted else ""
-    return workload or rid[:64]
-
-
-def release(state: ProvisionerState) -> list[Decision]:
-    """Cancel what is not provisioned (nodes already booting stay until their booking
-    expires, as GKE does), delete the nodes of what is."""
-    out: list[Decision] = []
-    for rid in sorted(state.released):
-        req = state.requests.get(rid)
-        if req is not None and req.status == "Provisioned":
-            if req.standalone:
-                continue  # deleted: its nodes go when unneeded (see expire)
-            out.append(
-                (
-                    rid,
-                    pev.NodesDeleted(
-                        request_id=rid,
-                        nodes=tuple(n.name for n in req.nodes),
-                        reason="Released",
-                        message=f"workload {req.workload_id} no longer holds quota: nodes removed",
-                    ),
-                )
-            )
-            continue
-        booting = req is not None and req.status == "Creating"
-        who = "the request was deleted" if req is None or req.standalone else "quota released"
-        message = f"{who} before it was provisioned: node creation stopped"
-        if booting:
-            message += "; the nodes already booting are removed when their booking expires"
-        out.append((rid, pev.ProvisioningCancelled(request_id=rid, message=message)))
-    return out
-
-
-def max_run_seconds(wanted: Wanted) -> float | None:
-    """maxRunDurationSeconds: a DWS request's nodes live at most (and by default) 7 days."""
-    raw = wanted.parameters.get("maxRunDurationSeconds")
-    if raw is not None and raw.isdigit():
-        return float(min(int(raw), MAX_RUN_SECONDS))
-    return float(MAX_RUN_SECONDS) if wanted.provisioning_class == DWS_CLASS else None
 
 
 def _unplannable(rid: str, reason: str, exc: plan.Unplannable) -> pev.ProvisioningFailed:

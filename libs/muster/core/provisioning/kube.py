@@ -132,23 +132,12 @@ def pod_template_name(request: str, pod_set: str) -> str:
     return limit_name(dns1123(f"{TEMPLATE_PREFIX}-{request}-{pod_set}"))
 
 
-def split_request_id(request_id: str) -> tuple[str, int] | None:
-    """``(workload id, attempt)`` of a queued workload's request id ``<workload>.<attempt>``;
-    None for a standalone request ``<namespace>/<name>``."""
-    if "/" in request_id:
-        return None
-    workload, _, attempt = request_id.rpartition(".")
-    if not workload or not attempt.isdigit():
-        return None
-    return workload, int(attempt)
-
-
 def object_ref(request_id: str, options: KubeOptions) -> tuple[str, str]:
     """``(namespace, name)`` of the ProvisioningRequest that stands for ``request_id``."""
     if "/" in request_id:
         namespace, _, name = request_id.partition("/")
         return namespace, name
-    parts = split_request_id(request_id)
+    parts = pev.split_request_id(request_id)
     workload, attempt = parts if parts is not None else (request_id, 0)
     return options.namespace, request_name(workload, options.check, attempt)
 
@@ -449,16 +438,6 @@ def plan_actions(
     return Actions(create=tuple(create), delete=tuple(delete), events=tuple(events))
 
 
-def correlation_id(state: ProvisionerState, rid: str) -> str:
-    """What the simulated decider correlates a request's events with: its workload, or itself."""
-    req = state.requests.get(rid)
-    wanted = state.wanted.get(rid)
-    workload = req.workload_id if req is not None else wanted.workload_id if wanted else ""
-    if not workload and (parts := split_request_id(rid)) is not None:
-        workload = parts[0]
-    return workload or rid[:64]
-
-
 def _should_create(state: ProvisionerState, rid: str, observed: Observed) -> bool:
     return rid in state.wanted and rid not in state.released and rid not in observed.rejected
 
@@ -474,7 +453,7 @@ def should_delete(state: ProvisionerState, rid: str, streams: Container[str] = (
         # Failed or cancelled before it was accepted: only its stream remembers it.
         return (
             rid not in state.wanted
-            and split_request_id(rid) is not None
+            and pev.split_request_id(rid) is not None
             and pev.request_stream(rid) in streams
         )
     if req.standalone:

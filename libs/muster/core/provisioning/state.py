@@ -106,8 +106,14 @@ class ProvisionerState:
         return [self.requests[rid] for rid in self.held]
 
 
-def request_id(workload_id: str, attempt: int) -> str:
-    return f"{workload_id}.{attempt}"
+def correlation_id(state: ProvisionerState, rid: str) -> str:
+    """What a request's events are correlated with: its workload, or the request itself."""
+    req = state.requests.get(rid)
+    wanted = state.wanted.get(rid)
+    workload = req.workload_id if req is not None else wanted.workload_id if wanted else ""
+    if not workload and (parts := pev.split_request_id(rid)) is not None:
+        workload = parts[0]
+    return workload or rid[:64]
 
 
 def evolve(state: ProvisionerState, envelope: Envelope) -> ProvisionerState:
@@ -134,7 +140,7 @@ def _(event: wev.WorkloadSubmitted, state: ProvisionerState) -> None:
 
 @_apply.register
 def _(event: qev.QuotaReserved, state: ProvisionerState) -> None:
-    rid = request_id(event.workload_id, event.attempt)
+    rid = pev.request_id(event.workload_id, event.attempt)
     ask = event.provisioning
     state.wanted[rid] = Wanted(
         workload_id=event.workload_id,

@@ -17,10 +17,15 @@ request is Provisioned, without a queue or quota (what kube-scheduler does on GK
 from __future__ import annotations
 
 from muster.core.events import Event
+from muster.core.events import provisioning as pev
 from muster.core.events import queue as qev
-from muster.core.model.queues import PROVISIONING_CONTROLLER, ClusterQueueSpec
+from muster.core.model.queues import (
+    PROVISIONING_CONTROLLER,
+    ClusterQueueSpec,
+    ProvisioningRequestConfigSpec,
+)
 from muster.core.model.workload import WorkloadSpec
-from muster.core.queueing.state import QueueState, WorkloadEntry, request_id
+from muster.core.queueing.state import QueueState, WorkloadEntry
 
 
 def inactive(state: QueueState, cq: ClusterQueueSpec) -> tuple[str, str] | None:
@@ -48,10 +53,7 @@ def ask_for(
     """The provisioning request a reservation in ``cq`` needs, or None when no check of the
     queue manages a resource the workload requests ("the request is not needed")."""
     for name in cq.admission_checks:
-        check = state.admission_checks.get(name)
-        if check is None or check.controller_name != PROVISIONING_CONTROLLER:
-            continue
-        config = state.provisioning_configs.get(check.config or "")
+        config = _config(state, name)
         if config is None:
             continue
         requested = {r for ps in spec.pod_sets for r, q in ps.requests.items() if q > 0}
@@ -70,12 +72,20 @@ def ask_for(
     return None
 
 
+def _config(state: QueueState, check_name: str) -> ProvisioningRequestConfigSpec | None:
+    """The ProvisioningRequestConfig of a provisioning admission check, if both exist."""
+    check = state.admission_checks.get(check_name)
+    if check is None or check.controller_name != PROVISIONING_CONTROLLER:
+        return None
+    return state.provisioning_configs.get(check.config or "")
+
+
 def outcome(state: QueueState, wl: WorkloadEntry) -> Event | None:
     """What the request of a workload holding quota reported that ends its attempt."""
     if wl.check_event is None or not wl.holds_quota:
         return None
     condition, reason, message, retryable = wl.check_event
-    what = f"ProvisioningRequest {wl.request_id or request_id(wl.id, wl.attempt)}"
+    what = f"ProvisioningRequest {wl.request_id or pev.request_id(wl.id, wl.attempt)}"
     if condition == "CapacityRevoked":
         return qev.WorkloadEvicted(
             workload_id=wl.id,
@@ -90,11 +100,7 @@ def outcome(state: QueueState, wl: WorkloadEntry) -> Event | None:
         return qev.WorkloadRejected(
             workload_id=wl.id, reason="ProvisioningFailed", message=f"{reason}: {message}"
         )
-    config = state.provisioning_configs.get(
-        state.admission_checks[wl.ask.check].config or ""
-        if wl.ask.check in state.admission_checks
-        else ""
-    )
+    config = _config(state, wl.ask.check)
     limit = config.retry.backoff_limit_count if config is not None else 0
     if retryable and wl.check_retries < limit:
         assert config is not None

@@ -9,9 +9,10 @@ output is sorted by submission order so the log is deterministic.
 from __future__ import annotations
 
 from muster.core.events import Event, NewEvent
+from muster.core.events import provisioning as pev
 from muster.core.events import queue as qev
 from muster.core.queueing import checks
-from muster.core.queueing.state import QueueState, WorkloadEntry, request_id
+from muster.core.queueing.state import QueueState, WorkloadEntry
 
 
 def settle(state: QueueState) -> list[NewEvent]:
@@ -90,7 +91,7 @@ def _admit(wl: WorkloadEntry) -> Event | None:
         attempt=wl.attempt,
         placements=wl.placements,
         message=message,
-        request_id=request_id(wl.id, wl.attempt),
+        request_id=pev.request_id(wl.id, wl.attempt),
     )
 
 

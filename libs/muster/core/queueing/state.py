@@ -159,11 +159,6 @@ class QueueState:
         return lq.cluster_queue if lq else None
 
 
-def request_id(workload_id: str, attempt: int) -> str:
-    """One provisioning request per quota reservation: nodes are never reused across them."""
-    return f"{workload_id}.{attempt}"
-
-
 def evolve(state: QueueState, envelope: Envelope) -> QueueState:
     advance(state, envelope)
     _apply(envelope.event, state)
@@ -527,8 +522,8 @@ def _current(state: QueueState, workload_id: str, attempt: int) -> WorkloadEntry
 
 
 def _attempt_of(state: QueueState, rid: str) -> WorkloadEntry | None:
-    workload_id, _, attempt = rid.rpartition(".")
-    return _current(state, workload_id, int(attempt)) if attempt.isdigit() else None
+    parts = pev.split_request_id(rid)
+    return _current(state, *parts) if parts is not None else None
 
 
 def _end(state: QueueState, workload_id: str, status: Status) -> None:
