@@ -6,6 +6,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 
 from muster.core.events.base import Event, event_class
+from muster.core.model.inventory import Gpu, NodeInventory
+from muster.core.model.queues import Taint
 
 
 def stream(node: str) -> str:
@@ -19,6 +21,30 @@ class NodeRegistered(Event):
     allocatable: Mapping[str, int]
     labels: Mapping[str, str] = field(default_factory=dict)
     agent: str = ""
+    taints: tuple[Taint, ...] = ()
+    gpus: tuple[Gpu, ...] = ()
+    # The ProvisioningRequest whose node this is (its pods come with the request), or ""
+    # for an existing node the queue places workloads on.
+    request_id: str = ""
+
+    def inventory(self) -> NodeInventory:
+        return NodeInventory(
+            name=self.node,
+            allocatable=self.allocatable,
+            labels=self.labels,
+            taints=self.taints,
+            gpus=self.gpus,
+        )
+
+
+@event_class("node.lost")
+@dataclass(frozen=True, slots=True, kw_only=True)
+class NodeLost(Event):
+    """No heartbeat from the node for longer than the grace period: its pods are gone."""
+
+    node: str
+    message: str
+    last_heartbeat_at: float | None = None
 
 
 @event_class("node.removed")
@@ -26,6 +52,20 @@ class NodeRegistered(Event):
 class NodeRemoved(Event):
     node: str
     reason: str
+
+
+@event_class("node.agent_started")
+@dataclass(frozen=True, slots=True, kw_only=True)
+class AgentStarted(Event):
+    """A node agent (re)started: it registers again the existing nodes it owns that were
+    declared lost. Its shell appends this at start-up (stream ``node-agent.<shard>``)."""
+
+    agent: str
+    shard: int = 0
+
+
+def agent_stream(shard: int) -> str:
+    return f"node-agent.{shard}"
 
 
 @event_class("node.pod_started")
@@ -36,6 +76,7 @@ class PodStarted(Event):
     attempt: int
     pod: str
     finishes_at: float
+    run: int = 0  # how many times this pod ran before (replacements after failures)
 
 
 @event_class("node.pod_succeeded")

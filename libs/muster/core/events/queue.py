@@ -20,6 +20,8 @@ from muster.core.model.queues import (
     WaitForPodsReady,
 )
 from muster.core.model.workload import Toleration
+from muster.core.placement.book import Placement
+from muster.core.placement.devices import DeviceShare
 
 # One decision stream for the whole cluster: its version is the single-writer guard
 # that keeps two queue replicas from admitting against the same quota.
@@ -132,6 +134,9 @@ class QuotaReserved(Event):
     tolerations: Mapping[str, tuple[Toleration, ...]] = field(default_factory=dict)
     # The ClusterQueue's provisioning admission check: Admitted only once it is Provisioned.
     provisioning: ProvisioningAsk | None = None
+    # Placed on existing nodes (pods, device shares, exclusive topology values held);
+    # None: on nodes the provisioner creates.
+    placement: Placement | None = None
 
 
 @event_class("admission.admitted")
@@ -146,6 +151,21 @@ class WorkloadAdmitted(Event):
     # The provisioning request whose nodes it runs on ("" in events before requests had ids
     # here); binding its pods consumes the request's booking.
     request_id: str = ""
+    # pod name -> its shares of the node's devices (HAMi's devices-to-allocate)
+    devices: Mapping[str, tuple[DeviceShare, ...]] = field(default_factory=dict)
+
+
+@event_class("admission.pod_replaced")
+@dataclass(frozen=True, slots=True, kw_only=True)
+class PodReplaced(Event):
+    """A failed pod is replaced on its node (Job backoffLimit not yet reached)."""
+
+    workload_id: str
+    attempt: int
+    pod: str
+    node: str
+    failures: int  # of its pod set so far
+    message: str
 
 
 @event_class("admission.evicted")
@@ -163,6 +183,8 @@ class WorkloadEvicted(Event):
     requeue_after_seconds: float | None = None
     # Deactivated (Kueue's spec.active=false): evicted for good, never requeued.
     deactivate: bool = False
+    # A restart by the workload's failure policy (counted against maxRestarts).
+    restart: bool = False
 
 
 @event_class("admission.finished")

@@ -10,6 +10,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
+from muster.core.model.inventory import NodeInventory, TopologySpec
 from muster.core.model.queues import (
     AdmissionCheckSpec,
     ClusterQueueSpec,
@@ -126,6 +127,9 @@ class ClusterSpec:
     # DWS: at most this many requests Accepted (not yet provisioned) per project and region
     # (GKE's ACTIVE_RESIZE_REQUESTS quota); a new one beyond it fails at once.
     active_requests: int = 100
+    # Existing nodes (declared; simulated node agents register them) and their topology.
+    nodes: tuple[NodeInventory, ...] = ()
+    topology: TopologySpec | None = None
 
     def pool(self, name: str) -> NodePool | None:
         return next((p for p in self.node_pools if p.name == name), None)

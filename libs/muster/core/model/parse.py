@@ -6,6 +6,8 @@ docs/cluster-description.md.
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 from muster.core.model.cluster import (
     CapacityStep,
     ClusterSpec,
@@ -14,6 +16,7 @@ from muster.core.model.cluster import (
     RegionalQuota,
 )
 from muster.core.model.fields import NAME, InvalidInput, Obj
+from muster.core.model.inventory import HOSTNAME, Gpu, NodeInventory, TopologySpec
 from muster.core.model.queues import (
     DWS_CLASS,
     MAX_RUN_SECONDS,
@@ -38,7 +41,14 @@ from muster.core.model.queues import (
     WaitForPodsReady,
 )
 from muster.core.model.workload import (
+    FAILURE_ACTIONS,
+    FAILURE_EVENTS,
+    DeviceFilter,
+    FailurePolicy,
+    FailureRule,
+    PlacementPolicy,
     PodSet,
+    PodSetTopology,
     ProvisioningRequestSpec,
     Runtime,
     Toleration,
@@ -79,8 +89,18 @@ def workload(data: object, path: str = "") -> WorkloadSpec:
         runtime=_runtime(o.raw("runtime"), o.at("runtime")),
         labels=o.labels("labels"),
         consumes=consumes,
+        gpu_group_size=o.integer("gpuGroupSize", lo=1, hi=1_000_000),
+        placement=placement_policy(o.obj("placement")),
+        failure_policy=_failure_policy(o.obj("failurePolicy")),
     )
     o.done()
+    known = {ps.name for ps in pod_sets}
+    for i, rule in enumerate(spec.failure_policy.rules):
+        for name in rule.pod_sets:
+            if name not in known:
+                raise InvalidInput(
+                    o.at(f"failurePolicy.rules[{i}].podSets"), f"no pod set is named {name!r}"
+                )
     if consumes and spec.queue_name:
         raise InvalidInput(
             o.at("queueName"),
@@ -100,9 +120,81 @@ def _pod_set(data: object, path: str) -> PodSet:
         node_selector=o.labels("nodeSelector"),
         tolerations=tuple(_toleration(t, p) for t, p in o.items("tolerations", max_items=64)),
         min_count=o.integer("minCount", lo=1, hi=count),
+        topology=_pod_set_topology(o.obj("topology"), count),
+        devices=_device_filter(o.obj("devices")),
+        backoff_limit=o.integer("backoffLimit", default=0, lo=0, hi=10_000) or 0,
     )
     o.done()
     return ps
+
+
+def _pod_set_topology(o: Obj | None, count: int) -> PodSetTopology | None:
+    if o is None:
+        return None
+    slice_size = o.integer("sliceSize", lo=1, hi=count)
+    if slice_size is not None and count % slice_size:
+        raise InvalidInput(o.at("sliceSize"), f"must divide the pod count {count}")
+    topo = PodSetTopology(
+        required=o.text("required"),
+        preferred=o.text("preferred"),
+        slice_size=slice_size,
+        slice_required=o.text("sliceRequired"),
+        exclusive=o.text("exclusive"),
+        tier=o.integer("highestTierAllowed", lo=1, hi=16),
+        tier_soft=o.choice("mode", ("hard", "soft"), "hard") == "soft",
+    )
+    o.done()
+    if topo.required and topo.preferred:
+        raise InvalidInput(o.path, "give required or preferred, not both")
+    return topo
+
+
+def _device_filter(o: Obj | None) -> DeviceFilter | None:
+    if o is None:
+        return None
+    f = DeviceFilter(
+        use_uuids=o.texts("useUuids"),
+        avoid_uuids=o.texts("avoidUuids"),
+        use_types=o.texts("useTypes"),
+        avoid_types=o.texts("avoidTypes"),
+    )
+    o.done()
+    return f
+
+
+def placement_policy(o: Obj | None) -> PlacementPolicy | None:
+    if o is None:
+        return None
+    node = o.choice("node", ("binpack", "spread"), "binpack")
+    gpu = o.choice("gpu", ("binpack", "spread"), "binpack")
+    o.done()
+    return PlacementPolicy(
+        node="spread" if node == "spread" else "binpack",
+        gpu="spread" if gpu == "spread" else "binpack",
+    )
+
+
+def _failure_policy(o: Obj | None) -> FailurePolicy:
+    if o is None:
+        return FailurePolicy()
+    rules = []
+    for item, p in o.items("rules", max_items=64):
+        r = Obj(item, p)
+        rules.append(
+            FailureRule(
+                event=r.choice("event", FAILURE_EVENTS, "PodFailed"),  # type: ignore[arg-type]
+                action=r.choice("action", FAILURE_ACTIONS, "RestartJob"),  # type: ignore[arg-type]
+                pod_sets=r.texts("podSets"),
+            )
+        )
+        r.done()
+    policy = FailurePolicy(
+        max_restarts=o.integer("maxRestarts", lo=0, hi=10_000),
+        rules=tuple(rules),
+        on_failure=o.choice("onFailure", FAILURE_ACTIONS, "FailJob"),  # type: ignore[arg-type]
+    )
+    o.done()
+    return policy
 
 
 def _toleration(data: object, path: str) -> Toleration:
@@ -130,9 +222,22 @@ def _runtime(data: object, path: str) -> Runtime:
     rt = Runtime(
         duration_seconds=o.duration("durationSeconds", default=60.0, hi=MAX_SIM_RUNTIME) or 0.0,
         exit_code=o.integer("exitCode", default=0, lo=0, hi=255) or 0,
+        exit_codes=tuple(_exit_codes(o)),
     )
     o.done()
     return rt
+
+
+def _exit_codes(o: Obj) -> list[int]:
+    raw = o.raw("exitCodes")
+    if raw is None:
+        return []
+    if not isinstance(raw, list) or len(raw) > 100:
+        raise InvalidInput(o.at("exitCodes"), "must be a list of at most 100 exit codes")
+    for i, code in enumerate(raw):
+        if isinstance(code, bool) or not isinstance(code, int) or not 0 <= code <= 255:
+            raise InvalidInput(o.at(f"exitCodes[{i}]"), "must be an exit code 0..255")
+    return list(raw)
 
 
 def _taint(data: object, path: str) -> Taint:
@@ -177,6 +282,7 @@ def cluster_queue(data: object, path: str = "") -> ClusterQueueSpec:
         fair_sharing_weight=_weight(o.obj("fairSharing")),
         stop_policy=_stop_policy(o),  # type: ignore[arg-type]
         admission_mode=_admission_mode(o.obj("admissionScope")),  # type: ignore[arg-type]
+        placement=placement_policy(o.obj("placement")) or PlacementPolicy(),
     )
     o.done()
     return spec
@@ -437,6 +543,10 @@ def cluster(data: object, path: str = "") -> ClusterSpec:
         booking_seconds=_booking(o),
         active_requests=o.integer("activeRequests", default=100, lo=1, hi=100_000) or 100,
     )
+    nodes = [n for item, at in o.items("nodes", max_items=10_000) for n in _node_group(item, at)]
+    _unique(o.at("nodes"), [n.name for n in nodes])
+    topology, nodes = _topology(o.obj("topology"), nodes)
+    spec = replace(spec, nodes=tuple(nodes), topology=topology)
     o.done()
     _unique(o.at("nodePools"), [p.name for p in spec.node_pools])
     _unique(o.at("clusterQueues"), [q.name for q in spec.cluster_queues])
@@ -635,6 +745,100 @@ def _node_pool(data: object, path: str, zones: tuple[str, ...]) -> NodePool:
     )
     o.done()
     return pool
+
+
+MAX_NODES = 100_000
+
+
+def _node_group(data: object, path: str) -> list[NodeInventory]:
+    """``count`` identical nodes ``<name>-<i>`` (one node: ``name`` itself)."""
+    o = Obj(data, path)
+    name = o.req_text("name", pattern=NAME, max_len=50)
+    count = o.integer("count", default=1, lo=1, hi=MAX_NODES) or 1
+    allocatable = o.quantities("allocatable")
+    labels = o.labels("labels")
+    taints = tuple(_taint(t, p) for t, p in o.items("taints"))
+    g = o.obj("gpus")
+    gpus: list[tuple[str, int, int]] = []  # (model, memory MiB, split) per device
+    if g is not None:
+        n = g.req_integer("count", lo=1, hi=64)
+        model = g.req_text("model")
+        memory = g.quantity("memory", "memory", required=True) or 0
+        split = g.integer("split", default=10, lo=1, hi=1000) or 10
+        g.done()
+        gpus = [(model, memory // 2**20, split)] * n
+    o.done()
+    out = []
+    for i in range(count):
+        node = name if count == 1 else f"{name}-{i}"
+        out.append(
+            NodeInventory(
+                name=node,
+                allocatable=allocatable,
+                labels={**labels, HOSTNAME: node},
+                taints=taints,
+                gpus=tuple(
+                    Gpu(uuid=f"GPU-{node}-{j}", model=m, memory_mib=mem, index=j, split=sp)
+                    for j, (m, mem, sp) in enumerate(gpus)
+                ),
+            )
+        )
+    return out
+
+
+HYPERNODE_LABEL = "topology.muster.dev/"
+
+
+def _topology(
+    o: Obj | None, nodes: list[NodeInventory]
+) -> tuple[TopologySpec | None, list[NodeInventory]]:
+    """Kueue levels (node labels, top down), or a Volcano/MetaX HyperNode tree whose
+    kinds become levels ``topology.muster.dev/<kind>`` labelled on the nodes it names."""
+    if o is None:
+        return None, nodes
+    levels = list(o.texts("levels"))
+    tree = o.raw("hyperNodes")
+    name = o.text("name", default="default", pattern=NAME) or "default"
+    o.done()
+    if levels and tree is not None:
+        raise InvalidInput(o.path, "give levels or hyperNodes, not both")
+    if tree is None:
+        if not levels:
+            raise InvalidInput(o.at("levels"), "must name at least one level (a node label)")
+        return TopologySpec(name=name, levels=tuple(levels)), nodes
+    by_name = {n.name: n for n in nodes}
+    extra: dict[str, dict[str, str]] = {}
+    kinds: list[str] = []
+
+    def walk(item: object, at: str, depth: int, path: dict[str, str]) -> None:
+        h = Obj(item, at)
+        kind = h.req_text("kind", pattern=NAME)
+        member = h.req_text("name")
+        h.text("status")
+        children = list(h.items("child", max_items=MAX_NODES))
+        h.done()
+        if kind == "node":
+            if member not in by_name:
+                raise InvalidInput(h.at("name"), f"node {member!r} is not among the nodes")
+            if member in extra:
+                raise InvalidInput(h.at("name"), f"node {member!r} is in the tree twice")
+            extra[member] = dict(path)
+            return
+        if depth < len(kinds) and kinds[depth] != kind:
+            raise InvalidInput(h.at("kind"), f"level {depth} is {kinds[depth]!r} elsewhere")
+        if depth == len(kinds):
+            kinds.append(kind)
+        for child, child_at in children:
+            walk(child, child_at, depth + 1, {**path, HYPERNODE_LABEL + kind: member})
+
+    if not isinstance(tree, list):
+        raise InvalidInput(o.at("hyperNodes"), "must be a list of hyper nodes")
+    for i, item in enumerate(tree):
+        walk(item, f"{o.at('hyperNodes')}[{i}]", 0, {})
+    out = [
+        replace(n, labels={**n.labels, **extra[n.name]}) if n.name in extra else n for n in nodes
+    ]
+    return TopologySpec(name=name, levels=tuple(HYPERNODE_LABEL + k for k in kinds)), out
 
 
 def _regional_quota(data: object, path: str) -> RegionalQuota:

@@ -6,7 +6,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Literal
 
-from muster.core.model.workload import Toleration
+from muster.core.model.workload import PlacementPolicy, Toleration
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -89,6 +89,8 @@ class ClusterQueueSpec:
     stop_policy: StopPolicy = "None"
     # Within the queue: order tenants (LocalQueues) by their current share, weighted.
     admission_mode: AdmissionMode = "None"
+    # How its workloads are placed on existing nodes (Volcano binpack / HAMi policies).
+    placement: PlacementPolicy = field(default_factory=PlacementPolicy)
 
     def group_for(self, resource: str) -> ResourceGroup | None:
         return next((g for g in self.resource_groups if resource in g.covered_resources), None)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass, field
+from typing import Literal
 
 from muster.core.model import resources
 
@@ -17,6 +18,37 @@ class Toleration:
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
+class PodSetTopology:
+    """Where a pod set's pods may go in the topology (levels are node labels).
+
+    ``required``: all pods in one domain of that level, or wait (Kueue TAS).
+    ``preferred``: one domain of that level if possible, else the next level up, else
+    anywhere. Slices of ``slice_size`` pods (a JobSet child Job, a TAS slice) each go
+    in one domain of ``slice_required``; with ``exclusive`` (JobSet exclusive-topology)
+    each slice takes one whole value of that label that no other workload uses.
+    ``tier`` is Volcano's ``networkTopology.highestTierAllowed`` (hard, or soft)."""
+
+    required: str | None = None
+    preferred: str | None = None
+    slice_size: int | None = None
+    slice_required: str | None = None
+    exclusive: str | None = None
+    tier: int | None = None
+    tier_soft: bool = False
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class DeviceFilter:
+    """HAMi's pinning annotations: GPU UUIDs (exact) and types (case-insensitive
+    substrings of the model) to use or avoid."""
+
+    use_uuids: tuple[str, ...] = ()
+    avoid_uuids: tuple[str, ...] = ()
+    use_types: tuple[str, ...] = ()
+    avoid_types: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
 class PodSet:
     name: str
     count: int
@@ -24,9 +56,16 @@ class PodSet:
     node_selector: Mapping[str, str] = field(default_factory=dict)
     tolerations: tuple[Toleration, ...] = ()
     min_count: int | None = None
+    topology: PodSetTopology | None = None
+    devices: DeviceFilter | None = None
+    # Failed pods replaced in place before the pod set counts as failed (Job backoffLimit).
+    backoff_limit: int = 0
 
     def total_requests(self) -> dict[str, int]:
         return resources.scale(self.requests, self.count)
+
+    def pod_names(self, count: int | None = None) -> list[str]:
+        return [f"{self.name}-{i}" for i in range(self.count if count is None else count)]
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -35,6 +74,58 @@ class Runtime:
 
     duration_seconds: float = 60.0
     exit_code: int = 0
+    exit_codes: tuple[int, ...] = ()  # per run of a pod (first run first); then exit_code
+
+    def exit_code_of(self, run: int) -> int:
+        return self.exit_codes[run] if run < len(self.exit_codes) else self.exit_code
+
+
+FailureEvent = Literal["PodFailed", "PodEvicted", "TaskCompleted"]
+FailureAction = Literal["RestartJob", "RestartJobIgnoreMax", "FailJob", "CompleteJob"]
+FAILURE_EVENTS: tuple[str, ...] = ("PodFailed", "PodEvicted", "TaskCompleted")
+FAILURE_ACTIONS: tuple[str, ...] = ("RestartJob", "RestartJobIgnoreMax", "FailJob", "CompleteJob")
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class FailureRule:
+    """On ``event`` (in one of ``pod_sets``, or any), do ``action`` (Volcano policies,
+    JobSet failurePolicy rules)."""
+
+    event: FailureEvent
+    action: FailureAction
+    pod_sets: tuple[str, ...] = ()
+
+    def matches(self, event: str, pod_set: str) -> bool:
+        return self.event == event and (not self.pod_sets or pod_set in self.pod_sets)
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class FailurePolicy:
+    """What happens when pods fail or are evicted. The first matching rule applies;
+    otherwise a failed pod fails the workload (``on_failure``) and an evicted one (its
+    node lost) restarts it. Restarts past ``max_restarts`` fail it (None: no limit)."""
+
+    max_restarts: int | None = None
+    rules: tuple[FailureRule, ...] = ()
+    on_failure: FailureAction = "FailJob"
+
+    def action(self, event: str, pod_set: str) -> FailureAction | None:
+        rule = next((r for r in self.rules if r.matches(event, pod_set)), None)
+        if rule is not None:
+            return rule.action
+        if event == "PodFailed":
+            return self.on_failure
+        if event == "PodEvicted":
+            return "RestartJob"
+        return None
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class PlacementPolicy:
+    """Binpack (fill nodes and GPUs, keep whole ones free) or spread, per level."""
+
+    node: Literal["binpack", "spread"] = "binpack"
+    gpu: Literal["binpack", "spread"] = "binpack"
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -51,6 +142,11 @@ class WorkloadSpec:
     # The standalone ProvisioningRequest (same namespace) whose nodes its pods run on, as the
     # pod annotation autoscaling.x-k8s.io/consume-provisioning-request says; no queue then.
     consumes: str | None = None
+    # MetaX supernodes: all of the workload's GPUs in one group of the smallest topology
+    # level that can hold this many (metax-tech.com/gpu-group-size).
+    gpu_group_size: int | None = None
+    placement: PlacementPolicy | None = None  # None: its ClusterQueue's
+    failure_policy: FailurePolicy = field(default_factory=FailurePolicy)
 
     def total_requests(self) -> dict[str, int]:
         return resources.total(ps.total_requests() for ps in self.pod_sets)

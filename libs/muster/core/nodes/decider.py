@@ -12,12 +12,12 @@ from typing import Any
 from muster.core.events import Envelope, Event, NewEvent
 from muster.core.events import node as nev
 from muster.core.model.workload import Runtime
-from muster.core.nodes.state import NodeAgentState, evolve
+from muster.core.nodes.state import NodeAgentState, Pod, evolve
 
 
 class NodeAgentDecider:
-    categories = frozenset({"workload", "admission", "provisioning", "node", "timer"})
-    snapshot_format = "node-agent-state-v1"
+    categories = frozenset({"cloud", "workload", "admission", "provisioning", "node", "timer"})
+    snapshot_format = "node-agent-state-v2"
 
     def __init__(self, shard: int = 0, shards: int = 1) -> None:
         if not 0 <= shard < shards:
@@ -34,13 +34,20 @@ class NodeAgentDecider:
     def decide(self, state: NodeAgentState) -> list[NewEvent]:
         out: list[tuple[str, str, Event]] = []  # (node, workload, event)
         for name in sorted(state.unregistered):
-            spec = state.unregistered[name]
+            reg = state.unregistered[name]
+            inv = reg.inventory
             out.append(
                 (
                     name,
                     "",
                     nev.NodeRegistered(
-                        node=name, allocatable=spec.allocatable, labels=spec.labels, agent=self.name
+                        node=name,
+                        allocatable=inv.allocatable,
+                        labels=inv.labels,
+                        agent=self.name,
+                        taints=inv.taints,
+                        gpus=inv.gpus,
+                        request_id=reg.request_id,
                     ),
                 )
             )
@@ -88,7 +95,7 @@ class NodeAgentDecider:
                     (
                         pod.node,
                         pod.workload_id,
-                        _exit(pod.node, pod.workload_id, pod.attempt, pod.name, runtime),
+                        _exit(pod, runtime.exit_code_of(pod.run)),
                     )
                 )
         return [
@@ -116,14 +123,16 @@ class NodeAgentDecider:
         )
 
 
-def _exit(node: str, workload_id: str, attempt: int, pod: str, runtime: Runtime) -> Event:
-    if runtime.exit_code == 0:
-        return nev.PodSucceeded(node=node, workload_id=workload_id, attempt=attempt, pod=pod)
+def _exit(pod: Pod, code: int) -> Event:
+    if code == 0:
+        return nev.PodSucceeded(
+            node=pod.node, workload_id=pod.workload_id, attempt=pod.attempt, pod=pod.name
+        )
     return nev.PodFailed(
-        node=node,
-        workload_id=workload_id,
-        attempt=attempt,
-        pod=pod,
-        exit_code=runtime.exit_code,
+        node=pod.node,
+        workload_id=pod.workload_id,
+        attempt=pod.attempt,
+        pod=pod.name,
+        exit_code=code,
         reason="Error",
     )

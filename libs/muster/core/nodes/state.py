@@ -12,6 +12,7 @@ from muster.core.events import node as nev
 from muster.core.events import provisioning as pev
 from muster.core.events import queue as qev
 from muster.core.events import workload as wev
+from muster.core.model.inventory import NodeInventory
 from muster.core.model.workload import Runtime
 
 
@@ -27,6 +28,15 @@ class Pod:
     name: str
     node: str
     finishes_at: float | None = None  # set once started
+    run: int = 0  # replacements before this one
+
+
+@dataclass(frozen=True, slots=True)
+class Registration:
+    """A node to register: an existing (declared) node, or one a request provisioned."""
+
+    inventory: NodeInventory
+    request_id: str = ""
 
 
 @dataclass(slots=True)
@@ -35,8 +45,10 @@ class NodeAgentState:
     shards: int = 1
     now: float = 0.0
     runtimes: dict[str, Runtime] = field(default_factory=dict)  # workload -> runtime
-    unregistered: dict[str, pev.NodeSpec] = field(default_factory=dict)
-    nodes: set[str] = field(default_factory=set)  # registered, not yet removed
+    unregistered: dict[str, Registration] = field(default_factory=dict)
+    nodes: set[str] = field(default_factory=set)  # registered, not yet removed or lost
+    declared: dict[str, NodeInventory] = field(default_factory=dict)  # existing, owned
+    lost: set[str] = field(default_factory=set)  # declared nodes declared lost
     doomed: dict[str, str] = field(default_factory=dict)  # node -> why it goes away
     creating: dict[str, tuple[pev.NodeSpec, ...]] = field(default_factory=dict)  # request -> nodes
     pods: dict[tuple[str, int, str], Pod] = field(default_factory=dict)  # to start or running
@@ -74,7 +86,53 @@ def _(event: pev.NodesCreating, state: NodeAgentState) -> None:
 @_apply.register
 def _(event: pev.ProvisioningProvisioned, state: NodeAgentState) -> None:
     for node in state.creating.pop(event.request_id, ()):
-        state.unregistered[node.name] = node
+        inv = NodeInventory(name=node.name, allocatable=node.allocatable, labels=node.labels)
+        state.unregistered[node.name] = Registration(inv, event.request_id)
+
+
+@_apply.register
+def _(event: pev.CloudConfigured, state: NodeAgentState) -> None:
+    """Declared (simulated) existing nodes: this agent registers the ones it owns."""
+    for inv in event.spec.nodes:
+        if not owns(inv.name, state.shard, state.shards):
+            continue
+        state.declared[inv.name] = inv
+        if inv.name not in state.nodes and inv.name not in state.lost:
+            state.unregistered[inv.name] = Registration(inv)
+
+
+@_apply.register
+def _(event: nev.NodeLost, state: NodeAgentState) -> None:
+    """Its pods died with it; nothing is reported for them (the queue evicts them)."""
+    if not owns(event.node, state.shard, state.shards):
+        return
+    state.nodes.discard(event.node)
+    state.unregistered.pop(event.node, None)
+    state.doomed.pop(event.node, None)
+    if event.node in state.declared:
+        state.lost.add(event.node)
+    for key in [k for k, p in state.pods.items() if p.node == event.node]:
+        del state.pods[key]
+        state.stopping.pop(key, None)
+
+
+@_apply.register
+def _(event: nev.AgentStarted, state: NodeAgentState) -> None:
+    """A (re)started agent registers again the declared nodes that were lost."""
+    if event.shard != state.shard:
+        return
+    for name in sorted(state.lost):
+        state.unregistered[name] = Registration(state.declared[name])
+    state.lost.clear()
+
+
+@_apply.register
+def _(event: qev.PodReplaced, state: NodeAgentState) -> None:
+    if owns(event.node, state.shard, state.shards):
+        key = (event.workload_id, event.attempt, event.pod)
+        state.pods[key] = Pod(
+            event.workload_id, event.attempt, event.pod, event.node, run=event.failures
+        )
 
 
 @_apply.register
@@ -94,6 +152,7 @@ def _(event: nev.NodeRegistered, state: NodeAgentState) -> None:
     if owns(event.node, state.shard, state.shards):
         state.unregistered.pop(event.node, None)
         state.nodes.add(event.node)
+        state.lost.discard(event.node)
 
 
 @_apply.register

@@ -24,8 +24,8 @@ from muster.core.events import Event, NewEvent
 from muster.core.events import queue as qev
 from muster.core.model.queues import ClusterQueueSpec
 from muster.core.model.resources import format_quantity
-from muster.core.model.workload import Toleration
-from muster.core.queueing import checks
+from muster.core.placement.book import Placement
+from muster.core.queueing import checks, placing
 from muster.core.queueing import preemption as pre
 from muster.core.queueing import quota as qt
 from muster.core.queueing.flavors import FIT, Assignment, Unassignable, assign
@@ -50,6 +50,7 @@ class Verdict:
     outcome: Assignment | Unassignable
     victims: list[pre.Victim] = field(default_factory=list)
     pod_counts: dict[str, int] = field(default_factory=dict)  # partial admission
+    placement: Placement | None = None  # on existing nodes
 
 
 class QueueCursor:
@@ -126,6 +127,11 @@ class Cycle:
         # blockAdmission: one admission per cycle at most while pods are not ready.
         self.block_after_admit = config.enable and config.block_admission
         self.admission_blocked = False
+        # Workloads placed on the book during this cycle: given back when it ends (the
+        # placements take effect when their QuotaReserved is folded).
+        self.placed: list[str] = []
+        # "Does not place" per placement shape: room only shrinks within a cycle.
+        self.unplaced: dict[tuple[object, ...], Unassignable] = {}
 
     def queue_key(self, wl: WorkloadEntry) -> tuple[int, int, int]:
         return (0 if wl.id in self.state.preemptors else 1, -wl.priority, wl.order)
@@ -316,8 +322,11 @@ class Cycle:
         if over is not None:
             return Verdict(wl, cq.name, over)
         if outcome.mode == FIT:
+            placed = self._place(cq, wl, outcome, {})
+            if isinstance(placed, Unassignable):
+                return Verdict(wl, cq.name, placed)
             self._admit(cq, wl, outcome, {})
-            return v
+            return Verdict(wl, cq.name, outcome, placement=placed)
         excluded: frozenset[str] = frozenset()
         while True:
             victims = pre.victims(
@@ -335,8 +344,11 @@ class Cycle:
             if isinstance(retry, Assignment) and retry.mode == FIT:
                 if self.namespace_excess(wl) is not None:
                     break
+                placed = self._place(cq, wl, retry, {})
+                if isinstance(placed, Unassignable):
+                    return Verdict(wl, cq.name, placed)
                 self._admit(cq, wl, retry, {})
-                return Verdict(wl, cq.name, retry)
+                return Verdict(wl, cq.name, retry, placement=placed)
             if not isinstance(retry, Assignment):
                 break
             outcome = retry
@@ -394,8 +406,34 @@ class Cycle:
         counts = {ps.name: best[0]}
         if self.namespace_excess(wl, counts) is not None:
             return None
+        placed = self._place(cq, wl, best[1], counts)
+        if isinstance(placed, Unassignable):
+            return Verdict(wl, cq.name, placed)
         self._admit(cq, wl, best[1], counts)
-        return Verdict(wl, cq.name, best[1], pod_counts=counts)
+        return Verdict(wl, cq.name, best[1], pod_counts=counts, placement=placed)
+
+    def _place(
+        self, cq: ClusterQueueSpec, wl: WorkloadEntry, outcome: Assignment, counts: dict[str, int]
+    ) -> Placement | Unassignable | None:
+        """Placement on existing nodes (None: the provisioner makes the nodes)."""
+        key = (
+            cq.name,
+            wl.shape,
+            tuple(sorted(counts.items())),
+            wl.spec.gpu_group_size,
+            wl.spec.placement,
+            tuple((ps.topology, ps.devices) for ps in wl.spec.pod_sets),
+            tuple(sorted((k, tuple(sorted(v.items()))) for k, v in outcome.node_selectors.items())),
+        )
+        known = self.unplaced.get(key)
+        if known is not None:
+            return known
+        placed = placing.try_place(self.state, wl, cq.name, outcome, counts)
+        if isinstance(placed, Unassignable):
+            self.unplaced[key] = placed
+        elif placed is not None:
+            self.placed.append(wl.id)
+        return placed
 
     def _charge_tenant(
         self,
@@ -469,6 +507,13 @@ class Cycle:
     # -- the pipeline ------------------------------------------------------------------
 
     def run(self) -> list[Verdict]:
+        try:
+            return self._run()
+        finally:
+            for wid in reversed(self.placed):
+                self.state.book.release(wid)
+
+    def _run(self) -> list[Verdict]:
         cursors = self.cursors()
         while cursors:
             round_: list[tuple[QueueCursor, Verdict]] = []
@@ -650,10 +695,11 @@ def to_events(state: QueueState, verdicts: list[Verdict]) -> list[NewEvent]:
                         attempt=wl.attempt + 1,
                         message=_reserved_message(wl, v),
                         pod_counts=v.pod_counts,
-                        tolerations=_injected_tolerations(state, v.outcome),
-                        provisioning=checks.ask_for(
-                            state, state.cluster_queues[v.cluster_queue], wl.spec
-                        ),
+                        tolerations=placing.injected_tolerations(state, v.outcome),
+                        provisioning=None
+                        if v.placement is not None
+                        else checks.ask_for(state, state.cluster_queues[v.cluster_queue], wl.spec),
+                        placement=v.placement,
                     ),
                 )
             )
@@ -670,21 +716,6 @@ def to_events(state: QueueState, verdicts: list[Verdict]) -> list[NewEvent]:
                     workload_id=wl.id, reason=v.outcome.reason, message=v.outcome.message
                 )
                 out.append(_new(state, wl.id, event))
-    return out
-
-
-def _injected_tolerations(
-    state: QueueState, outcome: Assignment
-) -> dict[str, tuple[Toleration, ...]]:
-    """Each pod set gets its flavors' tolerations, as Kueue injects them into the pods."""
-    out: dict[str, tuple[Toleration, ...]] = {}
-    for ps, per_resource in outcome.flavors.items():
-        names = sorted(set(per_resource.values()))
-        tolerations = tuple(
-            t for f in names if f in state.flavors for t in state.flavors[f].tolerations
-        )
-        if tolerations:
-            out[ps] = tolerations
     return out
 
 

@@ -12,8 +12,10 @@ from muster.core.queueing.settle import settle
 
 class QueueDecider:
     name = "queue"
-    categories = frozenset({"config", "workload", "admission", "provisioning", "node", "timer"})
-    snapshot_format = "queue-state-v4"
+    categories = frozenset(
+        {"config", "cloud", "workload", "admission", "provisioning", "node", "timer"}
+    )
+    snapshot_format = "queue-state-v5"
 
     def initial(self) -> qs.QueueState:
         return qs.QueueState()

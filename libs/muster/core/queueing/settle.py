@@ -11,7 +11,7 @@ from __future__ import annotations
 from muster.core.events import Event, NewEvent
 from muster.core.events import provisioning as pev
 from muster.core.events import queue as qev
-from muster.core.queueing import checks
+from muster.core.queueing import checks, failures
 from muster.core.queueing.state import QueueState, WorkloadEntry
 
 
@@ -20,6 +20,7 @@ def settle(state: QueueState) -> list[NewEvent]:
     for wl in sorted((state.workloads[w] for w in state.active), key=lambda w: w.order):
         event = (
             _next_step(wl)
+            or failures.verdict(wl)
             or checks.outcome(state, wl)
             or checks.bind(state, wl)
             or _admit(wl)
@@ -91,7 +92,8 @@ def _admit(wl: WorkloadEntry) -> Event | None:
         attempt=wl.attempt,
         placements=wl.placements,
         message=message,
-        request_id=pev.request_id(wl.id, wl.attempt),
+        request_id="" if wl.placed else pev.request_id(wl.id, wl.attempt),
+        devices=wl.devices,
     )
 
 
@@ -101,20 +103,16 @@ def _next_step(wl: WorkloadEntry) -> Event | None:
     if wl.problem is not None and wl.status == "Pending":
         reason, message = wl.problem
         return qev.WorkloadRejected(workload_id=wl.id, reason=reason, message=message)
-    if wl.status == "Admitted":
-        if wl.pods_failed:
-            pod, why = sorted(wl.pods_failed.items())[0]
-            return qev.WorkloadFinished(
-                workload_id=wl.id,
-                outcome="Failed",
-                reason="PodFailed",
-                message=f"pod {pod} failed: {why}",
-            )
-        if len(wl.pods_succeeded) >= wl.admitted_pods:
-            return qev.WorkloadFinished(
-                workload_id=wl.id,
-                outcome="Succeeded",
-                reason="Succeeded",
-                message=f"all {wl.admitted_pods} pods succeeded",
-            )
+    if (
+        wl.status == "Admitted"
+        and not wl.pods_failed
+        and not wl.pods_evicted
+        and len(wl.pods_succeeded) >= wl.admitted_pods
+    ):
+        return qev.WorkloadFinished(
+            workload_id=wl.id,
+            outcome="Succeeded",
+            reason="Succeeded",
+            message=f"all {wl.admitted_pods} pods succeeded",
+        )
     return None

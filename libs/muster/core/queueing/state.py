@@ -13,6 +13,7 @@ from muster.core.events import node as nev
 from muster.core.events import provisioning as pev
 from muster.core.events import queue as qev
 from muster.core.events import workload as wev
+from muster.core.model.inventory import NodeInventory
 from muster.core.model.queues import (
     AdmissionCheckSpec,
     ClusterQueueSpec,
@@ -26,6 +27,9 @@ from muster.core.model.queues import (
     WaitForPodsReady,
 )
 from muster.core.model.workload import WorkloadSpec
+from muster.core.placement.book import NodeBook
+from muster.core.placement.devices import DeviceShare
+from muster.core.placement.engine import demands
 
 Status = Literal["Pending", "QuotaReserved", "Admitted", "Finished", "Cancelled", "Rejected"]
 TERMINAL: frozenset[str] = frozenset({"Finished", "Cancelled", "Rejected"})
@@ -75,6 +79,13 @@ class WorkloadEntry:
     request_id: str = ""  # the request its pods run on, once admitted
     pods_succeeded: set[str] = field(default_factory=set)
     pods_failed: dict[str, str] = field(default_factory=dict)  # pod -> reason
+    # Placed on existing nodes by the queue (not on a provisioning request's nodes).
+    placed: bool = False
+    devices: dict[str, tuple[DeviceShare, ...]] = field(default_factory=dict)
+    # Pods gone with their node: pod -> (reason, message); the failure policy acts on them.
+    pods_evicted: dict[str, tuple[str, str]] = field(default_factory=dict)
+    pod_failures: dict[str, int] = field(default_factory=dict)  # pod set -> failed pods
+    restarts: int = 0  # by its failure policy, counted against maxRestarts
 
     @property
     def holds_quota(self) -> bool:
@@ -153,6 +164,10 @@ class QueueState:
     backing_off: set[str] = field(default_factory=set)
     reservations: int = 0
     stats: QueueStats = field(default_factory=QueueStats)
+    # Existing nodes: what the cluster declares or agents registered (which workloads go
+    # to placement), and the book of what is placed where.
+    inventory: dict[str, NodeInventory] = field(default_factory=dict)
+    book: NodeBook = field(default_factory=NodeBook)
 
     def cluster_queue_of(self, spec: WorkloadSpec) -> str | None:
         lq = self.local_queues.get(f"{spec.namespace}/{spec.queue_name}")
@@ -311,6 +326,15 @@ def _(event: qev.QuotaReserved, state: QueueState) -> None:
     wl.pending_reason = None
     wl.placements = None
     wl.ask = event.provisioning
+    wl.placed = event.placement is not None
+    wl.devices = {}
+    wl.pods_evicted = {}
+    wl.pod_failures = {}
+    if event.placement is not None:
+        wl.placements = dict(event.placement.nodes)
+        wl.devices = dict(event.placement.devices)
+        want = demands(wl.spec, event.pod_counts, event.node_selectors, event.tolerations)
+        state.book.hold(wl.id, event.placement, {p.name: p for d in want for p in d.pods})
     wl.check_event = None
     wl.request_id = ""
     wl.pods_succeeded = set()
@@ -357,6 +381,8 @@ def _(event: qev.WorkloadEvicted, state: QueueState) -> None:
     wl.status = "Pending"
     wl.pending_reason = None
     wl.evictions += 1
+    if event.restart:
+        wl.restarts += 1
     wl.queued_at = state.now
     wl.admitted_at = None
     wl.check_event = None
@@ -511,6 +537,55 @@ def _(event: nev.PodFailed, state: QueueState) -> None:
     wl = _current(state, event.workload_id, event.attempt)
     if wl is not None:
         wl.pods_failed[event.pod] = f"{event.reason} (exit code {event.exit_code})"
+        ps = pod_set_of(event.pod)
+        wl.pod_failures[ps] = wl.pod_failures.get(ps, 0) + 1
+
+
+@_apply.register
+def _(event: qev.PodReplaced, state: QueueState) -> None:
+    wl = _current(state, event.workload_id, event.attempt)
+    if wl is not None:
+        wl.pods_failed.pop(event.pod, None)
+        wl.pods_started.discard(event.pod)
+        wl.pods_ready = False
+
+
+def pod_set_of(pod: str) -> str:
+    """Pods are named ``<pod set>-<index>``."""
+    return pod.rsplit("-", 1)[0]
+
+
+@_apply.register
+def _(event: pev.CloudConfigured, state: QueueState) -> None:
+    state.book.set_topology(event.spec.topology)
+    for node in event.spec.nodes:
+        state.inventory[node.name] = node
+
+
+@_apply.register
+def _(event: nev.NodeRegistered, state: QueueState) -> None:
+    if event.request_id:
+        return  # a provisioning request's node: its pods come with the request
+    inv = event.inventory()
+    state.inventory[event.node] = inv
+    state.book.register(inv)
+
+
+@_apply.register
+def _(event: nev.NodeLost, state: QueueState) -> None:
+    state.book.lose(event.node)
+    for wid in sorted(state.active):
+        wl = state.workloads[wid]
+        if not wl.holds_quota or not wl.placements:
+            continue
+        for pod, node in wl.placements.items():
+            if node == event.node and pod not in wl.pods_succeeded:
+                wl.pods_evicted[pod] = ("NodeLost", f"node {event.node} lost: {event.message}")
+
+
+@_apply.register
+def _(event: nev.NodeRemoved, state: QueueState) -> None:
+    state.book.remove(event.node)
 
 
 def _current(state: QueueState, workload_id: str, attempt: int) -> WorkloadEntry | None:
@@ -546,6 +621,7 @@ def _unbind(state: QueueState, wl: WorkloadEntry) -> None:
 
 def _release(state: QueueState, wl: WorkloadEntry) -> None:
     _unbind(state, wl)
+    state.book.release(wl.id)
     if wl.holds_quota and wl.cluster_queue is not None:
         _hold(state, wl, -1)
     wl.usage = {}

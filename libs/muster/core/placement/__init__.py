@@ -1,0 +1,1 @@
+"""Gang placement on existing nodes: topology, devices and sharing."""

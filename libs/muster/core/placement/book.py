@@ -1,0 +1,406 @@
+"""The existing nodes and what is placed on them: the placement engine's world.
+
+The queue folds node registrations, losses and placements into one ``NodeBook``; the
+engine charges it while it searches and gives back what it does not keep, so a failed
+search leaves it as it was. Domains (the nodes under one value of a topology level,
+or of any label) are indexed once per change of the node set, and each domain's room
+for a pod shape is cached until a node in it changes.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass, field
+
+from muster.core.model.inventory import (
+    DEVICE_RESOURCES,
+    HOSTNAME,
+    WHOLE_DEVICE,
+    NodeInventory,
+    TopologySpec,
+)
+from muster.core.model.workload import Toleration
+from muster.core.placement import devices as dev
+from muster.core.placement.devices import DeviceAsk, DeviceShare, DeviceUse
+
+
+@dataclass(frozen=True, slots=True)
+class Placement:
+    """Where a workload's pods go: a node each, and their shares of its devices."""
+
+    nodes: Mapping[str, str]  # pod -> node
+    devices: Mapping[str, tuple[DeviceShare, ...]] = field(default_factory=dict)
+    # Exclusive topology values this workload holds: (label, value) pairs.
+    exclusive: tuple[tuple[str, str], ...] = ()
+
+
+@dataclass(frozen=True, slots=True)
+class PodAsk:
+    """One pod as placement sees it."""
+
+    name: str
+    pod_set: str
+    requests: Mapping[str, int]
+    device: DeviceAsk | None
+
+
+@dataclass(slots=True)
+class NodeState:
+    inv: NodeInventory
+    order: int  # registration order: ties go to the earlier node, for determinism
+    path: tuple[str, ...]  # its value at each topology level ("" if unlabelled)
+    free: dict[str, int]
+    devices: list[DeviceUse]
+    ready: bool = True
+    pods: int = 0
+    workloads: dict[str, int] = field(default_factory=dict)  # workload -> pods here
+
+    @property
+    def name(self) -> str:
+        return self.inv.name
+
+    def has_devices(self) -> bool:
+        return bool(self.inv.gpus)
+
+    def scalar(self, requests: Mapping[str, int]) -> Iterable[tuple[str, int]]:
+        """The requests this node counts as plain quantities (devices are per device)."""
+        skip = DEVICE_RESOURCES if self.inv.gpus else frozenset()
+        return ((r, q) for r, q in requests.items() if q and r not in skip)
+
+    def free_devices(self) -> int:
+        return sum(1 for u in self.devices if u.pods == 0)
+
+    def empty(self) -> bool:
+        return self.pods == 0
+
+
+@dataclass(slots=True)
+class Held:
+    placement: Placement
+    pods: dict[str, PodAsk]
+
+
+def matches(node: NodeInventory, selector: Mapping[str, str]) -> bool:
+    return all(node.labels.get(k) == v for k, v in selector.items())
+
+
+def tolerated(node: NodeInventory, tolerations: Iterable[Toleration]) -> str | None:
+    """The first taint a pod does not tolerate (kube-scheduler's TaintToleration), or None."""
+    tols = tuple(tolerations)
+    for taint in node.taints:
+        if taint.effect == "PreferNoSchedule":
+            continue
+        if not any(
+            (t.effect in ("", taint.effect))
+            and (
+                (t.operator == "Exists" and (not t.key or t.key == taint.key))
+                or (t.key == taint.key and t.value == taint.value)
+            )
+            for t in tols
+        ):
+            return f"{{{taint.key}: {taint.value}}}" if taint.value else f"{{{taint.key}}}"
+    return None
+
+
+class NodeBook:
+    def __init__(self, topology: TopologySpec | None = None) -> None:
+        self.levels: tuple[str, ...] = tuple(
+            lv for lv in (topology.levels if topology else ()) if lv != HOSTNAME
+        )
+        self.topology = topology
+        self.nodes: dict[str, NodeState] = {}
+        self.exclusive: dict[tuple[str, str], str] = {}
+        self.held: dict[str, Held] = {}
+        self._registrations = 0
+        self._domains: dict[str, dict[tuple[str, ...], list[NodeState]]] = {}
+        self._room: dict[tuple[str, tuple[str, ...]], dict[object, int]] = {}
+        self._eligible: dict[object, frozenset[str]] = {}
+
+    # -- the node set -------------------------------------------------------------------
+
+    def set_topology(self, topology: TopologySpec | None) -> None:
+        self.topology = topology
+        self.levels = tuple(lv for lv in (topology.levels if topology else ()) if lv != HOSTNAME)
+        for node in self.nodes.values():
+            node.path = self._path(node.inv)
+        self._changed_set()
+
+    def register(self, inv: NodeInventory) -> None:
+        old = self.nodes.get(inv.name)
+        if old is not None and old.pods:
+            old.ready = True  # back with its pods' usage still charged
+            self._changed_set()
+            return
+        free = {
+            r: q for r, q in inv.allocatable.items() if not (inv.gpus and r in DEVICE_RESOURCES)
+        }
+        self.nodes[inv.name] = NodeState(
+            inv=inv,
+            order=old.order if old is not None else self._registrations,
+            path=self._path(inv),
+            free=free,
+            devices=[DeviceUse() for _ in inv.gpus],
+        )
+        self._registrations += 1
+        self._changed_set()
+
+    def lose(self, name: str) -> None:
+        node = self.nodes.get(name)
+        if node is not None:
+            node.ready = False
+            self._changed_set()
+
+    def remove(self, name: str) -> None:
+        node = self.nodes.get(name)
+        if node is not None and not node.pods:
+            del self.nodes[name]
+            self._changed_set()
+        elif node is not None:
+            node.ready = False
+            self._changed_set()
+
+    def _path(self, inv: NodeInventory) -> tuple[str, ...]:
+        return tuple(inv.labels.get(lv, "") for lv in self.levels)
+
+    def _changed_set(self) -> None:
+        self._domains.clear()
+        self._room.clear()
+        self._eligible.clear()
+
+    # -- domains ------------------------------------------------------------------------
+
+    def domains(self, key: str) -> dict[tuple[str, ...], list[NodeState]]:
+        """Ready nodes grouped by their value of ``key``: a topology level (grouped by the
+        path down to it, so racks of different blocks differ), the hostname, or any label."""
+        cached = self._domains.get(key)
+        if cached is None:
+            cached = self._domains[key] = self._group(key, ready_only=True)
+        return cached
+
+    def members(self, key: str, value: tuple[str, ...]) -> list[NodeState]:
+        """Every node of a domain, ready or not (exclusivity counts pods on all of them)."""
+        cached = self._domains.get("\0" + key)
+        if cached is None:
+            cached = self._domains["\0" + key] = self._group(key, ready_only=False)
+        return cached.get(value, [])
+
+    def ready_nodes(self) -> list[NodeState]:
+        cached = self._domains.get("\0ready")
+        if cached is None:
+            nodes = [n for n in sorted(self.nodes.values(), key=lambda n: n.order) if n.ready]
+            cached = self._domains["\0ready"] = {(): nodes}
+        return cached[()]
+
+    def eligible(self, key: object, ok: Callable[[NodeState], bool]) -> frozenset[str]:
+        """The names of the ready nodes ``ok`` accepts, memoised per ``key`` until the
+        node set changes (what a node offers does not change while it is registered)."""
+        found = self._eligible.get(key)
+        if found is None:
+            found = self._eligible[key] = frozenset(n.name for n in self.ready_nodes() if ok(n))
+        return found
+
+    def _group(self, key: str, ready_only: bool) -> dict[tuple[str, ...], list[NodeState]]:
+        out: dict[tuple[str, ...], list[NodeState]] = {}
+        depth = self.levels.index(key) + 1 if key in self.levels else None
+        for node in sorted(self.nodes.values(), key=lambda n: n.order):
+            if ready_only and not node.ready:
+                continue
+            if depth is not None:
+                value = node.path[:depth]
+                if "" in value:
+                    continue
+            elif key == HOSTNAME:
+                value = (node.name,)
+            else:
+                label = node.inv.labels.get(key)
+                if label is None:
+                    continue
+                value = (label,)
+            out.setdefault(value, []).append(node)
+        return out
+
+    def room(self, key: str, value: tuple[str, ...], shape: object, count: int) -> int | None:
+        return self._room.get((key, value), {}).get(shape)
+
+    def remember_room(self, key: str, value: tuple[str, ...], shape: object, room: int) -> None:
+        self._room.setdefault((key, value), {})[shape] = room
+
+    def _touched(self, node: NodeState) -> None:
+        if not self._room:
+            return
+        for key in list(self._domains):
+            if key.startswith("\0"):
+                continue
+            if key in self.levels:
+                depth = self.levels.index(key) + 1
+                self._room.pop((key, node.path[:depth]), None)
+            elif key == HOSTNAME:
+                self._room.pop((key, (node.name,)), None)
+            else:
+                label = node.inv.labels.get(key)
+                if label is not None:
+                    self._room.pop((key, (label,)), None)
+
+    # -- one pod ------------------------------------------------------------------------
+
+    def why_not(self, node: NodeState, pod: PodAsk) -> str | None:
+        """kube-scheduler's and HAMi's reason this pod does not fit here now, or None."""
+        for r, q in node.scalar(pod.requests):
+            if node.free.get(r, 0) < q:
+                return f"Insufficient {r}"
+        ask = pod.device
+        if ask is None or not node.has_devices():
+            return None
+        if ask.whole:
+            free = sum(
+                1
+                for gpu, use in zip(node.inv.gpus, node.devices, strict=True)
+                if use.pods == 0 and dev.allowed(gpu, ask.filter)
+            )
+            if free >= ask.count:
+                return None
+            resource = next((r for r in WHOLE_DEVICE if pod.requests.get(r)), "devices")
+            return f"Insufficient {resource}"
+        reasons: dict[str, int] = {}
+        fits = 0
+        for gpu, use in zip(node.inv.gpus, node.devices, strict=True):
+            why = dev.why_not(gpu, use, ask)
+            if why is None:
+                fits += 1
+            else:
+                reasons[why] = reasons.get(why, 0) + 1
+        if fits >= ask.count:
+            return None
+        return max(sorted(reasons), key=lambda k: reasons[k]) if reasons else "Insufficient devices"
+
+    def fit_count(self, node: NodeState, pod: PodAsk) -> int:
+        """How many more such pods fit on the node (an upper bound when a pod wants
+        several shared devices)."""
+        n = 1 << 30
+        for r, q in node.scalar(pod.requests):
+            n = min(n, node.free.get(r, 0) // q)
+            if n == 0:
+                return 0
+        ask = pod.device
+        if ask is not None and node.has_devices():
+            if ask.whole:
+                free = sum(
+                    1
+                    for gpu, use in zip(node.inv.gpus, node.devices, strict=True)
+                    if use.pods == 0 and dev.allowed(gpu, ask.filter)
+                )
+                n = min(n, free // ask.count)
+            else:
+                slots = sum(
+                    dev.pods_fitting(gpu, use, ask)
+                    for gpu, use in zip(node.inv.gpus, node.devices, strict=True)
+                )
+                n = min(n, slots // ask.count)
+        return n
+
+    def charge(
+        self, node: NodeState, workload: str, pod: PodAsk, spread_gpus: bool
+    ) -> tuple[DeviceShare, ...]:
+        """Put the pod on the node (it fits: ``why_not`` said so)."""
+        for r, q in node.scalar(pod.requests):
+            node.free[r] = node.free.get(r, 0) - q
+        shares: tuple[DeviceShare, ...] = ()
+        ask = pod.device
+        if ask is not None and node.has_devices():
+            candidates = [
+                (gpu, use)
+                for gpu, use in zip(node.inv.gpus, node.devices, strict=True)
+                if dev.why_not(gpu, use, ask) is None
+            ]
+
+            def fullness(item: tuple[object, DeviceUse]) -> tuple[float, int]:
+                gpu, use = item
+                assert isinstance(gpu, dev.Gpu)
+                score = use.cores / 100 + use.memory_mib / max(gpu.memory_mib, 1)
+                return (score if spread_gpus else -score, gpu.index)
+
+            candidates.sort(key=fullness)
+            shares = tuple(dev.take(gpu, use, ask) for gpu, use in candidates[: ask.count])
+        node.pods += 1
+        node.workloads[workload] = node.workloads.get(workload, 0) + 1
+        self._touched(node)
+        return shares
+
+    def uncharge(
+        self, node: NodeState, workload: str, pod: PodAsk, shares: tuple[DeviceShare, ...]
+    ) -> None:
+        for r, q in node.scalar(pod.requests):
+            node.free[r] = node.free.get(r, 0) + q
+        by_uuid = {gpu.uuid: use for gpu, use in zip(node.inv.gpus, node.devices, strict=True)}
+        for share in shares:
+            use = by_uuid.get(share.uuid)
+            if use is not None:
+                dev.give_back(use, share)
+        node.pods -= 1
+        left = node.workloads.get(workload, 0) - 1
+        if left > 0:
+            node.workloads[workload] = left
+        else:
+            node.workloads.pop(workload, None)
+        self._touched(node)
+
+    # -- whole workloads ----------------------------------------------------------------
+
+    def hold(self, workload: str, placement: Placement, pods: Mapping[str, PodAsk]) -> None:
+        """Charge a placement the log says was made (folding ``QuotaReserved``)."""
+        if workload in self.held:
+            self.release(workload)
+        for pod_name, node_name in placement.nodes.items():
+            node = self.nodes.get(node_name)
+            pod = pods.get(pod_name)
+            if node is None or pod is None:
+                continue
+            for r, q in node.scalar(pod.requests):
+                node.free[r] = node.free.get(r, 0) - q
+            by_uuid = {g.uuid: u for g, u in zip(node.inv.gpus, node.devices, strict=True)}
+            for share in placement.devices.get(pod_name, ()):
+                use = by_uuid.get(share.uuid)
+                if use is not None:
+                    use.cores += share.cores
+                    use.memory_mib += share.memory_mib
+                    use.pods += 1
+                    use.exclusive = use.exclusive or share.cores >= 100
+            node.pods += 1
+            node.workloads[workload] = node.workloads.get(workload, 0) + 1
+            self._touched(node)
+        for key in placement.exclusive:
+            self.exclusive[key] = workload
+        self.held[workload] = Held(placement, dict(pods))
+
+    def release(self, workload: str) -> None:
+        held = self.held.pop(workload, None)
+        if held is None:
+            return
+        for pod_name, node_name in held.placement.nodes.items():
+            node = self.nodes.get(node_name)
+            pod = held.pods.get(pod_name)
+            if node is not None and pod is not None:
+                self.uncharge(node, workload, pod, held.placement.devices.get(pod_name, ()))
+        for key in held.placement.exclusive:
+            if self.exclusive.get(key) == workload:
+                del self.exclusive[key]
+
+    def on_node(self, node: str) -> list[str]:
+        """The workloads with pods on a node."""
+        state = self.nodes.get(node)
+        return sorted(state.workloads) if state is not None else []
+
+    # -- figures --------------------------------------------------------------------------
+
+    def fragmentation(self) -> dict[str, int]:
+        """Whole free nodes and whole free domains per level: what a big gang needs."""
+        out = {"nodes": 0, "free_nodes": 0}
+        for node in self.nodes.values():
+            if node.ready:
+                out["nodes"] += 1
+                out["free_nodes"] += node.empty()
+        for level in self.levels:
+            groups = self.domains(level).values()
+            out[f"free_{level}"] = sum(1 for g in groups if all(n.empty() for n in g))
+            out[f"all_{level}"] = len(groups)
+        return out

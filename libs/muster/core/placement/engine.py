@@ -1,0 +1,409 @@
+"""Gang placement on existing nodes: every pod of a workload, or none.
+
+Pure given the ``NodeBook``: ``place`` charges the book for what it places and, when
+one pod cannot go anywhere allowed, gives everything back and says why.
+
+Constraints, per pod set: node selector (flavor labels included) and taints; device
+type/UUID lists; a required topology level (all pods in one domain of it) or a
+preferred one (that level, then the ones above, then anywhere); slices of
+``slice_size`` pods each in one domain of ``slice_required``, or each on a whole value
+of the ``exclusive`` label that no other workload uses (JobSet exclusive-topology);
+Volcano's tiers. Per workload: ``gpu_group_size`` N puts all its pods in one domain of
+the lowest level where some domain holds N devices (MetaX supernodes).
+
+Choices (binpack, the default): among domains that can hold what is asked, the one with
+the least room (Kueue's BestFit: big domains stay whole); among nodes, the fullest that
+fits; among devices, the fullest (HAMi binpack). Spread takes the emptiest instead.
+``first_fit`` takes domains and nodes in registration order (the benchmark's baseline).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+
+from muster.core.model.inventory import HOSTNAME, WHOLE_DEVICE
+from muster.core.model.workload import PlacementPolicy, PodSet, Toleration, WorkloadSpec
+from muster.core.placement import devices as dev
+from muster.core.placement.book import (
+    Held,
+    NodeBook,
+    NodeState,
+    Placement,
+    PodAsk,
+    matches,
+    tolerated,
+)
+from muster.core.placement.devices import DeviceShare
+
+SELECTOR_MISMATCH = "node(s) didn't match Pod's node affinity/selector"
+EXCLUSIVE_TAKEN = "node(s) in a topology domain another workload uses"
+
+
+@dataclass(frozen=True, slots=True)
+class NoPlacement:
+    reason: str  # TopologyPlacementFailed | Unschedulable
+    message: str
+
+
+@dataclass(frozen=True, slots=True)
+class Demand:
+    """A pod set as the engine places it: its pods and the constraints on them."""
+
+    pod_set: PodSet
+    pods: tuple[PodAsk, ...]
+    selector: Mapping[str, str]
+    tolerations: tuple[Toleration, ...]
+
+    @property
+    def key(self) -> tuple[object, ...]:
+        """What decides which nodes may take these pods (the eligibility memo key)."""
+        return (
+            tuple(sorted(self.selector.items())),
+            self.tolerations,
+            self.pod_set.devices,
+            bool(self.pods and self.pods[0].device),
+        )
+
+    @property
+    def shape(self) -> tuple[object, ...]:
+        pod = self.pods[0]
+        return (self.key, tuple(sorted(pod.requests.items())), pod.device)
+
+
+def demands(
+    spec: WorkloadSpec,
+    counts: Mapping[str, int] | None = None,
+    selectors: Mapping[str, Mapping[str, str]] | None = None,
+    tolerations: Mapping[str, Sequence[Toleration]] | None = None,
+) -> list[Demand]:
+    """The workload's pod sets, with the flavor's labels and tolerations Kueue injects."""
+    out = []
+    for ps in spec.pod_sets:
+        n = (counts or {}).get(ps.name, ps.count)
+        ask = dev.device_ask(ps.requests, ps.devices)
+        pods = tuple(PodAsk(name, ps.name, ps.requests, ask) for name in ps.pod_names(n))
+        out.append(
+            Demand(
+                pod_set=ps,
+                pods=pods,
+                selector={**ps.node_selector, **(selectors or {}).get(ps.name, {})},
+                tolerations=(*ps.tolerations, *(tolerations or {}).get(ps.name, ())),
+            )
+        )
+    return out
+
+
+class _NoFit(Exception):
+    def __init__(self, reason: str, message: str) -> None:
+        super().__init__(message)
+        self.reason, self.message = reason, message
+
+
+@dataclass(slots=True)
+class _Search:
+    book: NodeBook
+    workload: str
+    policy: PlacementPolicy
+    first_fit: bool
+    nodes: dict[str, str] = field(default_factory=dict)
+    shares: dict[str, tuple[DeviceShare, ...]] = field(default_factory=dict)
+    exclusive: list[tuple[str, str]] = field(default_factory=list)
+    trail: list[tuple[NodeState, PodAsk]] = field(default_factory=list)
+
+    # -- charging with an undo trail ------------------------------------------------------
+
+    def put(self, node: NodeState, pod: PodAsk) -> None:
+        shares = self.book.charge(node, self.workload, pod, self.policy.gpu == "spread")
+        self.nodes[pod.name] = node.name
+        if shares:
+            self.shares[pod.name] = shares
+        self.trail.append((node, pod))
+
+    def mark(self) -> tuple[int, int]:
+        return len(self.trail), len(self.exclusive)
+
+    def undo(self, mark: tuple[int, int]) -> None:
+        pods, claims = mark
+        while len(self.trail) > pods:
+            node, pod = self.trail.pop()
+            self.book.uncharge(node, self.workload, pod, self.shares.pop(pod.name, ()))
+            self.nodes.pop(pod.name, None)
+        del self.exclusive[claims:]
+
+    # -- which nodes ----------------------------------------------------------------------
+
+    def eligible(self, d: Demand) -> frozenset[str]:
+        def ok(node: NodeState) -> bool:
+            return self.static_reason(node, d) is None
+
+        return self.book.eligible(d.key, ok)
+
+    def static_reason(self, node: NodeState, d: Demand) -> str | None:
+        if not matches(node.inv, d.selector):
+            return SELECTOR_MISMATCH
+        taint = tolerated(node.inv, d.tolerations)
+        if taint is not None:
+            return f"node(s) had untolerated taint {taint}"
+        ask = d.pods[0].device if d.pods else None
+        if (
+            ask is not None
+            and ask.filter is not None
+            and node.has_devices()
+            and not any(dev.allowed(g, ask.filter) for g in node.inv.gpus)
+        ):
+            return "node(s) had no device of an allowed type or UUID"
+        return None
+
+    def room(self, key: str, value: tuple[str, ...], members: list[NodeState], d: Demand) -> int:
+        cached = self.book.room(key, value, d.shape, 0)
+        if cached is not None:
+            return cached
+        allowed = self.eligible(d)
+        pod = d.pods[0]
+        room = sum(self.book.fit_count(n, pod) for n in members if n.name in allowed)
+        self.book.remember_room(key, value, d.shape, room)
+        return room
+
+    # -- placing ----------------------------------------------------------------------------
+
+    def fill(self, members: Sequence[NodeState], pods: Sequence[PodAsk], d: Demand) -> None:
+        """Each pod on the fullest node it fits (binpack), the emptiest (spread), or the
+        first (first fit), among ``members``; raises when one fits nowhere."""
+        allowed = self.eligible(d)
+        candidates = [n for n in members if n.name in allowed]
+        for pod in pods:
+            best: NodeState | None = None
+            best_key: tuple[int, int] | None = None
+            for node in candidates:
+                n = self.book.fit_count(node, pod)
+                if n == 0 or self.book.why_not(node, pod) is not None:
+                    continue
+                if self.first_fit:
+                    best = node
+                    break
+                key = (-n if self.policy.node == "spread" else n, node.order)
+                if best_key is None or key < best_key:
+                    best, best_key = node, key
+            if best is None:
+                raise _NoFit("Unschedulable", self.explain(members, pod, d))
+            self.put(best, pod)
+
+    def explain(self, members: Sequence[NodeState], pod: PodAsk, d: Demand) -> str:
+        """kube-scheduler's summary: ``0/4 nodes are available: 3 Insufficient ...``."""
+        reasons: dict[str, int] = {}
+        ready = [n for n in members if n.ready]
+        for node in ready:
+            why = self.static_reason(node, d) or self.book.why_not(node, pod) or "no room"
+            reasons[why] = reasons.get(why, 0) + 1
+        detail = ", ".join(
+            f"{n} {r}" for r, n in sorted(reasons.items(), key=lambda x: (-x[1], x[0]))
+        )
+        return f"pod {pod.name} of pod set {d.pod_set.name}: 0/{len(ready)} nodes are available" + (
+            f": {detail}" if detail else ""
+        )
+
+    def ordered_domains(
+        self, key: str, d: Demand, need: int, within: set[str] | None = None
+    ) -> list[tuple[tuple[str, ...], list[NodeState]]]:
+        """Domains of ``key`` with room for ``need`` pods, best first."""
+        found = []
+        for value, members in self.book.domains(key).items():
+            if within is not None:
+                members = [n for n in members if n.name in within]
+                if not members:
+                    continue
+                room = sum(
+                    self.book.fit_count(n, d.pods[0]) for n in members if n.name in self.eligible(d)
+                )
+            else:
+                room = self.room(key, value, members, d)
+            if room >= need:
+                found.append((room, members[0].order, value, members))
+        if self.first_fit:
+            found.sort(key=lambda f: f[1])
+        elif self.policy.node == "spread":
+            found.sort(key=lambda f: (-f[0], f[1]))
+        else:
+            found.sort(key=lambda f: (f[0], f[1]))
+        return [(value, members) for _, _, value, members in found]
+
+    def in_one_domain(
+        self, key: str, pods: Sequence[PodAsk], d: Demand, within: set[str] | None = None
+    ) -> bool:
+        for _, members in self.ordered_domains(key, d, len(pods), within):
+            mark = self.mark()
+            try:
+                self.fill(members, pods, d)
+                return True
+            except _NoFit:
+                self.undo(mark)
+        return False
+
+    def exclusive_slice(self, key: str, pods: Sequence[PodAsk], d: Demand) -> bool:
+        """One whole value of ``key`` for these pods, used by no other workload."""
+        mine = {v for k, v in self.exclusive if k == key}
+        for value, members in self.ordered_domains(key, d, len(pods)):
+            label = "/".join(value)
+            if (
+                label in mine
+                or self.book.exclusive.get((key, label), self.workload) != self.workload
+            ):
+                continue
+            if any(set(n.workloads) - {self.workload} for n in self.book.members(key, value)):
+                continue
+            mark = self.mark()
+            try:
+                self.fill(members, pods, d)
+            except _NoFit:
+                self.undo(mark)
+                continue
+            self.exclusive.append((key, label))
+            return True
+        return False
+
+    def pod_set(self, d: Demand, within: set[str] | None) -> None:
+        topo = d.pod_set.topology
+        members = self.all_nodes(within)
+        if topo is None:
+            self.fill(members, d.pods, d)
+            return
+        name = d.pod_set.name
+        required, preferred = topo.required, topo.preferred
+        if topo.tier is not None and self.book.topology is not None:
+            level = self.book.topology.tier(topo.tier)
+            if level is not None:
+                required, preferred = (None, level) if topo.tier_soft else (level, None)
+        size = topo.slice_size or len(d.pods)
+        slices = [d.pods[i : i + size] for i in range(0, len(d.pods), size)]
+        if topo.exclusive:
+            for i, pods in enumerate(slices):
+                if not self.exclusive_slice(topo.exclusive, pods, d):
+                    raise _NoFit(
+                        "TopologyPlacementFailed",
+                        f"pod set {name}: slice {i} of {len(slices)} ({len(pods)} pods) found "
+                        f"no whole {topo.exclusive} that no other workload uses and that "
+                        f"holds it",
+                    )
+            return
+        if topo.slice_required:
+            for i, pods in enumerate(slices):
+                if not self.in_one_domain(topo.slice_required, pods, d, within):
+                    raise _NoFit(
+                        "TopologyPlacementFailed",
+                        f"pod set {name}: no {topo.slice_required} domain has room for slice "
+                        f"{i} ({len(pods)} pods)",
+                    )
+            return
+        if required:
+            if not self.in_one_domain(required, d.pods, d, within):
+                raise _NoFit(
+                    "TopologyPlacementFailed",
+                    f"pod set {name}: no {required} domain has room for all {len(d.pods)} pods",
+                )
+            return
+        if preferred:
+            for level in self.upward(preferred):
+                if self.in_one_domain(level, d.pods, d, within):
+                    return
+        self.fill(members, d.pods, d)
+
+    def upward(self, level: str) -> list[str]:
+        """``level`` and the levels above it, nearest first."""
+        levels = list(self.book.levels)
+        if level == HOSTNAME:
+            return [HOSTNAME, *reversed(levels)]
+        if level not in levels:
+            return [level]
+        return list(reversed(levels[: levels.index(level) + 1]))
+
+    def all_nodes(self, within: set[str] | None) -> list[NodeState]:
+        nodes = self.book.ready_nodes()
+        return nodes if within is None else [n for n in nodes if n.name in within]
+
+
+def place(
+    book: NodeBook,
+    workload: str,
+    spec: WorkloadSpec,
+    want: list[Demand],
+    policy: PlacementPolicy,
+    *,
+    first_fit: bool = False,
+) -> Placement | NoPlacement:
+    """Place every pod of ``want`` or none; on success the book holds the placement."""
+    search = _Search(book, workload, policy, first_fit)
+    try:
+        if spec.gpu_group_size:
+            _in_one_group(search, spec.gpu_group_size, want)
+        else:
+            for d in want:
+                search.pod_set(d, None)
+    except _NoFit as e:
+        search.undo((0, 0))
+        return NoPlacement(e.reason, e.message)
+    placement = Placement(
+        nodes=dict(search.nodes), devices=dict(search.shares), exclusive=tuple(search.exclusive)
+    )
+    for key in placement.exclusive:
+        book.exclusive[key] = workload
+    book.held[workload] = Held(placement, {p.name: p for d in want for p in d.pods})
+    return placement
+
+
+def _device_resource(want: list[Demand]) -> str:
+    return next(
+        (r for d in want for r in WHOLE_DEVICE if d.pod_set.requests.get(r)), WHOLE_DEVICE[0]
+    )
+
+
+def _devices(node: NodeState, resource: str, free: bool) -> int:
+    if node.has_devices():
+        return node.free_devices() if free else len(node.inv.gpus)
+    return node.free.get(resource, 0) if free else node.inv.allocatable.get(resource, 0)
+
+
+def _in_one_group(search: _Search, size: int, want: list[Demand]) -> None:
+    """MetaX gpu-group-size: the lowest level where a domain holds ``size`` devices; all
+    pods in one domain of it."""
+    book = search.book
+    resource = _device_resource(want)
+    levels = [HOSTNAME, *reversed(book.levels)]
+    level = None
+    for lv in levels:
+        for members in book.domains(lv).values():
+            if sum(_devices(n, resource, False) for n in members) >= size:
+                level = lv
+                break
+        if level is not None:
+            break
+    if level is None:
+        raise _NoFit(
+            "TopologyPlacementFailed",
+            f"no topology domain at any level holds {size} devices (gpu-group-size {size})",
+        )
+    needed = sum(
+        len(d.pods) * (d.pods[0].device.count if d.pods and d.pods[0].device else 0) for d in want
+    )
+
+    def free(members: list[NodeState]) -> int:
+        return sum(_devices(n, resource, True) for n in members)
+
+    for _, members in sorted(
+        book.domains(level).items(), key=lambda kv: (free(kv[1]), kv[1][0].order)
+    ):
+        if free(members) < needed:
+            continue
+        within = {n.name for n in members}
+        mark = search.mark()
+        try:
+            for d in want:
+                search.pod_set(d, within)
+            return
+        except _NoFit:
+            search.undo(mark)
+    raise _NoFit(
+        "TopologyPlacementFailed",
+        f"no {level} group has room for all {size} GPUs of the gang (gpu-group-size "
+        f"{size}); waiting for one to free up",
+    )

@@ -1,0 +1,74 @@
+"""Quota and placement together: a workload whose pod sets existing nodes can hold is
+admitted only when every pod has a place (all or none); the placement goes into its
+``QuotaReserved``. Workloads that no existing node could ever take go to the
+provisioner, as before.
+
+Where a workload goes is decided from what nodes the cluster has (declared, or
+registered by agents) and the pod sets' selectors and tolerations, flavor labels
+included: it does not depend on which nodes happen to be free, so it is stable.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+
+from muster.core.model.workload import Toleration
+from muster.core.placement.book import Placement, matches, tolerated
+from muster.core.placement.engine import NoPlacement, demands, place
+from muster.core.queueing.flavors import Assignment, Unassignable
+from muster.core.queueing.state import QueueState, WorkloadEntry
+
+
+def injected_tolerations(
+    state: QueueState, outcome: Assignment
+) -> dict[str, tuple[Toleration, ...]]:
+    """Each pod set gets its flavors' tolerations, as Kueue injects them into the pods."""
+    out: dict[str, tuple[Toleration, ...]] = {}
+    for ps, per_resource in outcome.flavors.items():
+        names = sorted(set(per_resource.values()))
+        tolerations = tuple(
+            t for f in names if f in state.flavors for t in state.flavors[f].tolerations
+        )
+        if tolerations:
+            out[ps] = tolerations
+    return out
+
+
+def on_nodes(
+    state: QueueState,
+    wl: WorkloadEntry,
+    selectors: Mapping[str, Mapping[str, str]],
+    tolerations: Mapping[str, tuple[Toleration, ...]],
+) -> bool:
+    """Every pod set could run on some node the cluster has (ignoring what is in use)."""
+    if not state.inventory or wl.spec.consumes is not None:
+        return False
+    for ps in wl.spec.pod_sets:
+        selector = {**ps.node_selector, **selectors.get(ps.name, {})}
+        tols = (*ps.tolerations, *tolerations.get(ps.name, ()))
+        if not any(
+            matches(node, selector) and tolerated(node, tols) is None
+            for node in state.inventory.values()
+        ):
+            return False
+    return True
+
+
+def try_place(
+    state: QueueState,
+    wl: WorkloadEntry,
+    cluster_queue: str,
+    outcome: Assignment,
+    counts: Mapping[str, int],
+) -> Placement | Unassignable | None:
+    """The workload's placement (the book holds it), why there is none, or None when the
+    provisioner will make its nodes."""
+    tolerations = injected_tolerations(state, outcome)
+    if not on_nodes(state, wl, outcome.node_selectors, tolerations):
+        return None
+    cq = state.cluster_queues[cluster_queue]
+    want = demands(wl.spec, counts, outcome.node_selectors, tolerations)
+    got = place(state.book, wl.id, wl.spec, want, wl.spec.placement or cq.placement)
+    if isinstance(got, NoPlacement):
+        return Unassignable(got.reason, f"couldn't place the gang: {got.message}")
+    return got

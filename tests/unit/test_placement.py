@@ -1,0 +1,427 @@
+"""The placement engine on small clusters: gangs, topology, exclusivity, GPU sharing."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from muster.core.model import parse
+from muster.core.model.inventory import TopologySpec
+from muster.core.model.workload import PlacementPolicy, WorkloadSpec
+from muster.core.placement.book import NodeBook, Placement
+from muster.core.placement.engine import NoPlacement, demands, place
+
+GPU = "nvidia.com/gpu"
+MX = "metax-tech.com/gpu"
+
+
+def book_of(cluster: dict[str, Any]) -> NodeBook:
+    spec = parse.cluster({"name": "c", "zones": ["z"], **cluster})
+    book = NodeBook(spec.topology)
+    for node in spec.nodes:
+        book.register(node)
+    return book
+
+
+def workload(name: str = "w", **fields: Any) -> WorkloadSpec:
+    return parse.workload({"name": name, "queueName": "q", **fields})
+
+
+def try_place(
+    book: NodeBook, spec: WorkloadSpec, policy: PlacementPolicy | None = None, **kw: Any
+) -> Placement | NoPlacement:
+    return place(book, spec.name, spec, demands(spec), policy or PlacementPolicy(), **kw)
+
+
+def gpu_nodes(name: str, count: int, gpus: int, **extra: Any) -> dict[str, Any]:
+    return {
+        "name": name,
+        "count": count,
+        "allocatable": {"cpu": 64, GPU: gpus},
+        "gpus": {"count": gpus, "model": "NVIDIA-A100", "memory": "80Gi"},
+        **extra,
+    }
+
+
+def test_a_gang_is_placed_whole_or_not_at_all() -> None:
+    book = book_of({"nodes": [gpu_nodes("n", 2, 8)]})
+    big = workload("big", podSets=[{"count": 3, "requests": {GPU: 8}}])
+    out = try_place(book, big)
+    assert isinstance(out, NoPlacement)
+    assert out.message.endswith("0/2 nodes are available: 2 Insufficient nvidia.com/gpu")
+    # nothing of the failed gang stays charged
+    assert all(n.pods == 0 and n.free_devices() == 8 for n in book.nodes.values())
+    fits = workload("fits", podSets=[{"count": 2, "requests": {GPU: 8}}])
+    got = try_place(book, fits)
+    assert isinstance(got, Placement)
+    assert sorted(got.nodes.values()) == ["n-0", "n-1"]
+    assert all(len(s) == 8 for s in got.devices.values())
+
+
+def test_binpack_keeps_whole_nodes_free_and_spread_does_not() -> None:
+    for policy, expect_free in (("binpack", 1), ("spread", 0)):
+        book = book_of({"nodes": [gpu_nodes("n", 2, 8)]})
+        for i in range(4):
+            spec = workload(f"w{i}", podSets=[{"count": 1, "requests": {GPU: 2}}])
+            assert isinstance(
+                try_place(book, spec, PlacementPolicy(node=policy)),  # type: ignore[arg-type]
+                Placement,
+            )
+        assert book.fragmentation()["free_nodes"] == expect_free, policy
+
+
+def test_release_gives_everything_back() -> None:
+    book = book_of({"nodes": [gpu_nodes("n", 1, 8)]})
+    spec = workload(podSets=[{"count": 2, "requests": {GPU: 4}}])
+    assert isinstance(try_place(book, spec), Placement)
+    assert book.nodes["n"].free_devices() == 0
+    book.release("w")
+    assert book.nodes["n"].free_devices() == 8 and book.nodes["n"].pods == 0
+
+
+def test_node_selector_on_gpu_model_is_a_hard_constraint() -> None:
+    """S8: the pod only ever lands on a Tesla-V100 node."""
+    label = "feature.node.kubernetes.io/gpu-model.nvidia.com"
+    book = book_of(
+        {
+            "nodes": [
+                gpu_nodes("a100", 2, 4, labels={label: "A100"}),
+                gpu_nodes("v100", 1, 1, labels={label: "Tesla-V100"}),
+            ]
+        }
+    )
+    pod = workload(
+        podSets=[{"count": 1, "requests": {GPU: 1}, "nodeSelector": {label: "Tesla-V100"}}]
+    )
+    got = try_place(book, pod)
+    assert isinstance(got, Placement) and got.nodes == {"main-0": "v100"}
+    again = try_place(book, workload("w2", podSets=pod_sets_of(pod)))
+    assert isinstance(again, NoPlacement)
+    assert "2 node(s) didn't match Pod's node affinity/selector" in again.message
+    assert "1 Insufficient nvidia.com/gpu" in again.message
+
+
+def pod_sets_of(spec: WorkloadSpec) -> list[dict[str, Any]]:
+    return [
+        {
+            "name": ps.name,
+            "count": ps.count,
+            "requests": dict(ps.requests),
+            "nodeSelector": dict(ps.node_selector),
+        }
+        for ps in spec.pod_sets
+    ]
+
+
+def sgpu_book() -> NodeBook:
+    return book_of(
+        {
+            "nodes": [
+                {
+                    "name": "sgpu-node",
+                    "allocatable": {"metax-tech.com/sgpu": 16},
+                    "gpus": {"count": 1, "model": "MXC500", "memory": "64Gi", "split": 16},
+                }
+            ]
+        }
+    )
+
+
+def shared(name: str, vcore: int, vmemory: int) -> WorkloadSpec:
+    return workload(
+        name,
+        podSets=[
+            {
+                "count": 1,
+                "requests": {
+                    "metax-tech.com/sgpu": 1,
+                    "metax-tech.com/vcore": vcore,
+                    "metax-tech.com/vmemory": vmemory,
+                },
+            }
+        ],
+    )
+
+
+def test_s7_two_60_percent_pods_cannot_share_but_60_and_40_can() -> None:
+    book = sgpu_book()
+    assert isinstance(try_place(book, shared("a", 60, 4)), Placement)
+    second = try_place(book, shared("b", 60, 4))
+    assert isinstance(second, NoPlacement) and "CardInsufficientCore" in second.message
+    third = try_place(book, shared("c", 40, 4))
+    assert isinstance(third, Placement)
+    (share,) = third.devices["main-0"]
+    assert share.cores == 40 and share.memory_mib == 4096
+    use = book.nodes["sgpu-node"].devices[0]
+    assert use.cores == 100 and use.pods == 2
+
+
+def test_s7_vmemory_never_exceeds_the_device() -> None:
+    book = sgpu_book()
+    assert isinstance(try_place(book, shared("a", 10, 40)), Placement)
+    out = try_place(book, shared("b", 10, 30))
+    assert isinstance(out, NoPlacement) and "CardInsufficientMemory" in out.message
+    assert isinstance(try_place(book, shared("c", 10, 24)), Placement)
+
+
+def test_split_count_bounds_the_pods_on_one_device() -> None:
+    book = book_of(
+        {
+            "nodes": [
+                {
+                    "name": "n",
+                    "allocatable": {GPU: 1},
+                    "gpus": {"count": 1, "model": "A10", "memory": "24Gi", "split": 2},
+                }
+            ]
+        }
+    )
+    ask = {GPU: 1, "nvidia.com/gpucores": 10, "nvidia.com/gpumem": 1000}
+    for i in range(2):
+        assert isinstance(
+            try_place(book, workload(f"w{i}", podSets=[{"count": 1, "requests": ask}])), Placement
+        )
+    out = try_place(book, workload("w3", podSets=[{"count": 1, "requests": ask}]))
+    assert isinstance(out, NoPlacement) and "CardTimeSlicingExhausted" in out.message
+
+
+def test_100_percent_cores_is_exclusive() -> None:
+    book = sgpu_book()
+    assert isinstance(try_place(book, shared("a", 10, 1)), Placement)
+    out = try_place(book, shared("b", 100, 1))
+    assert isinstance(out, NoPlacement) and "ExclusiveDeviceAllocateConflict" in out.message
+
+
+def test_device_type_and_uuid_lists() -> None:
+    book = book_of(
+        {
+            "nodes": [
+                gpu_nodes("a", 1, 2),
+                {
+                    "name": "v",
+                    "allocatable": {GPU: 2},
+                    "gpus": {"count": 2, "model": "NVIDIA-Tesla V100-PCIE-32GB", "memory": "32Gi"},
+                },
+            ]
+        }
+    )
+    only_v100 = workload(
+        podSets=[{"count": 1, "requests": {GPU: 1}, "devices": {"useTypes": ["v100"]}}]
+    )
+    got = try_place(book, only_v100)
+    assert isinstance(got, Placement) and got.nodes["main-0"] == "v"
+    not_uuid = workload(
+        "w2",
+        podSets=[
+            {
+                "count": 1,
+                "requests": {GPU: 1},
+                "devices": {"avoidUuids": ["GPU-a-0", "GPU-a-1"], "avoidTypes": ["V100"]},
+            }
+        ],
+    )
+    out = try_place(book, not_uuid)
+    assert isinstance(out, NoPlacement)
+
+
+def test_taints_need_tolerations() -> None:
+    book = book_of({"nodes": [gpu_nodes("t", 1, 1, taints=[{"key": "gpu", "value": "yes"}])]})
+    out = try_place(book, workload(podSets=[{"count": 1, "requests": {GPU: 1}}]))
+    assert isinstance(out, NoPlacement) and "untolerated taint {gpu: yes}" in out.message
+    ok = workload(
+        "w2",
+        podSets=[
+            {
+                "count": 1,
+                "requests": {GPU: 1},
+                "tolerations": [{"key": "gpu", "operator": "Exists"}],
+            }
+        ],
+    )
+    assert isinstance(try_place(book, ok), Placement)
+
+
+def tpu_pools() -> NodeBook:
+    pool = "cloud.google.com/gke-nodepool"
+    return book_of(
+        {
+            "nodes": [
+                {
+                    "name": f"pool{p}",
+                    "count": 2,
+                    "allocatable": {"google.com/tpu": 4},
+                    "labels": {pool: f"pool{p}"},
+                }
+                for p in range(3)
+            ]
+        }
+    )
+
+
+def slices(name: str, replicas: int) -> WorkloadSpec:
+    return workload(
+        name,
+        podSets=[
+            {
+                "name": "slice",
+                "count": 2 * replicas,
+                "requests": {"google.com/tpu": 4},
+                "topology": {"exclusive": "cloud.google.com/gke-nodepool", "sliceSize": 2},
+            }
+        ],
+    )
+
+
+def test_s3_each_slice_owns_a_whole_pool_shared_with_no_other_job() -> None:
+    book = tpu_pools()
+    one = try_place(book, slices("one", 1))
+    assert isinstance(one, Placement)
+    pools_of_one = {n.split("-")[0] for n in one.nodes.values()}
+    assert len(pools_of_one) == 1
+    two = try_place(book, slices("two", 2))
+    assert isinstance(two, Placement)
+    pools_of_two = {n.split("-")[0] for n in two.nodes.values()}
+    assert len(pools_of_two) == 2 and not pools_of_two & pools_of_one
+    three = try_place(book, slices("three", 1))
+    assert isinstance(three, NoPlacement) and three.reason == "TopologyPlacementFailed"
+    book.release("one")
+    assert isinstance(try_place(book, slices("three", 1)), Placement)
+
+
+def test_an_exclusive_pool_is_not_taken_when_another_job_has_pods_on_it() -> None:
+    book = tpu_pools()
+    loose = workload("loose", podSets=[{"count": 1, "requests": {"google.com/tpu": 1}}])
+    assert isinstance(try_place(book, loose), Placement)
+    got = try_place(book, slices("three", 3))
+    assert isinstance(got, NoPlacement)
+    got = try_place(book, slices("two", 2))
+    assert isinstance(got, Placement)
+    loose_pool = book.held["loose"].placement.nodes["main-0"].split("-")[0]
+    assert loose_pool not in {n.split("-")[0] for n in got.nodes.values()}
+
+
+def supernodes() -> NodeBook:
+    """sb1/df1 holds 8 nodes x 8 GPUs (64); sb2 holds two dragonflies of 4 nodes (32 each)."""
+    nodes = [gpu_nodes("a", 8, 8), gpu_nodes("b", 8, 8)]
+
+    def df(name: str, members: list[str]) -> dict[str, Any]:
+        return {
+            "name": name,
+            "kind": "dragonfly",
+            "child": [{"name": m, "kind": "node"} for m in members],
+        }
+
+    tree = [
+        {"name": "sb1", "kind": "switchbox", "child": [df("df1", [f"a-{i}" for i in range(8)])]},
+        {
+            "name": "sb2",
+            "kind": "switchbox",
+            "child": [
+                df("df2", [f"b-{i}" for i in range(4)]),
+                df("df3", [f"b-{i}" for i in range(4, 8)]),
+            ],
+        },
+    ]
+    return book_of({"nodes": nodes, "topology": {"hyperNodes": tree}})
+
+
+def gang64(name: str) -> WorkloadSpec:
+    return workload(
+        name,
+        gpuGroupSize=64,
+        podSets=[
+            {"name": "master", "count": 1, "requests": {GPU: 8}},
+            {"name": "worker", "count": 7, "requests": {GPU: 8}},
+        ],
+    )
+
+
+def test_s5_a_64_gpu_group_goes_in_one_dragonfly_that_holds_64_or_waits() -> None:
+    book = supernodes()
+    got = try_place(book, gang64("first"))
+    assert isinstance(got, Placement)
+    assert {n[0] for n in got.nodes.values()} == {"a"}  # df1, the only dragonfly of 64
+    second = try_place(book, gang64("second"))
+    # sb2 has 64 GPUs free, but in two dragonflies of 32: never split across groups
+    assert isinstance(second, NoPlacement) and "dragonfly" in second.message
+    assert all(n.pods == 0 for name, n in book.nodes.items() if name.startswith("b"))
+
+
+def test_required_level_keeps_a_pod_set_in_one_domain() -> None:
+    book = supernodes()
+    spec = workload(
+        podSets=[
+            {
+                "count": 6,
+                "requests": {GPU: 8},
+                "topology": {"required": "topology.muster.dev/dragonfly"},
+            }
+        ]
+    )
+    got = try_place(book, spec)
+    assert isinstance(got, Placement)
+    # best fit: the tightest dragonfly that holds 6 nodes is df1 (df2/df3 hold 4)
+    assert {n[0] for n in got.nodes.values()} == {"a"}
+    again = try_place(
+        book,
+        workload(
+            "w2",
+            podSets=[
+                {
+                    "count": 6,
+                    "requests": {GPU: 8},
+                    "topology": {"required": "topology.muster.dev/dragonfly"},
+                }
+            ],
+        ),
+    )
+    assert isinstance(again, NoPlacement)
+
+
+def test_preferred_level_climbs_then_spreads() -> None:
+    book = supernodes()
+    spec = workload(
+        podSets=[
+            {
+                "count": 8,
+                "requests": {GPU: 8},
+                "topology": {"preferred": "topology.muster.dev/dragonfly"},
+            }
+        ]
+    )
+    assert isinstance(try_place(book, spec), Placement)  # df1 whole
+    spec2 = workload(
+        "w2",
+        podSets=[
+            {
+                "count": 8,
+                "requests": {GPU: 8},
+                "topology": {"preferred": "topology.muster.dev/dragonfly"},
+            }
+        ],
+    )
+    got = try_place(book, spec2)
+    assert isinstance(got, Placement)  # climbs to sb2, both dragonflies
+    assert {n[0] for n in got.nodes.values()} == {"b"}
+
+
+def test_best_fit_picks_the_tightest_domain_and_first_fit_the_first() -> None:
+    # df1 (64 GPUs) registered first, df2/df3 (32 each) after: a 4-node gang fits both.
+    spec = workload(
+        podSets=[
+            {
+                "count": 4,
+                "requests": {GPU: 8},
+                "topology": {"required": "topology.muster.dev/dragonfly"},
+            }
+        ]
+    )
+    best = try_place(supernodes(), spec)
+    first = try_place(supernodes(), spec, first_fit=True)
+    assert isinstance(best, Placement) and isinstance(first, Placement)
+    assert {n[0] for n in best.nodes.values()} == {"b"}
+    assert {n[0] for n in first.nodes.values()} == {"a"}
+
+
+def test_volcano_tiers_map_to_levels() -> None:
+    topo = TopologySpec(levels=("sb", "df"))
+    assert topo.tier(1) == "df" and topo.tier(2) == "sb" and topo.tier(3) is None
