@@ -34,8 +34,12 @@ GPU = "nvidia.com/gpu"
 ZONE_LABEL = "topology.kubernetes.io/zone"
 TERMINAL = (qev.WorkloadFinished, qev.WorkloadCancelled, qev.WorkloadRejected)
 
-SETTINGS = settings(max_examples=50, deadline=None, database=None,
-                    suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
+SETTINGS = settings(
+    max_examples=50,
+    deadline=None,
+    database=None,
+    suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large],
+)
 
 
 # -- inputs -----------------------------------------------------------------------------
@@ -51,8 +55,10 @@ class Scenario:
 
     def deciders(self) -> list[Decider[Any]]:
         agents: list[Decider[Any]] = (
-            [NodeAgentDecider()] if self.shards == 1
-            else [NodeAgentDecider(i, self.shards) for i in range(self.shards)])
+            [NodeAgentDecider()]
+            if self.shards == 1
+            else [NodeAgentDecider(i, self.shards) for i in range(self.shards)]
+        )
         return [QueueDecider(), ProvisionerDecider(), *agents]
 
     def harness(self) -> Harness:
@@ -83,17 +89,26 @@ def scenarios(draw: st.DrawFn, feasible: bool | None = None) -> Scenario:
     pools = []
     for i, gpus in enumerate(pool_gpus):
         pool: dict[str, Any] = {
-            "name": f"pool{i}", "machineType": f"m{gpus}", "allocatable": {GPU: gpus},
+            "name": f"pool{i}",
+            "machineType": f"m{gpus}",
+            "allocatable": {GPU: gpus},
             "labels": {"pool": f"pool{i}"},
             "provisioningDelaySeconds": draw(st.sampled_from([0, 0, 1, 2.5, 30])),
-            "maxNodes": draw(st.integers(MAX_NODES_PER_REQUEST, 30)) if feasible
+            "maxNodes": draw(st.integers(MAX_NODES_PER_REQUEST, 30))
+            if feasible
             else draw(st.integers(0, 30)),
         }
         if draw(st.integers(0, 3)):  # mostly stepped capacity
-            steps = draw(st.lists(
-                st.tuples(st.integers(0, 400),
-                          st.dictionaries(st.sampled_from(zones), st.integers(0, 6))),
-                min_size=1, max_size=3))
+            steps = draw(
+                st.lists(
+                    st.tuples(
+                        st.integers(0, 400),
+                        st.dictionaries(st.sampled_from(zones), st.integers(0, 6)),
+                    ),
+                    min_size=1,
+                    max_size=3,
+                )
+            )
             capacity = [{"at": at, "zones": counts} for at, counts in steps]
             if feasible:
                 last = max(at for at, _ in steps) + draw(st.integers(1, 200))
@@ -116,22 +131,32 @@ def scenarios(draw: st.DrawFn, feasible: bool | None = None) -> Scenario:
     for q in range(n_queues):
         flavors = []
         for i in order:
-            nominal = (draw(st.integers(max_total, 3 * max_total)) if feasible
-                       else draw(st.integers(0, 3 * max_total)))
+            nominal = (
+                draw(st.integers(max_total, 3 * max_total))
+                if feasible
+                else draw(st.integers(0, 3 * max_total))
+            )
             flavors.append({"name": f"f{i}", "resources": [{"name": GPU, "nominalQuota": nominal}]})
-        queues.append({"name": f"cq{q}",
-                       "queueingStrategy": draw(st.sampled_from(["BestEffortFIFO", "StrictFIFO"])),
-                       "resourceGroups": [{"coveredResources": [GPU], "flavors": flavors}]})
+        queues.append(
+            {
+                "name": f"cq{q}",
+                "queueingStrategy": draw(st.sampled_from(["BestEffortFIFO", "StrictFIFO"])),
+                "resourceGroups": [{"coveredResources": [GPU], "flavors": flavors}],
+            }
+        )
     cluster: dict[str, Any] = {
         "name": "prop",
         "region": "r1",
         "zones": zones,
         "nodePools": pools,
-        "resourceFlavors": [{"name": f"f{i}", "nodeLabels": {"pool": f"pool{i}"}}
-                            for i in range(n_pools)],
+        "resourceFlavors": [
+            {"name": f"f{i}", "nodeLabels": {"pool": f"pool{i}"}} for i in range(n_pools)
+        ],
         "clusterQueues": queues,
-        "localQueues": [{"namespace": "default", "name": f"lq{q}", "clusterQueue": f"cq{q}"}
-                        for q in range(n_queues)],
+        "localQueues": [
+            {"namespace": "default", "name": f"lq{q}", "clusterQueue": f"cq{q}"}
+            for q in range(n_queues)
+        ],
     }
     if draw(st.booleans()):
         most = MAX_NODES_PER_REQUEST * max(pool_gpus)
@@ -143,9 +168,11 @@ def scenarios(draw: st.DrawFn, feasible: bool | None = None) -> Scenario:
         sets = []
         for s in range(draw(st.integers(1, MAX_POD_SETS))):
             pod_set: dict[str, Any] = {
-                "name": f"ps{s}", "count": draw(st.integers(1, MAX_PODS_PER_SET)),
-                "requests": {GPU: draw(st.sampled_from(
-                    pod_gpus if feasible else [1, 2, 4, 8, 16]))},
+                "name": f"ps{s}",
+                "count": draw(st.integers(1, MAX_PODS_PER_SET)),
+                "requests": {
+                    GPU: draw(st.sampled_from(pod_gpus if feasible else [1, 2, 4, 8, 16]))
+                },
             }
             if n_pools > 1 and draw(st.integers(0, 4)) == 0:
                 pod_set["nodeSelector"] = {"pool": f"pool{draw(st.integers(0, n_pools - 1))}"}
@@ -154,10 +181,14 @@ def scenarios(draw: st.DrawFn, feasible: bool | None = None) -> Scenario:
         if not feasible and draw(st.integers(0, 9)) == 0:
             queue = "missing"
         doc = {
-            "name": f"job{n}", "queueName": queue, "priority": draw(st.integers(0, 3)),
+            "name": f"job{n}",
+            "queueName": queue,
+            "priority": draw(st.integers(0, 3)),
             "podSets": sets,
-            "runtime": {"durationSeconds": draw(st.integers(1, 200)),
-                        "exitCode": draw(st.sampled_from([0, 0, 0, 1]))},
+            "runtime": {
+                "durationSeconds": draw(st.integers(1, 200)),
+                "exitCode": draw(st.sampled_from([0, 0, 0, 1])),
+            },
         }
         at = draw(st.integers(0, 300)) + draw(st.sampled_from([0.0, 0.25, 0.5]))
         workloads.append((float(at), f"w{n}", doc))
@@ -181,8 +212,14 @@ class QuotaChecker:
     holding: dict[str, tuple[str, dict[tuple[str, str], int]]] = field(default_factory=dict)
 
     def local_queue(self, spec: WorkloadSpec) -> str | None:
-        lq = next((q for q in self.cluster.local_queues
-                   if (q.namespace, q.name) == (spec.namespace, spec.queue_name)), None)
+        lq = next(
+            (
+                q
+                for q in self.cluster.local_queues
+                if (q.namespace, q.name) == (spec.namespace, spec.queue_name)
+            ),
+            None,
+        )
         return lq.cluster_queue if lq else None
 
     def fold(self, env: Envelope) -> None:
@@ -190,7 +227,9 @@ class QuotaChecker:
         if isinstance(ev, qev.ClusterQueueConfigured):
             self.nominal[ev.spec.name] = {
                 fq.name: {q.name: q.nominal_quota for q in fq.resources}
-                for g in ev.spec.resource_groups for fq in g.flavors}
+                for g in ev.spec.resource_groups
+                for fq in g.flavors
+            }
             self.usage.setdefault(ev.spec.name, {})
         elif isinstance(ev, wev.WorkloadSubmitted):
             self.specs[ev.workload_id] = ev.spec
@@ -232,7 +271,8 @@ class QuotaChecker:
             for (flavor, resource), qty in used.items():
                 limit = self.nominal[cq].get(flavor, {}).get(resource, 0)
                 assert 0 <= qty <= limit, (
-                    f"{cq}/{flavor}/{resource}: {qty} > {limit} after position {env.position}")
+                    f"{cq}/{flavor}/{resource}: {qty} > {limit} after position {env.position}"
+                )
 
 
 def check_quota(h: Harness, cluster: ClusterSpec) -> QuotaChecker:
@@ -286,8 +326,9 @@ def check_provisioning(log: Iterable[Envelope], cluster: ClusterSpec) -> None:
             assert request == f"{ev.workload_id}.{ev.attempt}"
 
 
-def check_capacity(cluster: ClusterSpec, live: dict[str, pev.NodesCreating],
-                   new: pev.NodesCreating, elapsed: float) -> None:
+def check_capacity(
+    cluster: ClusterSpec, live: dict[str, pev.NodesCreating], new: pev.NodesCreating, elapsed: float
+) -> None:
     """At a claim, the claimed zone has room for every live node of the pools claimed in
     it (capacity may later shrink under running nodes: that is no violation)."""
     per_zone: dict[tuple[str, str], int] = {}
@@ -303,8 +344,12 @@ def check_capacity(cluster: ClusterSpec, live: dict[str, pev.NodesCreating],
         assert per_zone[(pool_name, new.zone)] <= room, (pool_name, new.zone, elapsed)
         assert per_pool[pool_name] <= pool.max_nodes, pool_name
     for quota in cluster.quotas:
-        used = sum(n.allocatable.get(quota.resource, 0) for ev in live.values()
-                   for n in ev.nodes if quota.covers(n.pool))
+        used = sum(
+            n.allocatable.get(quota.resource, 0)
+            for ev in live.values()
+            for n in ev.nodes
+            if quota.covers(n.pool)
+        )
         assert used <= quota.limit, (quota.name, used, quota.limit)
 
 
@@ -325,8 +370,9 @@ def test_quota_is_never_exceeded(sc: Scenario) -> None:
     queue = h.runners[0].state
     for cq, used in checker.usage.items():
         mine = {k: q for k, q in used.items() if q}
-        theirs = {(f, r): q for f, res in queue.usage.get(cq, {}).items()
-                  for r, q in res.items() if q}
+        theirs = {
+            (f, r): q for f, res in queue.usage.get(cq, {}).items() for r, q in res.items() if q
+        }
         assert mine == theirs
     assert set(checker.holding) == {w.id for w in queue.workloads.values() if w.holds_quota}
 
@@ -358,7 +404,8 @@ def test_runs_are_deterministic(sc: Scenario) -> None:
     first, second = sc.run(), sc.run()
     assert wire(first) == wire(second)
     assert [(e.producer, e.causation_id, e.correlation_id) for e in first.log.envelopes] == [
-        (e.producer, e.causation_id, e.correlation_id) for e in second.log.envelopes]
+        (e.producer, e.causation_id, e.correlation_id) for e in second.log.envelopes
+    ]
 
 
 @SETTINGS
@@ -392,8 +439,9 @@ def test_every_workload_ends_exactly_once(sc: Scenario) -> None:
     # Everything was let go of.
     queue, provisioner, *agents = h.runners
     assert all(w.status in ("Finished", "Cancelled") for w in queue.state.workloads.values())
-    assert not any(q for res in queue.state.usage.values() for fl in res.values()
-                   for q in fl.values())
+    assert not any(
+        q for res in queue.state.usage.values() for fl in res.values() for q in fl.values()
+    )
     assert provisioner.decider.summary(provisioner.state)["nodes_in_use"] == {}
     assert not any(provisioner.state.quota_used.values())
     for agent in agents:

@@ -89,9 +89,14 @@ def test_sim_reports_skipped_kinds_on_stderr(
     files: dict[str, Path], capsys: pytest.CaptureFixture[str]
 ) -> None:
     argv = ["sim", "--cluster", str(files["cluster"]), "--workloads"]
-    code, out, err = run([*argv, str(files["volcano/job-regular.yaml"]), "--json"], capsys)
+    topology = files["cluster"].parent / "topology.yaml"
+    topology.write_text(
+        "apiVersion: kueue.x-k8s.io/v1beta1\nkind: Topology\nmetadata: {name: default}\n"
+        "spec: {levels: [{nodeLabel: kubernetes.io/hostname}]}\n"
+    )
+    code, out, err = run([*argv, str(topology), "--json"], capsys)
     assert code == 0
-    assert f"{files['volcano/job-regular.yaml']}: Job job-demo: Volcano jobs are not " in err
+    assert f"{topology}: Topology default: not a queueing object, ignored" in err
     assert json.loads(out.splitlines()[-1])["summary"]["workloads"] == 0
 
 

@@ -28,27 +28,43 @@ CLUSTER: dict[str, Any] = {
     "name": "test",
     "region": "r1",
     "zones": ["r1-a", "r1-b"],
-    "nodePools": [{"name": "gpu", "machineType": "m", "allocatable": {GPU: 8},
-                   "provisioningDelaySeconds": 5}],
+    "nodePools": [
+        {"name": "gpu", "machineType": "m", "allocatable": {GPU: 8}, "provisioningDelaySeconds": 5}
+    ],
     "resourceFlavors": [{"name": "gpu"}],
-    "clusterQueues": [{"name": "cq", "resourceGroups": [{
-        "coveredResources": [GPU],
-        "flavors": [{"name": "gpu", "resources": [{"name": GPU, "nominalQuota": 1000}]}],
-    }]}],
+    "clusterQueues": [
+        {
+            "name": "cq",
+            "resourceGroups": [
+                {
+                    "coveredResources": [GPU],
+                    "flavors": [
+                        {"name": "gpu", "resources": [{"name": GPU, "nominalQuota": 1000}]}
+                    ],
+                }
+            ],
+        }
+    ],
     "localQueues": [{"namespace": "default", "name": "lq", "clusterQueue": "cq"}],
 }
 
 
-def workload_doc(name: str, count: int = 1, gpus: int = 8, duration: float = 30,
-                 exit_code: int = 0) -> dict[str, Any]:
-    return {"name": name, "queueName": "lq",
-            "podSets": [{"name": "w", "count": count, "requests": {GPU: gpus}}],
-            "runtime": {"durationSeconds": duration, "exitCode": exit_code}}
+def workload_doc(
+    name: str, count: int = 1, gpus: int = 8, duration: float = 30, exit_code: int = 0
+) -> dict[str, Any]:
+    return {
+        "name": name,
+        "queueName": "lq",
+        "podSets": [{"name": "w", "count": count, "requests": {GPU: gpus}}],
+        "runtime": {"durationSeconds": duration, "exitCode": exit_code},
+    }
 
 
-def run(workloads: Iterable[tuple[float, dict[str, Any]]],
-        agents: Sequence[Decider[Any]] | None = None,
-        cancels: Iterable[tuple[float, str]] = ()) -> Harness:
+def run(
+    workloads: Iterable[tuple[float, dict[str, Any]]],
+    agents: Sequence[Decider[Any]] | None = None,
+    cancels: Iterable[tuple[float, str]] = (),
+) -> Harness:
     deciders: list[Decider[Any]] = [QueueDecider(), ProvisionerDecider()]
     deciders += list(agents) if agents is not None else [NodeAgentDecider()]
     h = build(parse.cluster(CLUSTER), submissions(workloads), cancels, deciders)
@@ -57,8 +73,12 @@ def run(workloads: Iterable[tuple[float, dict[str, Any]]],
 
 
 def of(h: Harness, cls: type[E], workload: str | None = None) -> list[tuple[Envelope, E]]:
-    return [(env, env.event) for env in h.log.envelopes if isinstance(env.event, cls)
-            and (workload is None or getattr(env.event, "workload_id", None) == workload)]
+    return [
+        (env, env.event)
+        for env in h.log.envelopes
+        if isinstance(env.event, cls)
+        and (workload is None or getattr(env.event, "workload_id", None) == workload)
+    ]
 
 
 def test_pods_start_when_their_nodes_register() -> None:
@@ -78,7 +98,7 @@ def test_pods_start_when_their_nodes_register() -> None:
         assert env.occurred_at == reg.occurred_at == 7.0
         assert ev.finishes_at == 37.0
     # Registration carries what the provisioner created.
-    (_, creating), = of(h, pev.NodesCreating)
+    ((_, creating),) = of(h, pev.NodesCreating)
     for spec in creating.nodes:
         env = registered[spec.name]
         assert env.event.allocatable == spec.allocatable  # type: ignore[attr-defined]
@@ -87,19 +107,21 @@ def test_pods_start_when_their_nodes_register() -> None:
 
 def test_pods_are_placed_where_the_provisioner_said() -> None:
     h = run([(0, workload_doc("packed", count=4, gpus=4))])  # two pods a node
-    (_, up), = of(h, pev.ProvisioningProvisioned)
-    (_, admitted), = of(h, qev.WorkloadAdmitted, "packed")
+    ((_, up),) = of(h, pev.ProvisioningProvisioned)
+    ((_, admitted),) = of(h, qev.WorkloadAdmitted, "packed")
     assert admitted.placements == up.assignments
     assert len(set(up.assignments.values())) == 2
     assert {ev.pod: ev.node for _, ev in of(h, nev.PodStarted, "packed")} == dict(up.assignments)
 
 
 def test_pods_finish_at_start_plus_duration() -> None:
-    h = run([(0, workload_doc("a", count=2, duration=30)),
-             (1.5, workload_doc("b", duration=12.25))])
+    h = run(
+        [(0, workload_doc("a", count=2, duration=30)), (1.5, workload_doc("b", duration=12.25))]
+    )
     for wid, duration in (("a", 30.0), ("b", 12.25)):
-        started = {ev.pod: (env.occurred_at, ev.finishes_at)
-                   for env, ev in of(h, nev.PodStarted, wid)}
+        started = {
+            ev.pod: (env.occurred_at, ev.finishes_at) for env, ev in of(h, nev.PodStarted, wid)
+        }
         done = {ev.pod: env.occurred_at for env, ev in of(h, nev.PodSucceeded, wid)}
         assert started.keys() == done.keys()
         for pod, (start, finishes_at) in started.items():
@@ -108,9 +130,13 @@ def test_pods_finish_at_start_plus_duration() -> None:
         assert of(h, nev.PodFailed, wid) == []
     assert [env.occurred_at for env, _ in of(h, nev.PodSucceeded, "a")] == [35.0, 35.0]
     assert [env.occurred_at for env, _ in of(h, nev.PodSucceeded, "b")] == [18.75]
-    (env, fin), = of(h, qev.WorkloadFinished, "a")
+    ((env, fin),) = of(h, qev.WorkloadFinished, "a")
     assert (env.occurred_at, fin.outcome, fin.reason, fin.message) == (
-        35.0, "Succeeded", "Succeeded", "all 2 pods succeeded")
+        35.0,
+        "Succeeded",
+        "Succeeded",
+        "all 2 pods succeeded",
+    )
 
 
 def test_non_zero_exit_code_fails_the_pod_and_the_workload() -> None:
@@ -120,7 +146,7 @@ def test_non_zero_exit_code_fails_the_pod_and_the_workload() -> None:
     assert all((ev.exit_code, ev.reason) == (3, "Error") for _, ev in failed)
     assert all(env.occurred_at == 25.0 for env, _ in failed)
     assert of(h, nev.PodSucceeded, "bad") == []
-    (env, fin), = of(h, qev.WorkloadFinished, "bad")
+    ((env, fin),) = of(h, qev.WorkloadFinished, "bad")
     assert env.occurred_at == 25.0
     assert (fin.outcome, fin.reason) == ("Failed", "PodFailed")
     assert fin.message == "pod w-0 failed: Error (exit code 3)"
@@ -132,7 +158,7 @@ def test_non_zero_exit_code_fails_the_pod_and_the_workload() -> None:
 
 def test_nodes_are_removed_after_their_pods_end() -> None:
     h = run([(0, workload_doc("job", count=2, duration=10))])
-    (d_env, deleted), = of(h, pev.NodesDeleted)
+    ((d_env, deleted),) = of(h, pev.NodesDeleted)
     removed = {ev.node: env for env, ev in of(h, nev.NodeRemoved)}
     assert set(removed) == set(deleted.nodes)
     last_pod_end = max(env.position for env, _ in of(h, nev.PodSucceeded, "job"))
@@ -158,11 +184,16 @@ def test_shard_out_of_range_is_refused() -> None:
 
 def test_sharded_agents_run_every_pod_exactly_once() -> None:
     shards = [NodeAgentDecider(0, 2), NodeAgentDecider(1, 2)]
-    docs = [(float(i), workload_doc(f"job{i}", count=1 + i % 3, duration=10 + 3 * i))
-            for i in range(8)]
+    docs = [
+        (float(i), workload_doc(f"job{i}", count=1 + i % 3, duration=10 + 3 * i)) for i in range(8)
+    ]
     h = run(docs, agents=shards)
-    pods = {(wid, f"w-{k}") for _, d in docs for wid in [d["name"]]
-            for k in range(d["podSets"][0]["count"])}
+    pods = {
+        (wid, f"w-{k}")
+        for _, d in docs
+        for wid in [d["name"]]
+        for k in range(d["podSets"][0]["count"])
+    }
 
     for cls in (nev.PodStarted, nev.PodSucceeded):
         seen = Counter((ev.workload_id, ev.pod) for _, ev in of(h, cls))
@@ -193,20 +224,28 @@ def test_sharded_run_matches_a_single_agent_run() -> None:
     sharded = run(docs, agents=[NodeAgentDecider(0, 2), NodeAgentDecider(1, 2)])
 
     def timeline(h: Harness) -> list[tuple[float, str, str]]:
-        keep = (qev.QuotaReserved, qev.WorkloadAdmitted, qev.WorkloadFinished,
-                nev.PodStarted, nev.PodSucceeded)
-        return sorted((env.occurred_at, env.type, str(getattr(env.event, "pod", "")) +
-                       env.event.workload_id)  # type: ignore[attr-defined]
-                      for env in h.log.envelopes if isinstance(env.event, keep))
+        keep = (
+            qev.QuotaReserved,
+            qev.WorkloadAdmitted,
+            qev.WorkloadFinished,
+            nev.PodStarted,
+            nev.PodSucceeded,
+        )
+        return sorted(
+            (env.occurred_at, env.type, str(getattr(env.event, "pod", "")) + env.event.workload_id)  # type: ignore[attr-defined]
+            for env in h.log.envelopes
+            if isinstance(env.event, keep)
+        )
 
     assert timeline(single) == timeline(sharded)
 
 
 def test_only_the_owning_shard_removes_a_node_and_only_after_its_pods_ended() -> None:
     shards = [NodeAgentDecider(0, 2), NodeAgentDecider(1, 2)]
-    h = run([(0, workload_doc("job2", count=2, duration=1000))], agents=shards,
-            cancels=[(100, "job2")])
-    (_, creating), = of(h, pev.NodesCreating)
+    h = run(
+        [(0, workload_doc("job2", count=2, duration=1000))], agents=shards, cancels=[(100, "job2")]
+    )
+    ((_, creating),) = of(h, pev.NodesCreating)
     owner = {n.name: 0 if owns(n.name, 0, 2) else 1 for n in creating.nodes}
     pod_ends: dict[str, int] = {}
     for cls in (nev.PodSucceeded, nev.PodFailed, nev.PodStopped):

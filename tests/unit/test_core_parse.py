@@ -22,8 +22,9 @@ def workload_doc(**over: Any) -> dict[str, Any]:
         "name": "train",
         "namespace": "team-a",
         "queueName": "training",
-        "podSets": [{"name": "worker", "count": 2,
-                     "requests": {"cpu": "500m", "memory": "16Gi", GPU: 1}}],
+        "podSets": [
+            {"name": "worker", "count": 2, "requests": {"cpu": "500m", "memory": "16Gi", GPU: 1}}
+        ],
         "runtime": {"durationSeconds": "10m", "exitCode": 0},
     }
     doc.update(over)
@@ -36,37 +37,50 @@ def cluster_doc() -> dict[str, Any]:
         "region": "us-central1",
         "zones": ["us-central1-a", "us-central1-b"],
         "bookingSeconds": "10m",
-        "nodePools": [{
-            "name": "a100-pool",
-            "machineType": "a2-highgpu-8g",
-            "allocatable": {GPU: 8, "cpu": 96, "memory": "680Gi"},
-            "labels": {"cloud.google.com/gke-accelerator": "nvidia-tesla-a100"},
-            "taints": [{"key": "gpu", "value": "true", "effect": "NoSchedule"}],
-            "maxNodes": 20,
-            "provisioningDelaySeconds": "90s",
-            "capacity": [
-                {"at": "10m", "zones": {"us-central1-b": 4}},
-                {"at": 0, "zones": {"us-central1-a": 3, "us-central1-b": 0}},
-            ],
-        }],
+        "nodePools": [
+            {
+                "name": "a100-pool",
+                "machineType": "a2-highgpu-8g",
+                "allocatable": {GPU: 8, "cpu": 96, "memory": "680Gi"},
+                "labels": {"cloud.google.com/gke-accelerator": "nvidia-tesla-a100"},
+                "taints": [{"key": "gpu", "value": "true", "effect": "NoSchedule"}],
+                "maxNodes": 20,
+                "provisioningDelaySeconds": "90s",
+                "capacity": [
+                    {"at": "10m", "zones": {"us-central1-b": 4}},
+                    {"at": 0, "zones": {"us-central1-a": 3, "us-central1-b": 0}},
+                ],
+            }
+        ],
         "quotas": [{"name": "NVIDIA_A100_GPUS", "resource": GPU, "limit": 16}],
-        "resourceFlavors": [{
-            "name": "a100",
-            "nodeLabels": {"cloud.google.com/gke-accelerator": "nvidia-tesla-a100"},
-            "nodeTaints": [{"key": "gpu", "value": "true"}],
-        }],
-        "clusterQueues": [{
-            "name": "research",
-            "queueingStrategy": "StrictFIFO",
-            "resourceGroups": [{
-                "coveredResources": [GPU, "cpu", "memory"],
-                "flavors": [{"name": "a100", "resources": [
-                    {"name": GPU, "nominalQuota": 48},
-                    {"name": "cpu", "nominalQuota": "1000"},
-                    {"name": "memory", "nominalQuota": "8Ti"},
-                ]}],
-            }],
-        }],
+        "resourceFlavors": [
+            {
+                "name": "a100",
+                "nodeLabels": {"cloud.google.com/gke-accelerator": "nvidia-tesla-a100"},
+                "nodeTaints": [{"key": "gpu", "value": "true"}],
+            }
+        ],
+        "clusterQueues": [
+            {
+                "name": "research",
+                "queueingStrategy": "StrictFIFO",
+                "resourceGroups": [
+                    {
+                        "coveredResources": [GPU, "cpu", "memory"],
+                        "flavors": [
+                            {
+                                "name": "a100",
+                                "resources": [
+                                    {"name": GPU, "nominalQuota": 48},
+                                    {"name": "cpu", "nominalQuota": "1000"},
+                                    {"name": "memory", "nominalQuota": "8Ti"},
+                                ],
+                            }
+                        ],
+                    }
+                ],
+            }
+        ],
         "localQueues": [{"namespace": "team-a", "name": "training", "clusterQueue": "research"}],
     }
 
@@ -172,22 +186,40 @@ def test_missing_fields(edit: Callable[[dict[str, Any]], object], path: str, pro
 @pytest.mark.parametrize(
     ("edit", "path", "problem"),
     [
-        (lambda d: pod_set(d).update(count="2"), "podSets[0].count",
-         "must be an integer, not a string"),
-        (lambda d: pod_set(d).update(count=2.0), "podSets[0].count",
-         "must be an integer, not a number"),
-        (lambda d: pod_set(d).update(count=True), "podSets[0].count",
-         "must be an integer, not a boolean"),
-        (lambda d: pod_set(d).update(requests=["cpu", "1"]), "podSets[0].requests",
-         "must be an object of quantities, not a list"),
+        (
+            lambda d: pod_set(d).update(count="2"),
+            "podSets[0].count",
+            "must be an integer, not a string",
+        ),
+        (
+            lambda d: pod_set(d).update(count=2.0),
+            "podSets[0].count",
+            "must be an integer, not a number",
+        ),
+        (
+            lambda d: pod_set(d).update(count=True),
+            "podSets[0].count",
+            "must be an integer, not a boolean",
+        ),
+        (
+            lambda d: pod_set(d).update(requests=["cpu", "1"]),
+            "podSets[0].requests",
+            "must be an object of quantities, not a list",
+        ),
         (lambda d: d.update(podSets={"name": "w"}), "podSets", "must be a list, not an object"),
         (lambda d: d.update(name=5), "name", "must be a string, not a number"),
         (lambda d: d.update(runtime="fast"), "runtime", "must be an object, not a string"),
         (lambda d: d.update(priority="high"), "priority", "must be an integer, not a string"),
-        (lambda d: pod_set(d).update(nodeSelector=["a"]), "podSets[0].nodeSelector",
-         "must be an object of strings, not a list"),
-        (lambda d: requests(d).update(cpu=True), "podSets[0].requests.cpu",
-         "must be a number or a quantity string such as 500m or 16Gi"),
+        (
+            lambda d: pod_set(d).update(nodeSelector=["a"]),
+            "podSets[0].nodeSelector",
+            "must be an object of strings, not a list",
+        ),
+        (
+            lambda d: requests(d).update(cpu=True),
+            "podSets[0].requests.cpu",
+            "must be a number or a quantity string such as 500m or 16Gi",
+        ),
     ],
 )
 def test_wrong_types(edit: Callable[[dict[str, Any]], object], path: str, problem: str) -> None:
@@ -239,8 +271,7 @@ def test_bad_quantities(resource: str, raw: object, problem: str) -> None:
 
 
 def test_largest_allowed_quantity_is_accepted() -> None:
-    doc = workload_doc(podSets=[{"name": "w", "count": 1,
-                                 "requests": {GPU: str(MAX_QUANTITY)}}])
+    doc = workload_doc(podSets=[{"name": "w", "count": 1, "requests": {GPU: str(MAX_QUANTITY)}}])
     assert parse.workload(doc).pod_sets[0].requests == {GPU: MAX_QUANTITY}
 
 
@@ -251,10 +282,14 @@ def test_largest_allowed_quantity_is_accepted() -> None:
         (lambda d: d.update(zzz=1, aaa=2), "aaa"),  # the first unknown, in sorted order
         (lambda d: pod_set(d).update(replicas=3), "podSets[0].replicas"),
         (lambda d: d["runtime"].update(memoryLeak=True), "runtime.memoryLeak"),
-        (lambda d: pod_set(d).update(tolerations=[{"key": "k", "operater": "Exists"}]),
-         "podSets[0].tolerations[0].operater"),
-        (lambda d: d["podSets"].append({"name": "ps", "count": 1, "extra": {}}),
-         "podSets[1].extra"),
+        (
+            lambda d: pod_set(d).update(tolerations=[{"key": "k", "operater": "Exists"}]),
+            "podSets[0].tolerations[0].operater",
+        ),
+        (
+            lambda d: d["podSets"].append({"name": "ps", "count": 1, "extra": {}}),
+            "podSets[1].extra",
+        ),
     ],
 )
 def test_unknown_fields_are_refused_not_dropped(
@@ -298,15 +333,19 @@ def test_too_many_pod_sets() -> None:
 
 
 def test_duplicate_pod_set_names() -> None:
-    err = refused(parse.workload, workload_doc(podSets=[{"name": "w", "count": 1},
-                                                       {"name": "w", "count": 2}]))
+    err = refused(
+        parse.workload, workload_doc(podSets=[{"name": "w", "count": 1}, {"name": "w", "count": 2}])
+    )
     assert (err.path, err.problem) == ("podSets", "pod set names must be unique")
 
 
 @pytest.mark.parametrize(
     ("count", "problem"),
-    [(0, "must be at least 1, got 0"), (-3, "must be at least 1, got -3"),
-     (parse.MAX_PODS + 1, f"must be at most {parse.MAX_PODS}, got {parse.MAX_PODS + 1}")],
+    [
+        (0, "must be at least 1, got 0"),
+        (-3, "must be at least 1, got -3"),
+        (parse.MAX_PODS + 1, f"must be at most {parse.MAX_PODS}, got {parse.MAX_PODS + 1}"),
+    ],
 )
 def test_pod_count_bounds(count: int, problem: str) -> None:
     err = refused(parse.workload, workload_doc(podSets=[{"name": "w", "count": count}]))
@@ -315,10 +354,14 @@ def test_pod_count_bounds(count: int, problem: str) -> None:
 
 def test_too_many_pods_across_pod_sets() -> None:
     half = parse.MAX_PODS // 2 + 1
-    err = refused(parse.workload, workload_doc(podSets=[{"name": "a", "count": half},
-                                                       {"name": "b", "count": half}]))
-    assert (err.path, err.problem) == ("podSets",
-                                       f"more than {parse.MAX_PODS} pods in one workload")
+    err = refused(
+        parse.workload,
+        workload_doc(podSets=[{"name": "a", "count": half}, {"name": "b", "count": half}]),
+    )
+    assert (err.path, err.problem) == (
+        "podSets",
+        f"more than {parse.MAX_PODS} pods in one workload",
+    )
 
 
 @pytest.mark.parametrize(
@@ -348,8 +391,11 @@ def test_nan_duration_is_refused() -> None:
     ("field", "raw", "problem"),
     [
         ("maxRunDurationSeconds", 0, "must be at least 1, got 0"),
-        ("maxRunDurationSeconds", 7 * 86400 + 1,
-         f"must be at most {7 * 86400}, got {7 * 86400 + 1}"),
+        (
+            "maxRunDurationSeconds",
+            7 * 86400 + 1,
+            f"must be at most {7 * 86400}, got {7 * 86400 + 1}",
+        ),
         ("priority", 10**9 + 1, f"must be at most {10**9}, got {10**9 + 1}"),
     ],
 )
@@ -364,16 +410,23 @@ def test_exit_code_bounds() -> None:
 
 
 def test_paths_are_prefixed_inside_a_workload_list() -> None:
-    doc = {"workloads": [{"at": "1s", "workload": workload_doc()},
-                         {"at": "2s", "workload": workload_doc(podSets=[{"count": "2"}])}]}
+    doc = {
+        "workloads": [
+            {"at": "1s", "workload": workload_doc()},
+            {"at": "2s", "workload": workload_doc(podSets=[{"count": "2"}])},
+        ]
+    }
     err = refused(parse.workload_list, doc)
-    assert (err.path, err.problem) == ("[1].workload.podSets[0].count",
-                                       "must be an integer, not a string")
+    assert (err.path, err.problem) == (
+        "[1].workload.podSets[0].count",
+        "must be an integer, not a string",
+    )
 
 
 def test_workload_list_offsets() -> None:
-    items = parse.workload_list([{"at": "1m", "workload": workload_doc()},
-                                 {"workload": workload_doc(name="b")}])
+    items = parse.workload_list(
+        [{"at": "1m", "workload": workload_doc()}, {"workload": workload_doc(name="b")}]
+    )
     assert [(at, spec.name) for at, spec in items] == [(60.0, "train"), (0.0, "b")]
 
 
@@ -391,7 +444,9 @@ def test_valid_cluster() -> None:
     assert pool.provisioning_delay_seconds == 90.0
     # Steps are kept sorted by time, whatever order the document had.
     assert [(s.at, dict(s.zones)) for s in pool.capacity] == [
-        (0.0, {"us-central1-a": 3, "us-central1-b": 0}), (600.0, {"us-central1-b": 4})]
+        (0.0, {"us-central1-a": 3, "us-central1-b": 0}),
+        (600.0, {"us-central1-b": 4}),
+    ]
     assert pool.capacity_at(599.0, spec.zones) == {"us-central1-a": 3, "us-central1-b": 0}
     assert pool.capacity_at(600.0, spec.zones) == {"us-central1-a": 3, "us-central1-b": 4}
     (quota,) = spec.quotas
@@ -405,8 +460,12 @@ def test_valid_cluster() -> None:
 
 
 def test_zero_nominal_quota_is_allowed() -> None:
-    doc = edited(cluster_doc(), lambda d: d["clusterQueues"][0]["resourceGroups"][0]["flavors"][0]
-                 ["resources"][0].update(nominalQuota=0))
+    doc = edited(
+        cluster_doc(),
+        lambda d: d["clusterQueues"][0]["resourceGroups"][0]["flavors"][0]["resources"][0].update(
+            nominalQuota=0
+        ),
+    )
     cq = parse.cluster(doc).cluster_queues[0]
     assert cq.resource_groups[0].flavors[0].quota(GPU).nominal_quota == 0  # type: ignore[union-attr]
 
@@ -432,63 +491,132 @@ RES = "clusterQueues[0].resourceGroups[0].flavors[0].resources[0]"
         (lambda d: d.update(nodePools={}), "nodePools", "must be a list, not an object"),
         (lambda d: d.update(cloud="gcp"), "cloud", "unknown field"),
         (lambda d: _pool(d).update(gpus=8), "nodePools[0].gpus", "unknown field"),
-        (lambda d: _pool(d)["capacity"][0].update(zone="x"), "nodePools[0].capacity[0].zone",
-         "unknown field"),
+        (
+            lambda d: _pool(d)["capacity"][0].update(zone="x"),
+            "nodePools[0].capacity[0].zone",
+            "unknown field",
+        ),
         (lambda d: _res(d).update(borrow=1), f"{RES}.borrow", "unknown field"),
         (lambda d: d["quotas"][0].update(region="x"), "quotas[0].region", "unknown field"),
         (lambda d: d["localQueues"][0].update(cq="x"), "localQueues[0].cq", "unknown field"),
-        (lambda d: d["resourceFlavors"][0]["nodeTaints"][0].update(op="x"),
-         "resourceFlavors[0].nodeTaints[0].op", "unknown field"),
-        (lambda d: _pool(d).pop("allocatable"), "nodePools[0].allocatable",
-         "is required: what one node offers"),
+        (
+            lambda d: d["resourceFlavors"][0]["nodeTaints"][0].update(op="x"),
+            "resourceFlavors[0].nodeTaints[0].op",
+            "unknown field",
+        ),
+        (
+            lambda d: _pool(d).pop("allocatable"),
+            "nodePools[0].allocatable",
+            "is required: what one node offers",
+        ),
         (lambda d: _pool(d).pop("machineType"), "nodePools[0].machineType", "is required"),
-        (lambda d: _pool(d)["allocatable"].update(cpu=0), "nodePools[0].allocatable.cpu",
-         "must be greater than zero"),
-        (lambda d: _pool(d)["allocatable"].update({GPU: "0.5"}),
-         f"nodePools[0].allocatable.{GPU}", f"'0.5' is not a whole number of units for {GPU}"),
-        (lambda d: _pool(d).update(maxNodes="20"), "nodePools[0].maxNodes",
-         "must be an integer, not a string"),
-        (lambda d: _pool(d).update(maxNodes=-1), "nodePools[0].maxNodes",
-         "must be at least 0, got -1"),
-        (lambda d: _pool(d).update(provisioningDelaySeconds="-1s"),
-         "nodePools[0].provisioningDelaySeconds",
-         "'-1s' is not a duration such as 30, 90s, 10m or 2h"),
-        (lambda d: _pool(d).update(zones=["us-east1-a"]), "nodePools[0].zones",
-         "zone 'us-east1-a' is not one of the cluster's zones"),
-        (lambda d: _pool(d)["capacity"][0]["zones"].update({"us-east1-a": 1}),
-         "nodePools[0].capacity[0].zones.us-east1-a", "is not one of the cluster's zones"),
-        (lambda d: _pool(d)["capacity"][0]["zones"].update({"us-central1-b": -1}),
-         "nodePools[0].capacity[0].zones.us-central1-b", "must be a node count >= 0"),
-        (lambda d: _pool(d)["capacity"][0]["zones"].update({"us-central1-b": "4"}),
-         "nodePools[0].capacity[0].zones.us-central1-b", "must be a node count >= 0"),
-        (lambda d: _pool(d)["capacity"][0].update(at="soon"), "nodePools[0].capacity[0].at",
-         "'soon' is not a duration such as 30, 90s, 10m or 2h"),
-        (lambda d: _res(d).update(nominalQuota="-1"), f"{RES}.nominalQuota",
-         "'-1' is not a non-negative quantity (e.g. 2, 500m, 16Gi)"),
-        (lambda d: _res(d).update(nominalQuota=-4), f"{RES}.nominalQuota",
-         "must not be negative, got -4"),
-        (lambda d: _res(d).update(nominalQuota="lots"), f"{RES}.nominalQuota",
-         "'lots' is not a non-negative quantity (e.g. 2, 500m, 16Gi)"),
-        (lambda d: _res(d).update(nominalQuota="9" * 25), f"{RES}.nominalQuota",
-         f"'{'9' * 25}' is absurdly large"),
+        (
+            lambda d: _pool(d)["allocatable"].update(cpu=0),
+            "nodePools[0].allocatable.cpu",
+            "must be greater than zero",
+        ),
+        (
+            lambda d: _pool(d)["allocatable"].update({GPU: "0.5"}),
+            f"nodePools[0].allocatable.{GPU}",
+            f"'0.5' is not a whole number of units for {GPU}",
+        ),
+        (
+            lambda d: _pool(d).update(maxNodes="20"),
+            "nodePools[0].maxNodes",
+            "must be an integer, not a string",
+        ),
+        (
+            lambda d: _pool(d).update(maxNodes=-1),
+            "nodePools[0].maxNodes",
+            "must be at least 0, got -1",
+        ),
+        (
+            lambda d: _pool(d).update(provisioningDelaySeconds="-1s"),
+            "nodePools[0].provisioningDelaySeconds",
+            "'-1s' is not a duration such as 30, 90s, 10m or 2h",
+        ),
+        (
+            lambda d: _pool(d).update(zones=["us-east1-a"]),
+            "nodePools[0].zones",
+            "zone 'us-east1-a' is not one of the cluster's zones",
+        ),
+        (
+            lambda d: _pool(d)["capacity"][0]["zones"].update({"us-east1-a": 1}),
+            "nodePools[0].capacity[0].zones.us-east1-a",
+            "is not one of the cluster's zones",
+        ),
+        (
+            lambda d: _pool(d)["capacity"][0]["zones"].update({"us-central1-b": -1}),
+            "nodePools[0].capacity[0].zones.us-central1-b",
+            "must be a node count >= 0",
+        ),
+        (
+            lambda d: _pool(d)["capacity"][0]["zones"].update({"us-central1-b": "4"}),
+            "nodePools[0].capacity[0].zones.us-central1-b",
+            "must be a node count >= 0",
+        ),
+        (
+            lambda d: _pool(d)["capacity"][0].update(at="soon"),
+            "nodePools[0].capacity[0].at",
+            "'soon' is not a duration such as 30, 90s, 10m or 2h",
+        ),
+        (
+            lambda d: _res(d).update(nominalQuota="-1"),
+            f"{RES}.nominalQuota",
+            "'-1' is not a non-negative quantity (e.g. 2, 500m, 16Gi)",
+        ),
+        (
+            lambda d: _res(d).update(nominalQuota=-4),
+            f"{RES}.nominalQuota",
+            "must not be negative, got -4",
+        ),
+        (
+            lambda d: _res(d).update(nominalQuota="lots"),
+            f"{RES}.nominalQuota",
+            "'lots' is not a non-negative quantity (e.g. 2, 500m, 16Gi)",
+        ),
+        (
+            lambda d: _res(d).update(nominalQuota="9" * 25),
+            f"{RES}.nominalQuota",
+            f"'{'9' * 25}' is absurdly large",
+        ),
         (lambda d: _res(d).pop("nominalQuota"), f"{RES}.nominalQuota", "is required"),
         (lambda d: _res(d).update(name="tpu"), f"{RES}.name", "tpu is not in coveredResources"),
-        (lambda d: d["quotas"][0].update(limit="1.5"), "quotas[0].limit",
-         f"'1.5' is not a whole number of units for {GPU}"),
-        (lambda d: d["clusterQueues"][0].update(queueingStrategy="LIFO"),
-         "clusterQueues[0].queueingStrategy",
-         "must be one of BestEffortFIFO, StrictFIFO, not 'LIFO'"),
-        (lambda d: d["clusterQueues"][0]["resourceGroups"][0].update(coveredResources=[]),
-         "clusterQueues[0].resourceGroups[0].coveredResources", "must name at least one resource"),
-        (lambda d: d["resourceFlavors"][0].update(nodeLabels={"bad key!": "x"}),
-         "resourceFlavors[0].nodeLabels", "'bad key!' is not a valid label key"),
-        (lambda d: d["resourceFlavors"][0]["nodeTaints"][0].update(effect="Sometimes"),
-         "resourceFlavors[0].nodeTaints[0].effect",
-         "must be one of NoSchedule, PreferNoSchedule, NoExecute"),
-        (lambda d: d["nodePools"].append(copy.deepcopy(d["nodePools"][0])), "nodePools",
-         "name 'a100-pool' appears twice"),
-        (lambda d: d["localQueues"][0].pop("clusterQueue"), "localQueues[0].clusterQueue",
-         "is required"),
+        (
+            lambda d: d["quotas"][0].update(limit="1.5"),
+            "quotas[0].limit",
+            f"'1.5' is not a whole number of units for {GPU}",
+        ),
+        (
+            lambda d: d["clusterQueues"][0].update(queueingStrategy="LIFO"),
+            "clusterQueues[0].queueingStrategy",
+            "must be one of BestEffortFIFO, StrictFIFO, not 'LIFO'",
+        ),
+        (
+            lambda d: d["clusterQueues"][0]["resourceGroups"][0].update(coveredResources=[]),
+            "clusterQueues[0].resourceGroups[0].coveredResources",
+            "must name at least one resource",
+        ),
+        (
+            lambda d: d["resourceFlavors"][0].update(nodeLabels={"bad key!": "x"}),
+            "resourceFlavors[0].nodeLabels",
+            "'bad key!' is not a valid label key",
+        ),
+        (
+            lambda d: d["resourceFlavors"][0]["nodeTaints"][0].update(effect="Sometimes"),
+            "resourceFlavors[0].nodeTaints[0].effect",
+            "must be one of NoSchedule, PreferNoSchedule, NoExecute",
+        ),
+        (
+            lambda d: d["nodePools"].append(copy.deepcopy(d["nodePools"][0])),
+            "nodePools",
+            "name 'a100-pool' appears twice",
+        ),
+        (
+            lambda d: d["localQueues"][0].pop("clusterQueue"),
+            "localQueues[0].clusterQueue",
+            "is required",
+        ),
     ],
 )
 def test_cluster_refusals(
@@ -501,21 +629,31 @@ def test_cluster_refusals(
 def test_resource_covered_by_two_groups() -> None:
     def edit(d: dict[str, Any]) -> None:
         groups = d["clusterQueues"][0]["resourceGroups"]
-        groups.append({"coveredResources": ["cpu"], "flavors": [
-            {"name": "a100", "resources": [{"name": "cpu", "nominalQuota": 1}]}]})
+        groups.append(
+            {
+                "coveredResources": ["cpu"],
+                "flavors": [{"name": "a100", "resources": [{"name": "cpu", "nominalQuota": 1}]}],
+            }
+        )
 
     err = refused(parse.cluster, edited(cluster_doc(), edit))
-    assert (err.path, err.problem) == ("clusterQueues[0].resourceGroups",
-                                       "a resource is covered by two resource groups")
+    assert (err.path, err.problem) == (
+        "clusterQueues[0].resourceGroups",
+        "a resource is covered by two resource groups",
+    )
 
 
 @pytest.mark.parametrize(
     ("edit", "path"),
     [
-        (lambda d: _pool(d).update(provisioningDelaySeconds=math.nan),
-         "nodePools[0].provisioningDelaySeconds"),
-        (lambda d: _pool(d).update(provisioningDelaySeconds=math.inf),
-         "nodePools[0].provisioningDelaySeconds"),
+        (
+            lambda d: _pool(d).update(provisioningDelaySeconds=math.nan),
+            "nodePools[0].provisioningDelaySeconds",
+        ),
+        (
+            lambda d: _pool(d).update(provisioningDelaySeconds=math.inf),
+            "nodePools[0].provisioningDelaySeconds",
+        ),
         (lambda d: _pool(d)["capacity"][0].update(at=math.nan), "nodePools[0].capacity[0].at"),
     ],
     ids=["delay-nan", "delay-inf", "capacity-at-nan"],

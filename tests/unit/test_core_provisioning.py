@@ -25,12 +25,21 @@ ZA, ZB = "us-central1-a", "us-central1-b"
 E = TypeVar("E", bound=Event)
 
 
-def cluster_doc(*, capacity: list[dict[str, Any]] | None = None, delay: float = 0,
-                quota: int | None = None, nominal: int = 64, max_nodes: int = 100,
-                extra_pools: Iterable[dict[str, Any]] = ()) -> dict[str, Any]:
+def cluster_doc(
+    *,
+    capacity: list[dict[str, Any]] | None = None,
+    delay: float = 0,
+    quota: int | None = None,
+    nominal: int = 64,
+    max_nodes: int = 100,
+    extra_pools: Iterable[dict[str, Any]] = (),
+) -> dict[str, Any]:
     pool: dict[str, Any] = {
-        "name": "a100", "machineType": "a2-highgpu-8g", "allocatable": {GPU: 8, "cpu": 96},
-        "labels": {"accelerator": "a100"}, "maxNodes": max_nodes,
+        "name": "a100",
+        "machineType": "a2-highgpu-8g",
+        "allocatable": {GPU: 8, "cpu": 96},
+        "labels": {"accelerator": "a100"},
+        "maxNodes": max_nodes,
         "provisioningDelaySeconds": delay,
     }
     if capacity is not None:
@@ -41,10 +50,19 @@ def cluster_doc(*, capacity: list[dict[str, Any]] | None = None, delay: float = 
         "zones": [ZA, ZB],
         "nodePools": [pool, *extra_pools],
         "resourceFlavors": [{"name": "a100", "nodeLabels": {"accelerator": "a100"}}],
-        "clusterQueues": [{"name": "cq", "resourceGroups": [{
-            "coveredResources": [GPU],
-            "flavors": [{"name": "a100", "resources": [{"name": GPU, "nominalQuota": nominal}]}],
-        }]}],
+        "clusterQueues": [
+            {
+                "name": "cq",
+                "resourceGroups": [
+                    {
+                        "coveredResources": [GPU],
+                        "flavors": [
+                            {"name": "a100", "resources": [{"name": GPU, "nominalQuota": nominal}]}
+                        ],
+                    }
+                ],
+            }
+        ],
         "localQueues": [{"namespace": "default", "name": "lq", "clusterQueue": "cq"}],
     }
     if quota is not None:
@@ -52,22 +70,32 @@ def cluster_doc(*, capacity: list[dict[str, Any]] | None = None, delay: float = 
     return doc
 
 
-def workload_doc(name: str, nodes: int = 1, gpus: int = 8, duration: float = 100,
-                 **pod_set: Any) -> dict[str, Any]:
+def workload_doc(
+    name: str, nodes: int = 1, gpus: int = 8, duration: float = 100, **pod_set: Any
+) -> dict[str, Any]:
     """``nodes`` pods of ``gpus`` GPUs: with 8 GPUs a pod, one node per pod."""
-    return {"name": name, "queueName": "lq",
-            "podSets": [{"name": "w", "count": nodes, "requests": {GPU: gpus}, **pod_set}],
-            "runtime": {"durationSeconds": duration}}
+    return {
+        "name": name,
+        "queueName": "lq",
+        "podSets": [{"name": "w", "count": nodes, "requests": {GPU: gpus}, **pod_set}],
+        "runtime": {"durationSeconds": duration},
+    }
 
 
-def harness(cluster: dict[str, Any], workloads: Iterable[tuple[float, dict[str, Any]]],
-            cancels: Iterable[tuple[float, str]] = ()) -> Harness:
+def harness(
+    cluster: dict[str, Any],
+    workloads: Iterable[tuple[float, dict[str, Any]]],
+    cancels: Iterable[tuple[float, str]] = (),
+) -> Harness:
     """Workload ids are the workload names."""
     return build(parse.cluster(cluster), submissions(workloads), cancels)
 
 
-def run(cluster: dict[str, Any], workloads: Iterable[tuple[float, dict[str, Any]]],
-        cancels: Iterable[tuple[float, str]] = ()) -> Harness:
+def run(
+    cluster: dict[str, Any],
+    workloads: Iterable[tuple[float, dict[str, Any]]],
+    cancels: Iterable[tuple[float, str]] = (),
+) -> Harness:
     h = harness(cluster, workloads, cancels)
     h.run()
     return h
@@ -101,11 +129,14 @@ STEPPED = [{"at": 0, "zones": {ZA: 3, ZB: 0}}, {"at": "10m", "zones": {ZB: 4}}]
 
 def test_request_waits_for_one_zone_with_room_for_all_its_nodes() -> None:
     h = run(cluster_doc(capacity=STEPPED), [(0, workload_doc("gang", nodes=4))])
-    waits = [(env.occurred_at, ev.reason, ev.message)
-             for env, ev in of(h, pev.ProvisioningWaiting, "gang.1")]
-    assert waits == [(0.0, "NotProvisioned",
-                      "waiting for capacity: no single zone has room for 4 x a100")]
-    (env, creating), = of(h, pev.NodesCreating)
+    waits = [
+        (env.occurred_at, ev.reason, ev.message)
+        for env, ev in of(h, pev.ProvisioningWaiting, "gang.1")
+    ]
+    assert waits == [
+        (0.0, "NotProvisioned", "waiting for capacity: no single zone has room for 4 x a100")
+    ]
+    ((env, creating),) = of(h, pev.NodesCreating)
     assert env.occurred_at == 600.0
     assert creating.zone == ZB
     assert len(creating.nodes) == 4
@@ -116,7 +147,7 @@ def test_request_waits_for_one_zone_with_room_for_all_its_nodes() -> None:
     assert set(up.assignments.values()) == {n.name for n in creating.nodes}
     assert sorted(up.assignments) == ["w-0", "w-1", "w-2", "w-3"]
     # Admitted only then, and every pod runs on a zone-b node.
-    (env, admitted), = workload_events(h, qev.WorkloadAdmitted, "gang")
+    ((env, admitted),) = workload_events(h, qev.WorkloadAdmitted, "gang")
     assert env.occurred_at == 600.0
     assert admitted.placements == up.assignments
     started = [ev for _, ev in workload_events(h, nev.PodStarted, "gang")]
@@ -125,45 +156,67 @@ def test_request_waits_for_one_zone_with_room_for_all_its_nodes() -> None:
 
 
 def test_zone_a_still_serves_requests_that_fit_there() -> None:
-    h = run(cluster_doc(capacity=STEPPED),
-            [(0, workload_doc("gang", nodes=4)), (1, workload_doc("trio", nodes=3))])
-    creating = {ev.request_id: (env.occurred_at, ev.zone, len(ev.nodes))
-                for env, ev in of(h, pev.NodesCreating)}
+    h = run(
+        cluster_doc(capacity=STEPPED),
+        [(0, workload_doc("gang", nodes=4)), (1, workload_doc("trio", nodes=3))],
+    )
+    creating = {
+        ev.request_id: (env.occurred_at, ev.zone, len(ev.nodes))
+        for env, ev in of(h, pev.NodesCreating)
+    }
     assert creating == {"trio.1": (1.0, ZA, 3), "gang.1": (600.0, ZB, 4)}
 
 
 def test_nodes_are_never_split_across_zones() -> None:
     # 2 + 2 free nodes in two zones never make room for 3.
-    h = run(cluster_doc(capacity=[{"at": 0, "zones": {ZA: 2, ZB: 2}}]),
-            [(0, workload_doc("three", nodes=3))])
+    h = run(
+        cluster_doc(capacity=[{"at": 0, "zones": {ZA: 2, ZB: 2}}]),
+        [(0, workload_doc("three", nodes=3))],
+    )
     assert of(h, pev.NodesCreating) == []
     assert [ev.reason for _, ev in of(h, pev.ProvisioningWaiting)] == ["NotProvisioned"]
     assert workload_events(h, qev.WorkloadAdmitted, "three") == []
 
 
 def test_all_pod_sets_of_a_request_share_one_zone() -> None:
-    cpu_pool = {"name": "cpu", "machineType": "n2", "allocatable": {"cpu": 32},
-                "labels": {"kind": "cpu"}}
+    cpu_pool = {
+        "name": "cpu",
+        "machineType": "n2",
+        "allocatable": {"cpu": 32},
+        "labels": {"kind": "cpu"},
+    }
     cluster = cluster_doc(
         capacity=[{"at": 0, "zones": {ZA: 2, ZB: 1}}, {"at": 100, "zones": {ZB: 2}}],
-        extra_pools=[{**cpu_pool, "capacity": [{"at": 0, "zones": {ZA: 0, ZB: 5}}]}])
-    cluster["clusterQueues"][0]["resourceGroups"].append({
-        "coveredResources": ["cpu"],
-        "flavors": [{"name": "cpu", "resources": [{"name": "cpu", "nominalQuota": 1000}]}]})
+        extra_pools=[{**cpu_pool, "capacity": [{"at": 0, "zones": {ZA: 0, ZB: 5}}]}],
+    )
+    cluster["clusterQueues"][0]["resourceGroups"].append(
+        {
+            "coveredResources": ["cpu"],
+            "flavors": [{"name": "cpu", "resources": [{"name": "cpu", "nominalQuota": 1000}]}],
+        }
+    )
     cluster["resourceFlavors"].append({"name": "cpu", "nodeLabels": {"kind": "cpu"}})
     doc = workload_doc("mixed", nodes=2)
     doc["podSets"].append({"name": "driver", "count": 1, "requests": {"cpu": 8}})
     h = run(cluster, [(0, doc)])
     # a has the GPUs but no CPU node; b has the CPU node but one GPU node until t=100.
-    (env, creating), = of(h, pev.NodesCreating)
+    ((env, creating),) = of(h, pev.NodesCreating)
     assert env.occurred_at == 100.0 and creating.zone == ZB
     assert sorted((n.pool, n.zone) for n in creating.nodes) == [
-        ("a100", ZB), ("a100", ZB), ("cpu", ZB)]
+        ("a100", ZB),
+        ("a100", ZB),
+        ("cpu", ZB),
+    ]
 
 
 def test_max_nodes_bounds_a_pool_across_zones() -> None:
-    h = run(cluster_doc(max_nodes=3), [(0, workload_doc("first", nodes=2, duration=50)),
-                                       (1, workload_doc("second", nodes=2, duration=50))])
+    h = run(
+        cluster_doc(max_nodes=3),
+        [
+            (0, workload_doc("first", nodes=2, duration=50)),
+            (1, workload_doc("second", nodes=2, duration=50)),
+        ],
+    )
     creating = {ev.request_id: env.occurred_at for env, ev in of(h, pev.NodesCreating)}
     assert creating == {"first.1": 0.0, "second.1": 50.0}
 
@@ -175,10 +228,17 @@ QUOTA_MESSAGE = "Quota 'NVIDIA_A100_GPUS' exceeded. Limit: 16.0 in region us-cen
 
 
 def test_regional_quota_exceeded() -> None:
-    h = run(cluster_doc(quota=16), [(0, workload_doc("first", nodes=2, duration=100)),
-                                    (5, workload_doc("second", nodes=1, duration=10))])
-    waits = [(env.occurred_at, ev.reason, ev.message)
-             for env, ev in of(h, pev.ProvisioningWaiting, "second.1")]
+    h = run(
+        cluster_doc(quota=16),
+        [
+            (0, workload_doc("first", nodes=2, duration=100)),
+            (5, workload_doc("second", nodes=1, duration=10)),
+        ],
+    )
+    waits = [
+        (env.occurred_at, ev.reason, ev.message)
+        for env, ev in of(h, pev.ProvisioningWaiting, "second.1")
+    ]
     assert waits == [(5.0, "QuotaExceeded", QUOTA_MESSAGE)]
     creating = {ev.request_id: env.occurred_at for env, ev in of(h, pev.NodesCreating)}
     # The quota is freed when first's nodes are deleted at t=100.
@@ -188,7 +248,8 @@ def test_regional_quota_exceeded() -> None:
 def test_request_larger_than_the_regional_quota_waits_with_quota_exceeded() -> None:
     h = run(cluster_doc(quota=16), [(0, workload_doc("big", nodes=3))])
     assert [(ev.reason, ev.message) for _, ev in of(h, pev.ProvisioningWaiting)] == [
-        ("QuotaExceeded", QUOTA_MESSAGE)]
+        ("QuotaExceeded", QUOTA_MESSAGE)
+    ]
     assert of(h, pev.NodesCreating) == []
 
 
@@ -205,15 +266,24 @@ def test_regional_quota_of_another_pool_does_not_apply() -> None:
 
 def test_nodes_are_deleted_at_finish_and_capacity_is_reused_with_fresh_names() -> None:
     cluster = cluster_doc(capacity=[{"at": 0, "zones": {ZA: 1, ZB: 0}}])
-    h = run(cluster, [(0, workload_doc("a", duration=100)), (1, workload_doc("b", duration=50)),
-                      (2, workload_doc("c", duration=10))])
-    created = {ev.request_id: (env.position, env.occurred_at, {n.name for n in ev.nodes})
-               for env, ev in of(h, pev.NodesCreating)}
-    deleted = {ev.request_id: (env.position, env.occurred_at, set(ev.nodes))
-               for env, ev in of(h, pev.NodesDeleted)}
+    h = run(
+        cluster,
+        [
+            (0, workload_doc("a", duration=100)),
+            (1, workload_doc("b", duration=50)),
+            (2, workload_doc("c", duration=10)),
+        ],
+    )
+    created = {
+        ev.request_id: (env.position, env.occurred_at, {n.name for n in ev.nodes})
+        for env, ev in of(h, pev.NodesCreating)
+    }
+    deleted = {
+        ev.request_id: (env.position, env.occurred_at, set(ev.nodes))
+        for env, ev in of(h, pev.NodesDeleted)
+    }
     assert {r: t for r, (_, t, _) in created.items()} == {"a.1": 0.0, "b.1": 100.0, "c.1": 150.0}
-    assert {r: t for r, (_, t, _) in deleted.items()} == {"a.1": 100.0, "b.1": 150.0,
-                                                          "c.1": 160.0}
+    assert {r: t for r, (_, t, _) in deleted.items()} == {"a.1": 100.0, "b.1": 150.0, "c.1": 160.0}
     # The same names are deleted as were created ...
     assert all(deleted[r][2] == created[r][2] for r in created)
     # ... the one slot is reused only after the previous nodes are deleted ...
@@ -226,8 +296,9 @@ def test_nodes_are_deleted_at_finish_and_capacity_is_reused_with_fresh_names() -
 
 
 def test_cancel_while_waiting_for_capacity_cancels_the_request() -> None:
-    h = run(cluster_doc(capacity=STEPPED), [(0, workload_doc("gang", nodes=4))],
-            cancels=[(60, "gang")])
+    h = run(
+        cluster_doc(capacity=STEPPED), [(0, workload_doc("gang", nodes=4))], cancels=[(60, "gang")]
+    )
     env, _ = one(h, pev.ProvisioningCancelled, "gang.1")
     assert env.occurred_at == 60.0
     assert of(h, pev.NodesCreating) == []  # not even when zone b grows at 10m
@@ -237,7 +308,7 @@ def test_cancel_while_nodes_boot_stops_the_request_and_removes_them_after_bookin
     """GKE: deleting a request stops node creation, but nodes already booting appear anyway
     and are removed when their (10 minute) booking expires unused."""
     h = run(cluster_doc(delay=30), [(0, workload_doc("slow"))], cancels=[(10, "slow")])
-    (cenv, _), = of(h, pev.ProvisioningCancelled, "slow.1")
+    ((cenv, _),) = of(h, pev.ProvisioningCancelled, "slow.1")
     assert cenv.occurred_at == 10.0
     env, deleted = one(h, pev.NodesDeleted, "slow.1")
     assert env.occurred_at == 30.0 + 600.0  # ready_at + the booking window
@@ -258,9 +329,11 @@ def test_pod_set_no_pool_can_serve_is_rejected() -> None:
     h = run(cluster_doc(), [(0, workload_doc("wide", nodes=1, gpus=16))])
     env, failed = one(h, pev.ProvisioningFailed, "wide.1")
     assert failed.reason == "NoSuitableNodePool"
-    assert failed.message == ("no node pool can run pod set w: none matches node selector "
-                              "{'accelerator': 'a100'} with room for one pod")
-    (renv, rejected), = workload_events(h, qev.WorkloadRejected, "wide")
+    assert failed.message == (
+        "no node pool can run pod set w: none matches node selector "
+        "{'accelerator': 'a100'} with room for one pod"
+    )
+    ((renv, rejected),) = workload_events(h, qev.WorkloadRejected, "wide")
     assert renv.position > env.position
     assert rejected.reason == "ProvisioningFailed"
     assert rejected.message == f"NoSuitableNodePool: {failed.message}"
@@ -276,12 +349,15 @@ def test_node_selector_no_pool_has_is_rejected() -> None:
     assert failed.reason == "NoSuitableNodePool"
     assert "pod set w" in failed.message and "'disk': 'ssd'" in failed.message
     assert [ev.reason for _, ev in workload_events(h, qev.WorkloadRejected, "picky")] == [
-        "ProvisioningFailed"]
+        "ProvisioningFailed"
+    ]
 
 
 def test_rejection_frees_quota_for_the_next_workload() -> None:
-    h = run(cluster_doc(nominal=16), [(0, workload_doc("wide", nodes=1, gpus=16)),
-                                      (0, workload_doc("fine", nodes=2))])
+    h = run(
+        cluster_doc(nominal=16),
+        [(0, workload_doc("wide", nodes=1, gpus=16)), (0, workload_doc("fine", nodes=2))],
+    )
     # wide (first in order) took all 16 GPUs, was rejected, and fine got them at once.
     reserved = [ev.workload_id for _, ev in of(h, qev.QuotaReserved)]
     assert reserved == ["wide", "fine"]
@@ -301,9 +377,9 @@ def test_provisioned_exactly_at_accept_time_plus_delay(delay: float, submit: flo
     assert accepted.occurred_at == submit
     assert nodes.ready_at == submit + delay
     assert provisioned.occurred_at == submit + delay
-    (started, _), = workload_events(h, nev.PodStarted, "job")
+    ((started, _),) = workload_events(h, nev.PodStarted, "job")
     assert started.occurred_at == submit + delay
-    (finished, _), = workload_events(h, qev.WorkloadFinished, "job")
+    ((finished, _),) = workload_events(h, qev.WorkloadFinished, "job")
     assert finished.occurred_at == submit + delay + 10
 
 
@@ -321,16 +397,18 @@ def test_zone_pinned_by_the_flavor_is_honoured() -> None:
     cluster = cluster_doc()
     cluster["resourceFlavors"][0]["nodeLabels"]["topology.kubernetes.io/zone"] = ZB
     h = run(cluster, [(0, workload_doc("pinned"))])
-    (_, reserved), = workload_events(h, qev.QuotaReserved, "pinned")
+    ((_, reserved),) = workload_events(h, qev.QuotaReserved, "pinned")
     assert reserved.node_selectors["w"]["topology.kubernetes.io/zone"] == ZB
-    (_, creating), = of(h, pev.NodesCreating)
+    ((_, creating),) = of(h, pev.NodesCreating)
     assert creating.zone == ZB
 
 
 def test_zone_pinned_by_the_pod_node_selector_is_honoured() -> None:
-    h = run(cluster_doc(), [(0, workload_doc("pinned",
-                                             nodeSelector={"topology.kubernetes.io/zone": ZB}))])
-    (_, creating), = of(h, pev.NodesCreating)
+    h = run(
+        cluster_doc(),
+        [(0, workload_doc("pinned", nodeSelector={"topology.kubernetes.io/zone": ZB}))],
+    )
+    ((_, creating),) = of(h, pev.NodesCreating)
     assert creating.zone == ZB
 
 
@@ -352,14 +430,23 @@ def test_node_names_are_unique_across_requests_whatever_the_ids() -> None:
 
 @pytest.mark.parametrize("case", ["pools-share-no-zone", "more-nodes-than-max-nodes"])
 def test_request_the_cloud_can_never_serve_fails_at_once(case: str) -> None:
-    cpu_pool = {"name": "cpu", "machineType": "n2", "allocatable": {"cpu": 32},
-                "labels": {"kind": "cpu"}, "zones": [ZB]}
-    cluster = cluster_doc(max_nodes=2 if case == "more-nodes-than-max-nodes" else 100,
-                          extra_pools=[cpu_pool])
+    cpu_pool = {
+        "name": "cpu",
+        "machineType": "n2",
+        "allocatable": {"cpu": 32},
+        "labels": {"kind": "cpu"},
+        "zones": [ZB],
+    }
+    cluster = cluster_doc(
+        max_nodes=2 if case == "more-nodes-than-max-nodes" else 100, extra_pools=[cpu_pool]
+    )
     cluster["nodePools"][0]["zones"] = [ZA]
-    cluster["clusterQueues"][0]["resourceGroups"].append({
-        "coveredResources": ["cpu"],
-        "flavors": [{"name": "cpu", "resources": [{"name": "cpu", "nominalQuota": 1000}]}]})
+    cluster["clusterQueues"][0]["resourceGroups"].append(
+        {
+            "coveredResources": ["cpu"],
+            "flavors": [{"name": "cpu", "resources": [{"name": "cpu", "nominalQuota": 1000}]}],
+        }
+    )
     cluster["resourceFlavors"].append({"name": "cpu", "nodeLabels": {"kind": "cpu"}})
     doc = workload_doc("never", nodes=3 if case == "more-nodes-than-max-nodes" else 1)
     if case == "pools-share-no-zone":
@@ -367,7 +454,8 @@ def test_request_the_cloud_can_never_serve_fails_at_once(case: str) -> None:
     h = run(cluster, [(0, doc)])
     assert of(h, pev.NodesCreating) == []
     assert [ev.reason for _, ev in workload_events(h, qev.WorkloadRejected, "never")] == [
-        "ProvisioningFailed"]
+        "ProvisioningFailed"
+    ]
 
 
 def test_release_at_the_instant_nodes_are_ready_does_not_provision() -> None:
@@ -385,20 +473,20 @@ def test_release_at_the_instant_nodes_are_ready_does_not_provision() -> None:
 
 def test_requests_beyond_the_active_requests_quota_fail_at_once() -> None:
     """GKE's ACTIVE_RESIZE_REQUESTS: at most N requests Accepted (not yet provisioned)."""
-    doc = cluster_doc(capacity=[{"at": 0, "zones": {ZA: 0, ZB: 0}},
-                                {"at": "10m", "zones": {ZA: 3}}])
+    doc = cluster_doc(
+        capacity=[{"at": 0, "zones": {ZA: 0, ZB: 0}}, {"at": "10m", "zones": {ZA: 3}}]
+    )
     doc["activeRequests"] = 2
     h = run(doc, [(i, workload_doc(f"w{i}")) for i in range(3)])
     accepted = [ev.request_id for _, ev in of(h, pev.ProvisioningAccepted)]
     assert accepted == ["w0.1", "w1.1"]
-    (env, failed), = of(h, pev.ProvisioningFailed)
+    ((env, failed),) = of(h, pev.ProvisioningFailed)
     assert (env.occurred_at, failed.request_id, failed.reason) == (2.0, "w2.1", "QuotaExceeded")
     assert failed.message == (
         "Quota 'ACTIVE_RESIZE_REQUESTS' exceeded. Limit: 2.0 in region us-central1."
     )
     # The two accepted requests were provisioned once capacity came.
-    assert sorted(ev.request_id for _, ev in of(h, pev.ProvisioningProvisioned)) == [
-        "w0.1", "w1.1"]
+    assert sorted(ev.request_id for _, ev in of(h, pev.ProvisioningProvisioned)) == ["w0.1", "w1.1"]
 
 
 def test_provisioned_requests_do_not_count_against_the_active_quota() -> None:
@@ -420,8 +508,8 @@ def test_a_capacity_step_counts_at_its_own_timer_on_a_wall_clock() -> None:
     h = Harness([QueueDecider(), ProvisionerDecider(), NodeAgentDecider()], start=start)
     for new in inputs.configuration(parse.cluster(doc), start):
         h.schedule(new, producer=inputs.ADMIN)
-    (_, _, spec), = submissions([(0, workload_doc("w"))])
+    ((_, _, spec),) = submissions([(0, workload_doc("w"))])
     h.schedule(inputs.submission("w", spec, start), producer=inputs.INTAKE)
     h.run(until=start + 3600)
-    (env, _), = of(h, pev.ProvisioningProvisioned, "w.1")
+    ((env, _),) = of(h, pev.ProvisioningProvisioned, "w.1")
     assert env.occurred_at == start + at

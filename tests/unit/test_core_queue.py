@@ -52,27 +52,41 @@ def cluster_doc(
         "region": "us-central1",
         "zones": ["us-central1-a"],
         "nodePools": [
-            {"name": f"{name}-pool", "machineType": "m", "allocatable": {GPU: gpus_per_node},
-             "labels": {"flavor": name}, "maxNodes": 100,
-             **({"taints": extra["nodeTaints"]} if "nodeTaints" in extra else {})}
+            {
+                "name": f"{name}-pool",
+                "machineType": "m",
+                "allocatable": {GPU: gpus_per_node},
+                "labels": {"flavor": name},
+                "maxNodes": 100,
+                **({"taints": extra["nodeTaints"]} if "nodeTaints" in extra else {}),
+            }
             for name, _, extra in flavors
         ],
-        "resourceFlavors": [{"name": name, "nodeLabels": {"flavor": name}, **extra}
-                            for name, _, extra in flavors],
-        "clusterQueues": [{
-            "name": "cq",
-            "queueingStrategy": strategy,
-            "resourceGroups": [{"coveredResources": [GPU], "flavors": [
-                {"name": name, "resources": [{"name": GPU, "nominalQuota": quota}]}
-                for name, quota, _ in flavors
-            ]}],
-        }],
+        "resourceFlavors": [
+            {"name": name, "nodeLabels": {"flavor": name}, **extra} for name, _, extra in flavors
+        ],
+        "clusterQueues": [
+            {
+                "name": "cq",
+                "queueingStrategy": strategy,
+                "resourceGroups": [
+                    {
+                        "coveredResources": [GPU],
+                        "flavors": [
+                            {"name": name, "resources": [{"name": GPU, "nominalQuota": quota}]}
+                            for name, quota, _ in flavors
+                        ],
+                    }
+                ],
+            }
+        ],
         "localQueues": [{"namespace": "default", "name": "lq", "clusterQueue": "cq"}],
     }
 
 
-def workload_doc(name: str, gpus: int = 8, count: int = 1, duration: float = 100,
-                 **pod_set: Any) -> dict[str, Any]:
+def workload_doc(
+    name: str, gpus: int = 8, count: int = 1, duration: float = 100, **pod_set: Any
+) -> dict[str, Any]:
     return {
         "name": name,
         "queueName": pod_set.pop("queue", "lq"),
@@ -82,14 +96,21 @@ def workload_doc(name: str, gpus: int = 8, count: int = 1, duration: float = 100
     }
 
 
-def harness(cluster: dict[str, Any], workloads: Iterable[tuple[float, dict[str, Any]]],
-            cancels: Iterable[tuple[float, str]] = ()) -> Harness:
+def harness(
+    cluster: dict[str, Any],
+    workloads: Iterable[tuple[float, dict[str, Any]]],
+    cancels: Iterable[tuple[float, str]] = (),
+) -> Harness:
     """Workload ids are the workload names."""
     return build(parse.cluster(cluster), submissions(workloads), cancels)
 
 
-def run(cluster: dict[str, Any], workloads: Iterable[tuple[float, dict[str, Any]]],
-        cancels: Iterable[tuple[float, str]] = (), until: float | None = None) -> Harness:
+def run(
+    cluster: dict[str, Any],
+    workloads: Iterable[tuple[float, dict[str, Any]]],
+    cancels: Iterable[tuple[float, str]] = (),
+    until: float | None = None,
+) -> Harness:
     h = harness(cluster, workloads, cancels)
     h.run(until=until)
     return h
@@ -116,8 +137,9 @@ def at(h: Harness, cls: type[Event], workload: str) -> list[float]:
 
 
 def pendings(h: Harness, workload: str) -> list[tuple[float, str, str]]:
-    return [(env.occurred_at, ev.reason, ev.message)
-            for env, ev in of(h, qev.WorkloadPending, workload)]
+    return [
+        (env.occurred_at, ev.reason, ev.message) for env, ev in of(h, qev.WorkloadPending, workload)
+    ]
 
 
 def specs(doc: dict[str, Any]) -> tuple[ClusterQueueSpec, dict[str, ResourceFlavorSpec]]:
@@ -128,8 +150,11 @@ def specs(doc: dict[str, Any]) -> tuple[ClusterQueueSpec, dict[str, ResourceFlav
 # -- flavor assignment (pure) ----------------------------------------------------------
 
 
-THREE = [("spot", 8, {"nodeTaints": [{"key": "spot", "value": "true"}]}),
-         ("a100", 16, {}), ("h100", 32, {})]
+THREE = [
+    ("spot", 8, {"nodeTaints": [{"key": "spot", "value": "true"}]}),
+    ("a100", 16, {}),
+    ("h100", 32, {}),
+]
 
 
 def test_first_fitting_flavor_in_order() -> None:
@@ -178,17 +203,21 @@ def test_taints_need_tolerations() -> None:
     got = assign_used(cq, flavors, plain, {})
     assert isinstance(got, Assignment) and got.flavors == {"w": {GPU: "a100"}}
 
-    for tol in ({"key": "spot", "operator": "Exists"},
-                {"key": "spot", "operator": "Equal", "value": "true"},
-                {"operator": "Exists"},
-                {"key": "spot", "value": "true", "effect": "NoSchedule"}):
+    for tol in (
+        {"key": "spot", "operator": "Exists"},
+        {"key": "spot", "operator": "Equal", "value": "true"},
+        {"operator": "Exists"},
+        {"key": "spot", "value": "true", "effect": "NoSchedule"},
+    ):
         tolerant = parse.workload(workload_doc("j", gpus=8, tolerations=[tol]))
         got = assign_used(cq, flavors, tolerant, {})
         assert isinstance(got, Assignment) and got.flavors == {"w": {GPU: "spot"}}, tol
 
-    for tol in ({"key": "spot", "operator": "Equal", "value": "false"},
-                {"key": "other", "operator": "Exists"},
-                {"key": "spot", "operator": "Exists", "effect": "NoExecute"}):
+    for tol in (
+        {"key": "spot", "operator": "Equal", "value": "false"},
+        {"key": "other", "operator": "Exists"},
+        {"key": "spot", "operator": "Exists", "effect": "NoExecute"},
+    ):
         wrong = parse.workload(workload_doc("j", gpus=8, tolerations=[tol]))
         got = assign_used(cq, flavors, wrong, {})
         assert isinstance(got, Assignment) and got.flavors == {"w": {GPU: "a100"}}, tol
@@ -200,8 +229,10 @@ def test_waiting_for_quota_names_the_shortfall() -> None:
     got = assign_used(cq, flavors, spec, {"a100": {GPU: 11}})
     assert isinstance(got, Unassignable)
     assert got.reason == "WaitingForQuota"
-    assert got.message == ("couldn't assign flavors to pod set w: "
-                           "insufficient quota for nvidia.com/gpu in flavor a100, 3 more needed")
+    assert got.message == (
+        "couldn't assign flavors to pod set w: "
+        "insufficient quota for nvidia.com/gpu in flavor a100, 3 more needed"
+    )
     assert got.shortfall == {GPU: 3}
 
 
@@ -219,8 +250,12 @@ def test_request_above_nominal_exceeds_max_quota() -> None:
 def test_quota_shortfall_is_reported_over_max_and_mismatch() -> None:
     cq, flavors = specs(cluster_doc(flavors=THREE))
     # spot: untolerated; a100: 10 GPUs already used; h100: 24 > 32 is fine but used up.
-    got = assign_used(cq, flavors, parse.workload(workload_doc("j", gpus=12)),
-                 {"a100": {GPU: 10}, "h100": {GPU: 30}})
+    got = assign_used(
+        cq,
+        flavors,
+        parse.workload(workload_doc("j", gpus=12)),
+        {"a100": {GPU: 10}, "h100": {GPU: 30}},
+    )
     assert isinstance(got, Unassignable)
     assert got.reason == "WaitingForQuota"
     assert "insufficient quota for nvidia.com/gpu in flavor a100, 6 more needed" in got.message
@@ -235,15 +270,19 @@ def test_resource_not_covered_gives_no_matching_flavor() -> None:
     got = assign_used(cq, flavors, parse.workload(doc), {})
     assert isinstance(got, Unassignable)
     assert got.reason == "NoMatchingFlavor"
-    assert got.message == ("couldn't assign flavors to pod set w: "
-                           "resource example.com/tpu unavailable in ClusterQueue cq")
+    assert got.message == (
+        "couldn't assign flavors to pod set w: "
+        "resource example.com/tpu unavailable in ClusterQueue cq"
+    )
 
 
 def test_pod_sets_charge_the_sum_of_their_requests() -> None:
     cq, flavors = specs(cluster_doc(flavors=[("a100", 16, {}), ("h100", 32, {})]))
     doc = workload_doc("j")
-    doc["podSets"] = [{"name": "a", "count": 2, "requests": {GPU: 4}},
-                      {"name": "b", "count": 3, "requests": {GPU: 4}}]
+    doc["podSets"] = [
+        {"name": "a", "count": 2, "requests": {GPU: 4}},
+        {"name": "b", "count": 3, "requests": {GPU: 4}},
+    ]
     got = assign_used(cq, flavors, parse.workload(doc), {})
     assert isinstance(got, Assignment)
     # a: 8 in a100 (8 left); b: 12 does not fit a100's remaining 8, so h100.
@@ -257,8 +296,8 @@ def test_pod_sets_charge_the_sum_of_their_requests() -> None:
 def test_flavor_choice_reaches_the_log_and_the_nodes() -> None:
     cluster = cluster_doc(flavors=[("a100", 8, {}), ("h100", 32, {})])
     h = run(cluster, [(0, workload_doc("one")), (0, workload_doc("two"))])
-    (_, first), = of(h, qev.QuotaReserved, "one")
-    (_, second), = of(h, qev.QuotaReserved, "two")
+    ((_, first),) = of(h, qev.QuotaReserved, "one")
+    ((_, second),) = of(h, qev.QuotaReserved, "two")
     assert first.flavors == {"w": {GPU: "a100"}} and first.usage == {"a100": {GPU: 8}}
     assert second.flavors == {"w": {GPU: "h100"}} and second.usage == {"h100": {GPU: 8}}
     assert second.node_selectors == {"w": {"flavor": "h100"}}
@@ -268,11 +307,16 @@ def test_flavor_choice_reaches_the_log_and_the_nodes() -> None:
 
 
 def test_waiting_for_quota_is_recorded_with_its_message() -> None:
-    h = run(cluster_doc(), [(0, workload_doc("hold", gpus=4, count=3)),
-                            (5, workload_doc("next", gpus=8))])
+    h = run(
+        cluster_doc(),
+        [(0, workload_doc("hold", gpus=4, count=3)), (5, workload_doc("next", gpus=8))],
+    )
     assert pendings(h, "next")[0] == (
-        5.0, "WaitingForQuota", "couldn't assign flavors to pod set w: "
-        "insufficient quota for nvidia.com/gpu in flavor a100, 4 more needed")
+        5.0,
+        "WaitingForQuota",
+        "couldn't assign flavors to pod set w: "
+        "insufficient quota for nvidia.com/gpu in flavor a100, 4 more needed",
+    )
     # It gets in once `hold` finishes and releases its 12 GPUs.
     assert at(h, qev.QuotaReserved, "next") == [100.0]
     assert at(h, qev.WorkloadFinished, "next") == [200.0]
@@ -289,17 +333,27 @@ def test_uncovered_resource_is_no_matching_flavor() -> None:
     doc = workload_doc("tpu")
     doc["podSets"][0]["requests"] = {"example.com/tpu": 4}
     h = run(cluster_doc(), [(0, doc)])
-    assert pendings(h, "tpu") == [(0.0, "NoMatchingFlavor",
-                                   "couldn't assign flavors to pod set w: resource "
-                                   "example.com/tpu unavailable in ClusterQueue cq")]
+    assert pendings(h, "tpu") == [
+        (
+            0.0,
+            "NoMatchingFlavor",
+            "couldn't assign flavors to pod set w: resource "
+            "example.com/tpu unavailable in ClusterQueue cq",
+        )
+    ]
     assert of(h, qev.QuotaReserved) == []
 
 
 def test_pending_reason_is_recorded_only_when_it_changes() -> None:
-    h = run(cluster_doc(), [(0, workload_doc("hold", gpus=16, duration=300)),
-                            (10, workload_doc("w1", gpus=16)),
-                            (20, workload_doc("w2", gpus=8)),
-                            (30, workload_doc("w3", gpus=8))])
+    h = run(
+        cluster_doc(),
+        [
+            (0, workload_doc("hold", gpus=16, duration=300)),
+            (10, workload_doc("w1", gpus=16)),
+            (20, workload_doc("w2", gpus=8)),
+            (30, workload_doc("w3", gpus=8)),
+        ],
+    )
     for wid in ("w1", "w2", "w3"):
         reasons = [(r, m) for _, r, m in pendings(h, wid)]
         assert reasons, wid
@@ -307,11 +361,14 @@ def test_pending_reason_is_recorded_only_when_it_changes() -> None:
 
 
 def test_best_effort_fifo_admits_later_workloads_that_fit() -> None:
-    h = run(cluster_doc(strategy="BestEffortFIFO"), [
-        (0, workload_doc("hold", gpus=8, duration=100)),
-        (1, workload_doc("big", gpus=16, duration=10)),
-        (2, workload_doc("small", gpus=8, duration=10)),
-    ])
+    h = run(
+        cluster_doc(strategy="BestEffortFIFO"),
+        [
+            (0, workload_doc("hold", gpus=8, duration=100)),
+            (1, workload_doc("big", gpus=16, duration=10)),
+            (2, workload_doc("small", gpus=8, duration=10)),
+        ],
+    )
     assert at(h, qev.QuotaReserved, "small") == [2.0]  # jumps the head that does not fit
     assert at(h, qev.QuotaReserved, "big") == [100.0]  # after hold (t=100) ...
     assert at(h, qev.WorkloadFinished, "small") == [12.0]  # ... small was long done
@@ -319,13 +376,19 @@ def test_best_effort_fifo_admits_later_workloads_that_fit() -> None:
 
 
 def test_strict_fifo_blocks_behind_its_head() -> None:
-    h = run(cluster_doc(strategy="StrictFIFO"), [
-        (0, workload_doc("hold", gpus=8, duration=100)),
-        (1, workload_doc("big", gpus=16, duration=10)),
-        (2, workload_doc("small", gpus=8, duration=10)),
-    ])
+    h = run(
+        cluster_doc(strategy="StrictFIFO"),
+        [
+            (0, workload_doc("hold", gpus=8, duration=100)),
+            (1, workload_doc("big", gpus=16, duration=10)),
+            (2, workload_doc("small", gpus=8, duration=10)),
+        ],
+    )
     assert pendings(h, "small")[0] == (
-        2.0, "BlockedByStrictFIFO", "waiting behind big in StrictFIFO ClusterQueue cq")
+        2.0,
+        "BlockedByStrictFIFO",
+        "waiting behind big in StrictFIFO ClusterQueue cq",
+    )
     assert at(h, qev.QuotaReserved, "big") == [100.0]
     # big holds all 16 GPUs until 110: small, though it would have fit at t=2, waits.
     assert at(h, qev.QuotaReserved, "small") == [110.0]
@@ -338,28 +401,41 @@ def test_strict_fifo_does_not_block_other_cluster_queues() -> None:
     other = {**cluster["clusterQueues"][0], "name": "cq2"}
     cluster["clusterQueues"].append(other)
     cluster["localQueues"].append({"namespace": "default", "name": "lq2", "clusterQueue": "cq2"})
-    h = run(cluster, [(0, workload_doc("hold", gpus=8)), (1, workload_doc("big", gpus=16)),
-                      (2, workload_doc("elsewhere", gpus=8, queue="lq2"))])
+    h = run(
+        cluster,
+        [
+            (0, workload_doc("hold", gpus=8)),
+            (1, workload_doc("big", gpus=16)),
+            (2, workload_doc("elsewhere", gpus=8, queue="lq2")),
+        ],
+    )
     assert at(h, qev.QuotaReserved, "elsewhere") == [2.0]
 
 
 def test_priority_orders_within_a_cluster_queue() -> None:
-    h = run(cluster_doc(), [
-        (0, workload_doc("hold", gpus=16, duration=50)),
-        (1, workload_doc("low", gpus=16, duration=10, priority=0)),
-        (2, workload_doc("mid", gpus=16, duration=10, priority=5)),
-        (3, workload_doc("high", gpus=16, duration=10, priority=10)),
-        (4, workload_doc("mid2", gpus=16, duration=10, priority=5)),
-    ])
+    h = run(
+        cluster_doc(),
+        [
+            (0, workload_doc("hold", gpus=16, duration=50)),
+            (1, workload_doc("low", gpus=16, duration=10, priority=0)),
+            (2, workload_doc("mid", gpus=16, duration=10, priority=5)),
+            (3, workload_doc("high", gpus=16, duration=10, priority=10)),
+            (4, workload_doc("mid2", gpus=16, duration=10, priority=5)),
+        ],
+    )
     reserved = [(env.occurred_at, ev.workload_id) for env, ev in of(h, qev.QuotaReserved)]
     # Highest priority first; equal priorities in submission order.
-    assert reserved == [(0.0, "hold"), (50.0, "high"), (60.0, "mid"), (70.0, "mid2"),
-                        (80.0, "low")]
+    assert reserved == [(0.0, "hold"), (50.0, "high"), (60.0, "mid"), (70.0, "mid2"), (80.0, "low")]
 
 
 def test_priority_decides_who_gets_the_last_quota_in_one_cycle() -> None:
-    h = run(cluster_doc(), [(0, workload_doc("first", gpus=16, priority=1)),
-                            (0, workload_doc("second", gpus=16, priority=2))])
+    h = run(
+        cluster_doc(),
+        [
+            (0, workload_doc("first", gpus=16, priority=1)),
+            (0, workload_doc("second", gpus=16, priority=2)),
+        ],
+    )
     assert [ev.workload_id for _, ev in of(h, qev.QuotaReserved)] == ["second", "first"]
 
 
@@ -368,13 +444,19 @@ def _usage(h: Harness) -> dict[str, Any]:
 
 
 def test_usage_is_charged_while_running_and_released_on_finish() -> None:
-    h = harness(cluster_doc(), [(0, workload_doc("a", gpus=4, count=2, duration=100)),
-                                (10, workload_doc("b", gpus=4, duration=200))])
+    h = harness(
+        cluster_doc(),
+        [
+            (0, workload_doc("a", gpus=4, count=2, duration=100)),
+            (10, workload_doc("b", gpus=4, duration=200)),
+        ],
+    )
     h.run(until=50)
     assert _usage(h) == {"a100": {GPU: 12}}
     h.run(until=150)
     assert {k: {r: q for r, q in v.items() if q} for k, v in _usage(h).items()} == {
-        "a100": {GPU: 4}}
+        "a100": {GPU: 4}
+    }
     h.run()
     assert all(q == 0 for res in _usage(h).values() for q in res.values())
     statuses = {w.id: w.status for w in queue_state(h).workloads.values()}
@@ -382,25 +464,36 @@ def test_usage_is_charged_while_running_and_released_on_finish() -> None:
 
 
 def test_usage_is_released_on_cancel_and_the_next_workload_gets_it() -> None:
-    h = run(cluster_doc(), [(0, workload_doc("running", gpus=16, duration=1000)),
-                            (1, workload_doc("waiting", gpus=16, duration=10))],
-            cancels=[(50, "running")])
+    h = run(
+        cluster_doc(),
+        [
+            (0, workload_doc("running", gpus=16, duration=1000)),
+            (1, workload_doc("waiting", gpus=16, duration=10)),
+        ],
+        cancels=[(50, "running")],
+    )
     assert at(h, qev.WorkloadCancelled, "running") == [50.0]
     assert at(h, qev.QuotaReserved, "waiting") == [50.0]
     assert of(h, qev.WorkloadFinished, "running") == []
     # Its pods were stopped and its nodes removed at the cancellation.
     assert [env.occurred_at for env, _ in of(h, nev.PodStopped, "running")] == [50.0]
-    deleted = [env.occurred_at for env, ev in of(h, pev.NodesDeleted)
-               if ev.request_id == "running.1"]
+    deleted = [
+        env.occurred_at for env, ev in of(h, pev.NodesDeleted) if ev.request_id == "running.1"
+    ]
     assert deleted == [50.0]
     assert queue_state(h).workloads["running"].status == "Cancelled"
 
 
 def test_cancelled_pending_workload_is_never_admitted() -> None:
-    h = run(cluster_doc(), [(0, workload_doc("hold", gpus=16, duration=100)),
-                            (1, workload_doc("victim", gpus=8, duration=10)),
-                            (2, workload_doc("after", gpus=8, duration=10))],
-            cancels=[(20, "victim")])
+    h = run(
+        cluster_doc(),
+        [
+            (0, workload_doc("hold", gpus=16, duration=100)),
+            (1, workload_doc("victim", gpus=8, duration=10)),
+            (2, workload_doc("after", gpus=8, duration=10)),
+        ],
+        cancels=[(20, "victim")],
+    )
     assert at(h, qev.WorkloadCancelled, "victim") == [20.0]
     for cls in (qev.QuotaReserved, qev.WorkloadAdmitted, qev.WorkloadFinished):
         assert of(h, cls, "victim") == []
@@ -413,8 +506,7 @@ def test_cancelled_pending_workload_is_never_admitted() -> None:
 
 
 def test_cancel_after_finish_changes_nothing() -> None:
-    h = run(cluster_doc(), [(0, workload_doc("done", gpus=8, duration=10))],
-            cancels=[(50, "done")])
+    h = run(cluster_doc(), [(0, workload_doc("done", gpus=8, duration=10))], cancels=[(50, "done")])
     assert of(h, qev.WorkloadCancelled) == []
     assert queue_state(h).workloads["done"].status == "Finished"
 
@@ -422,23 +514,28 @@ def test_cancel_after_finish_changes_nothing() -> None:
 def test_unknown_local_queue() -> None:
     h = run(cluster_doc(), [(0, workload_doc("lost", queue="nope"))])
     assert pendings(h, "lost") == [
-        (0.0, "LocalQueueNotFound", "LocalQueue nope doesn't exist in namespace default")]
+        (0.0, "LocalQueueNotFound", "LocalQueue nope doesn't exist in namespace default")
+    ]
     assert of(h, qev.QuotaReserved) == []
 
 
 def test_local_queue_pointing_at_a_missing_cluster_queue() -> None:
     cluster = cluster_doc()
-    cluster["localQueues"].append({"namespace": "default", "name": "dangling",
-                                   "clusterQueue": "ghost"})
+    cluster["localQueues"].append(
+        {"namespace": "default", "name": "dangling", "clusterQueue": "ghost"}
+    )
     h = run(cluster, [(0, workload_doc("lost", queue="dangling"))])
     assert pendings(h, "lost") == [
-        (0.0, "ClusterQueueNotFound", "ClusterQueue ghost doesn't exist")]
+        (0.0, "ClusterQueueNotFound", "ClusterQueue ghost doesn't exist")
+    ]
 
 
 @pytest.mark.parametrize("strategy", ["BestEffortFIFO", "StrictFIFO"])
 def test_everything_that_fits_eventually_finishes(strategy: str) -> None:
-    docs = [(float(i), workload_doc(f"w{i}", gpus=8 if i % 3 else 16, duration=10 + i))
-            for i in range(8)]
+    docs = [
+        (float(i), workload_doc(f"w{i}", gpus=8 if i % 3 else 16, duration=10 + i))
+        for i in range(8)
+    ]
     h = run(cluster_doc(strategy=strategy), docs)
     finished = sorted(ev.workload_id for _, ev in of(h, qev.WorkloadFinished))
     assert finished == sorted(f"w{i}" for i in range(8))

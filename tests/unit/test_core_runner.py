@@ -35,16 +35,31 @@ CLUSTER: dict[str, Any] = {
     "name": "test",
     "region": "us-central1",
     "zones": ["us-central1-a", "us-central1-b"],
-    "nodePools": [{"name": "gpu", "machineType": "m", "allocatable": {GPU: 8},
-                   "provisioningDelaySeconds": 3,
-                   "capacity": [{"at": 0, "zones": {"us-central1-a": 3, "us-central1-b": 1}},
-                                {"at": 40, "zones": {"us-central1-b": 4}}]}],
+    "nodePools": [
+        {
+            "name": "gpu",
+            "machineType": "m",
+            "allocatable": {GPU: 8},
+            "provisioningDelaySeconds": 3,
+            "capacity": [
+                {"at": 0, "zones": {"us-central1-a": 3, "us-central1-b": 1}},
+                {"at": 40, "zones": {"us-central1-b": 4}},
+            ],
+        }
+    ],
     "quotas": [{"name": "GPUS", "resource": GPU, "limit": 40}],
     "resourceFlavors": [{"name": "gpu"}],
-    "clusterQueues": [{"name": "cq", "resourceGroups": [{
-        "coveredResources": [GPU],
-        "flavors": [{"name": "gpu", "resources": [{"name": GPU, "nominalQuota": 64}]}],
-    }]}],
+    "clusterQueues": [
+        {
+            "name": "cq",
+            "resourceGroups": [
+                {
+                    "coveredResources": [GPU],
+                    "flavors": [{"name": "gpu", "resources": [{"name": GPU, "nominalQuota": 64}]}],
+                }
+            ],
+        }
+    ],
     "localQueues": [{"namespace": "default", "name": "lq", "clusterQueue": "cq"}],
 }
 
@@ -56,15 +71,28 @@ def deciders() -> list[Decider[Any]]:
 def scenario() -> Harness:
     """Waiting for quota and capacity, a failure, a cancellation, a rejection."""
     h = build(parse.cluster(CLUSTER), [])
-    jobs = [(0, "a", 3, 50, 0), (2, "b", 4, 20, 0), (4, "c", 1, 10, 1), (6, "d", 2, 30, 0),
-            (8, "e", 1, 15, 0), (9, "f", 2, 25, 0), (30, "g", 1, 5, 0)]
+    jobs = [
+        (0, "a", 3, 50, 0),
+        (2, "b", 4, 20, 0),
+        (4, "c", 1, 10, 1),
+        (6, "d", 2, 30, 0),
+        (8, "e", 1, 15, 0),
+        (9, "f", 2, 25, 0),
+        (30, "g", 1, 5, 0),
+    ]
     for at, name, count, duration, code in jobs:
-        doc = {"name": name, "queueName": "lq",
-               "podSets": [{"name": "w", "count": count, "requests": {GPU: 8}}],
-               "runtime": {"durationSeconds": duration, "exitCode": code}}
+        doc = {
+            "name": name,
+            "queueName": "lq",
+            "podSets": [{"name": "w", "count": count, "requests": {GPU: 8}}],
+            "runtime": {"durationSeconds": duration, "exitCode": code},
+        }
         h.schedule(inputs.submission(name, parse.workload(doc), float(at)), producer="intake")
-    wide = {"name": "wide", "queueName": "lq",
-            "podSets": [{"name": "w", "count": 1, "requests": {GPU: 16}}]}
+    wide = {
+        "name": "wide",
+        "queueName": "lq",
+        "podSets": [{"name": "w", "count": 1, "requests": {GPU: 16}}],
+    }
     h.schedule(inputs.submission("wide", parse.workload(wide), 12.0), producer="intake")
     h.schedule(inputs.cancellation("f", 35.0), producer="intake")
     h.run()
@@ -78,11 +106,20 @@ def log() -> list[Envelope]:
 
 def test_scenario_exercises_what_the_checks_rely_on(log: list[Envelope]) -> None:
     types = {env.type for env in log}
-    for wanted in ("admission.pending", "provisioning.waiting", "admission.finished",
-                   "admission.cancelled", "admission.rejected", "timer.fired"):
+    for wanted in (
+        "admission.pending",
+        "provisioning.waiting",
+        "admission.finished",
+        "admission.cancelled",
+        "admission.rejected",
+        "timer.fired",
+    ):
         assert wanted in types
-    outcomes = {getattr(env.event, "workload_id", None): env.type for env in log
-                if env.type in ("admission.finished", "admission.cancelled", "admission.rejected")}
+    outcomes = {
+        getattr(env.event, "workload_id", None): env.type
+        for env in log
+        if env.type in ("admission.finished", "admission.cancelled", "admission.rejected")
+    }
     assert len(outcomes) == 8  # every workload ended
 
 
@@ -182,39 +219,57 @@ def test_restored_state_is_independent_of_the_original(log: list[Envelope]) -> N
 
 
 def _new(stream: str, wid: str = "x") -> NewEvent:
-    return NewEvent(stream_id=stream, event=wev.WorkloadCancelRequested(workload_id=wid),
-                    occurred_at=1.0)
+    return NewEvent(
+        stream_id=stream, event=wev.WorkloadCancelRequested(workload_id=wid), occurred_at=1.0
+    )
 
 
 def test_memory_log_positions_and_versions() -> None:
     mlog = MemoryLog()
-    out = mlog.append([StreamAppend("workload-a", 0, [_new("workload-a"), _new("workload-a")]),
-                       StreamAppend("workload-b", None, [_new("workload-b")])],
-                      producer="p", recorded_at=5.0)
+    out = mlog.append(
+        [
+            StreamAppend("workload-a", 0, [_new("workload-a"), _new("workload-a")]),
+            StreamAppend("workload-b", None, [_new("workload-b")]),
+        ],
+        producer="p",
+        recorded_at=5.0,
+    )
     assert [(e.position, e.stream_id, e.stream_version) for e in out] == [
-        (1, "workload-a", 1), (2, "workload-a", 2), (3, "workload-b", 1)]
+        (1, "workload-a", 1),
+        (2, "workload-a", 2),
+        (3, "workload-b", 1),
+    ]
     assert mlog.head == 3 and mlog.after(2) == out[2:]
     assert all(e.producer == "p" and e.recorded_at == 5.0 for e in out)
 
 
 def test_memory_log_raises_on_a_version_conflict_and_appends_nothing() -> None:
     mlog = MemoryLog()
-    mlog.append([StreamAppend("workload-a", 0, [_new("workload-a")])], producer="p",
-                recorded_at=0.0)
+    mlog.append(
+        [StreamAppend("workload-a", 0, [_new("workload-a")])], producer="p", recorded_at=0.0
+    )
     with pytest.raises(VersionConflict, match="workload-a: expected 0, at 1"):
-        mlog.append([StreamAppend("workload-a", 0, [_new("workload-a")])], producer="p",
-                    recorded_at=0.0)
+        mlog.append(
+            [StreamAppend("workload-a", 0, [_new("workload-a")])], producer="p", recorded_at=0.0
+        )
     # A batch is all or nothing: the good first item is not appended either.
     with pytest.raises(VersionConflict, match="workload-a: expected 2, at 1"):
-        mlog.append([StreamAppend("workload-b", 0, [_new("workload-b")]),
-                     StreamAppend("workload-a", 2, [_new("workload-a")])],
-                    producer="p", recorded_at=0.0)
+        mlog.append(
+            [
+                StreamAppend("workload-b", 0, [_new("workload-b")]),
+                StreamAppend("workload-a", 2, [_new("workload-a")]),
+            ],
+            producer="p",
+            recorded_at=0.0,
+        )
     assert mlog.head == 1 and mlog.versions == {"workload-a": 1}
     # The right version, or no guard at all, succeeds.
-    mlog.append([StreamAppend("workload-a", 1, [_new("workload-a")])], producer="p",
-                recorded_at=0.0)
-    mlog.append([StreamAppend("workload-a", None, [_new("workload-a")])], producer="p",
-                recorded_at=0.0)
+    mlog.append(
+        [StreamAppend("workload-a", 1, [_new("workload-a")])], producer="p", recorded_at=0.0
+    )
+    mlog.append(
+        [StreamAppend("workload-a", None, [_new("workload-a")])], producer="p", recorded_at=0.0
+    )
     assert mlog.versions == {"workload-a": 3}
 
 
@@ -224,9 +279,21 @@ def test_two_runners_deciding_on_the_same_version_conflict(log: list[Envelope]) 
     setup = [e for e in log if e.category in ("config", "cloud")]
     first_submit = next(e for e in log if e.type == "workload.submitted")
     for env in [*setup, first_submit]:
-        mlog.append([StreamAppend(env.stream_id, None, [NewEvent(
-            stream_id=env.stream_id, event=env.event, occurred_at=env.occurred_at)])],
-            producer=env.producer, recorded_at=0.0)
+        mlog.append(
+            [
+                StreamAppend(
+                    env.stream_id,
+                    None,
+                    [
+                        NewEvent(
+                            stream_id=env.stream_id, event=env.event, occurred_at=env.occurred_at
+                        )
+                    ],
+                )
+            ],
+            producer=env.producer,
+            recorded_at=0.0,
+        )
     a: DeciderRunner[Any] = DeciderRunner(QueueDecider())
     b: DeciderRunner[Any] = DeciderRunner(QueueDecider())
     a.fold(mlog.after(0))
@@ -286,7 +353,7 @@ def test_verify_reports_a_tampered_time(log: list[Envelope]) -> None:
 
 def test_verify_reports_a_dropped_decision(log: list[Envelope]) -> None:
     i = next(i for i, e in enumerate(log) if isinstance(e.event, qev.WorkloadFinished))
-    dropped = [*log[:i], *log[i + 1:]]
+    dropped = [*log[:i], *log[i + 1 :]]
     _, mismatches = verify_decisions(dropped, QueueDecider())
     assert mismatches
 
@@ -296,21 +363,28 @@ def test_verify_unknown_causation(log: list[Envelope]) -> None:
     forged = list(log)
     forged[i] = dataclasses.replace(log[i], causation_id="nowhere")
     _, mismatches = verify_decisions(forged, QueueDecider())
-    assert any(m.logged == ["unknown causation"] and m.position == log[i].position
-               for m in mismatches)
+    assert any(
+        m.logged == ["unknown causation"] and m.position == log[i].position for m in mismatches
+    )
 
 
-def _single_workload_log(count: int, gpus_per_pod: int, gpus_per_node: int,
-                         cancel_at: float | None) -> list[Envelope]:
-    cluster = {**CLUSTER, "quotas": [],
-               "nodePools": [{"name": "gpu", "machineType": "m",
-                              "allocatable": {GPU: gpus_per_node}}]}
+def _single_workload_log(
+    count: int, gpus_per_pod: int, gpus_per_node: int, cancel_at: float | None
+) -> list[Envelope]:
+    cluster = {
+        **CLUSTER,
+        "quotas": [],
+        "nodePools": [{"name": "gpu", "machineType": "m", "allocatable": {GPU: gpus_per_node}}],
+    }
     h = Harness(deciders())
     for new in inputs.configuration(parse.cluster(cluster), 0.0):
         h.schedule(new, producer="admin")
-    doc = {"name": "j", "queueName": "lq",
-           "podSets": [{"name": "w", "count": count, "requests": {GPU: gpus_per_pod}}],
-           "runtime": {"durationSeconds": 100}}
+    doc = {
+        "name": "j",
+        "queueName": "lq",
+        "podSets": [{"name": "w", "count": count, "requests": {GPU: gpus_per_pod}}],
+        "runtime": {"durationSeconds": 100},
+    }
     h.schedule(inputs.submission("j", parse.workload(doc), 0.0), producer="intake")
     if cancel_at is not None:
         h.schedule(inputs.cancellation("j", cancel_at), producer="intake")
@@ -336,15 +410,17 @@ def test_verify_still_checks_every_event_of_a_multi_stream_batch() -> None:
     """Comparing in stored (per-stream) order must not make verify lenient."""
     log = _single_workload_log(2, 8, 8, 50.0)
     stop = next(i for i, e in enumerate(log) if e.type == "node.pod_stopped")
-    batch = [e for e in log if e.causation_id == log[stop].causation_id
-             and e.producer == "node-agent"]
+    batch = [
+        e for e in log if e.causation_id == log[stop].causation_id and e.producer == "node-agent"
+    ]
     assert len({e.stream_id for e in batch}) == 2  # two nodes: an interleaving batch
     removed = next(i for i, e in enumerate(log) if e.type == "node.removed")
     assert log[removed] in batch
     for index, changes in ((stop, {"reason": "forged"}), (removed, {"reason": "forged"})):
         forged = list(log)
         forged[index] = dataclasses.replace(
-            log[index], event=dataclasses.replace(log[index].event, **changes))
+            log[index], event=dataclasses.replace(log[index].event, **changes)
+        )
         _, mismatches = verify_decisions(forged, NodeAgentDecider())
         assert [m.position for m in mismatches] == [batch[0].position]
     # Reordering the stored batch (swapping its two streams' runs) is a mismatch too.
@@ -353,7 +429,7 @@ def test_verify_still_checks_every_event_of_a_multi_stream_batch() -> None:
     for e in batch:
         runs.setdefault(e.stream_id, []).append(e)
     a, b = runs.values()
-    swapped = [*log[:first], *b, *a, *log[first + len(batch):]]
+    swapped = [*log[:first], *b, *a, *log[first + len(batch) :]]
     _, mismatches = verify_decisions(swapped, NodeAgentDecider())
     assert mismatches
 
@@ -377,8 +453,15 @@ def test_log_is_identical_across_hash_seeds(log: list[Envelope]) -> None:
     digests = set()
     for seed in ("0", "1", "12345"):
         env = {**os.environ, "PYTHONHASHSEED": seed}
-        out = subprocess.run([sys.executable, "-c", SCRIPT, str(ROOT)], env=env, cwd=ROOT,
-                             capture_output=True, text=True, timeout=120, check=True)
+        out = subprocess.run(
+            [sys.executable, "-c", SCRIPT, str(ROOT)],
+            env=env,
+            cwd=ROOT,
+            capture_output=True,
+            text=True,
+            timeout=120,
+            check=True,
+        )
         digests.add(out.stdout.strip())
     assert len(digests) == 1
     rows = [[e.stream_id, e.type, encode_payload(e.event), e.occurred_at] for e in log]

@@ -188,9 +188,7 @@ def test_compose_migrate_is_one_shot_after_postgres() -> None:
     services = _compose()["services"]
     migrate = services["migrate"]
     assert _argv(migrate.get("command")) == MIGRATE
-    assert migrate.get("depends_on", {}).get("postgres", {}).get("condition") == (
-        "service_healthy"
-    )
+    assert migrate.get("depends_on", {}).get("postgres", {}).get("condition") == ("service_healthy")
     assert migrate.get("restart", "no") == "no", "a one-shot must not be restarted"
     healthcheck = _argv(services["postgres"].get("healthcheck", {}).get("test", []))
     assert "pg_isready" in healthcheck, "postgres needs a pg_isready healthcheck"
@@ -321,9 +319,7 @@ def test_k8s_config_and_secret() -> None:
 
 
 def _check_container_env(where: str, container: Mapping[str, Any]) -> dict[str, str]:
-    refs = {
-        next(iter(s.values()))["name"]: next(iter(s)) for s in container.get("envFrom", [])
-    }
+    refs = {next(iter(s.values()))["name"]: next(iter(s)) for s in container.get("envFrom", [])}
     assert refs == {CONFIG_MAP: "configMapRef", SECRET: "secretRef"}, f"{where}: {refs}"
     env = _k8s_env(container)
     for required in REQUIRED_ENV:
@@ -414,7 +410,8 @@ def test_k8s_provisioner_rbac() -> None:
 
     roles = [d for _, d in _k8s_docs() if d["kind"] == "ClusterRole"]
     bindings = [
-        d for _, d in _k8s_docs()
+        d
+        for _, d in _k8s_docs()
         if d["kind"] == "ClusterRoleBinding"
         and {"kind": "ServiceAccount", "name": account, "namespace": "muster"}
         in d.get("subjects", [])
@@ -462,7 +459,8 @@ def test_dockerfile() -> None:
 def test_dockerignore_keeps_local_state_out() -> None:
     assert DOCKERIGNORE.is_file(), f"{DOCKERIGNORE} is missing"
     entries = {
-        ln.strip().rstrip("/") for ln in DOCKERIGNORE.read_text().splitlines()
+        ln.strip().rstrip("/")
+        for ln in DOCKERIGNORE.read_text().splitlines()
         if ln.strip() and not ln.startswith("#")
     }
     for needed in (".venv", ".git", ".muster", "bench/results"):

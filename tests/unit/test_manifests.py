@@ -17,10 +17,21 @@ from muster.core.model import manifests, parse
 from muster.core.model.fields import InvalidInput
 from muster.core.model.manifests import Manifests, WorkloadSource
 from muster.core.model.queues import LocalQueueSpec, NamespaceQuotaSpec, PriorityClassSpec
-from muster.core.model.workload import PodSet, Runtime, Toleration
+from muster.core.model.workload import (
+    DeviceFilter,
+    FailureAction,
+    FailurePolicy,
+    FailureRule,
+    PlacementPolicy,
+    PodSet,
+    PodSetTopology,
+    Runtime,
+    Toleration,
+)
 
 TPU = "google.com/tpu"
 GPU = "nvidia.com/gpu"
+METAX = "metax-tech.com/gpu"
 TPU_SELECTOR = {
     "cloud.google.com/gke-tpu-accelerator": "tpu-v5-lite-podslice",
     "cloud.google.com/gke-tpu-topology": "2x4",
@@ -40,6 +51,7 @@ SEEDS: dict[str, str] = {
         "dws/provisioning-request.yaml",
         "hami/sample-pod.yaml",
         "volcano/job-regular.yaml",
+        "volcano/job-supernode.yaml",
     )
 }
 
@@ -113,7 +125,8 @@ def one_pod(spec: dict[str, Any], **metadata: Any) -> Any:
         ("dws/provisioning-request.yaml", {"pod_templates": 1, "request_sources": 1}, 0),
         ("dws/job.yaml", {"workloads": 1}, 0),
         ("hami/sample-pod.yaml", {"workloads": 1}, 0),
-        ("volcano/job-regular.yaml", {}, 1),
+        ("volcano/job-regular.yaml", {"workloads": 1}, 0),
+        ("volcano/job-supernode.yaml", {"workloads": 1}, 0),
     ],
 )
 def test_every_seed_manifest_loads(name: str, counts: dict[str, int], skipped: int) -> None:
@@ -147,13 +160,23 @@ def test_multislice_jobsets_are_one_slice_pod_set_each() -> None:
         assert wl.namespace == "default"
         assert wl.queue_name == "multislice-queue"
         assert wl.priority_class is None
-        # replicas x parallelism pods, each asking for its TPU limit of 4 chips.
+        # replicas x parallelism pods, each asking for its TPU limit of 4 chips; each child
+        # Job (a slice of 2 pods) on a node pool of its own (exclusive-topology).
         assert wl.pod_sets == (
-            PodSet(name="slice", count=2 * slices, requests={TPU: 4}, node_selector=TPU_SELECTOR),
+            PodSet(
+                name="slice",
+                count=2 * slices,
+                requests={TPU: 4},
+                node_selector=TPU_SELECTOR,
+                topology=PodSetTopology(exclusive="cloud.google.com/gke-nodepool", slice_size=2),
+                backoff_limit=0,
+            ),
         )
         assert wl.total_requests() == {TPU: 8 * slices}
         assert wl.runtime == Runtime(duration_seconds=60.0)  # bash -c "sleep 60"
         assert wl.labels == {"kueue.x-k8s.io/queue-name": "multislice-queue"}
+        # failurePolicy.maxRestarts; a JobSet restarts when no rule matches.
+        assert wl.failure_policy == FailurePolicy(max_restarts=4, on_failure="RestartJob")
     assert m.sources == (WorkloadSource(kind="JobSet", at=0.0),) * 3
 
 
@@ -248,6 +271,7 @@ def test_dws_job() -> None:
             requests={"cpu": 100, "memory": 100 * 2**20, GPU: 1},
             node_selector={"cloud.google.com/gke-nodepool": "dws-pool"},
             tolerations=(Toleration(key=GPU, operator="Exists", effect="NoSchedule"),),
+            backoff_limit=6,  # Kubernetes' default
         ),
     )
     # Kueue's own annotation for the DWS run limit, and the sleep image's argument.
@@ -265,16 +289,42 @@ def test_hami_pod_sleeping_forever_gets_the_default_runtime() -> None:
     assert wl.runtime == Runtime()
 
 
-def test_volcano_job_is_listed_as_skipped() -> None:
+def test_volcano_regular_job() -> None:
     m = load("volcano/job-regular.yaml")
-    assert m.skipped == ("Job job-demo: Volcano jobs are not converted, ignored",)
-    assert m.workloads == ()
+    assert m.skipped == ()
+    (wl,) = m.workloads
+    assert (wl.name, wl.namespace, wl.queue_name) == ("job-demo", "default", "default")
+    # minAvailable 1 of one task's 2 replicas: partial admission down to 1 pod.
+    assert wl.pod_sets == (PodSet(name="gpu-vectoradd", count=2, requests={METAX: 2}, min_count=1),)
+    assert wl.failure_policy == FailurePolicy(
+        max_restarts=2, rules=(FailureRule(event="PodEvicted", action="RestartJob"),)
+    )
+    assert wl.runtime == Runtime(duration_seconds=10.0)  # args: ["sleep 10s"]
+    assert m.sources == (WorkloadSource(kind="Job"),)
+
+
+def test_volcano_supernode_job() -> None:
+    (wl,) = load("volcano/job-supernode.yaml").workloads
+    assert [(ps.name, ps.count, dict(ps.requests), ps.min_count) for ps in wl.pod_sets] == [
+        ("master", 1, {METAX: 8}, None),
+        ("worker", 7, {METAX: 8}, None),
+    ]
+    # The master's template annotation asks for all 64 GPUs in one supernode.
+    assert wl.gpu_group_size == 64
+    # The master task's own policy; maxRetry is Volcano's default 3.
+    assert wl.failure_policy == FailurePolicy(
+        max_restarts=3,
+        rules=(FailureRule(event="TaskCompleted", action="CompleteJob", pod_sets=("master",)),),
+    )
+    assert wl.failure_policy.action("TaskCompleted", "master") == "CompleteJob"
+    assert wl.failure_policy.action("TaskCompleted", "worker") is None
+    assert wl.failure_policy.action("PodFailed", "worker") == "FailJob"
 
 
 def test_every_seed_workload_survives_the_intake_api_shape() -> None:
     """``muster apply -f`` posts ``_to_api(spec)``: intake must parse back the same spec."""
     workloads = [w for name in SEEDS for w in manifests.read(docs(name)).workloads]
-    assert len(workloads) == 8
+    assert len(workloads) == 10
     for wl in workloads:
         assert parse.workload(_to_api(wl)) == wl
 
@@ -471,6 +521,283 @@ def test_jobset_with_two_replicated_jobs() -> None:
     assert m.submissions() == [(90.0, wl)]
 
 
+def volcano(spec: dict[str, Any], **metadata: Any) -> dict[str, Any]:
+    return {
+        "apiVersion": "batch.volcano.sh/v1alpha1",
+        "kind": "Job",
+        "metadata": {"name": "vj", **metadata},
+        "spec": spec,
+    }
+
+
+def task(name: str | None, replicas: int, **fields: Any) -> dict[str, Any]:
+    pod_spec = {"containers": [container(resources={"limits": {METAX: 1}})]}
+    out = {"replicas": replicas, "template": {"spec": pod_spec}, **fields}
+    if name is not None:
+        out["name"] = name
+    return out
+
+
+def one_volcano(spec: dict[str, Any], **metadata: Any) -> Any:
+    (wl,) = manifests.read([volcano(spec, **metadata)]).workloads
+    return wl
+
+
+def test_volcano_queue_priority_and_defaults() -> None:
+    wl = one_volcano(
+        {
+            "queue": "research",
+            "priorityClassName": "high",
+            "schedulerName": "volcano",
+            "plugins": {"ssh": []},
+            "minSuccess": 1,
+            "ttlSecondsAfterFinished": 60,
+            "tasks": [task(None, 2), task(None, 1)],
+        }
+    )
+    assert wl.queue_name == "research"
+    assert wl.priority_class == "high"
+    # Unnamed tasks are named as Volcano's webhook names them.
+    assert [ps.name for ps in wl.pod_sets] == ["default0", "default1"]
+    # No policies: maxRetry 3, a failed pod fails the job, an evicted one restarts it.
+    assert wl.failure_policy == FailurePolicy(max_restarts=3)
+    assert [ps.backoff_limit for ps in wl.pod_sets] == [0, 0]
+
+
+def test_volcano_kueue_labels_win() -> None:
+    wl = one_volcano(
+        {"queue": "research", "priorityClassName": "high", "tasks": [task("t", 1)]},
+        labels={manifests.QUEUE_LABEL: "training", manifests.PRIORITY_LABEL: "urgent"},
+    )
+    assert (wl.queue_name, wl.priority_class) == ("training", "urgent")
+
+
+@pytest.mark.parametrize(
+    ("min_available", "tasks", "min_counts"),
+    [
+        (None, [task("a", 4)], [None]),
+        (4, [task("a", 4)], [None]),
+        (3, [task("a", 4)], [3]),
+        # Several tasks: the gang is all pods (only one Kueue pod set may shrink).
+        (2, [task("a", 2), task("b", 2)], [None, None]),
+    ],
+)
+def test_volcano_min_available(
+    min_available: int | None, tasks: list[Any], min_counts: list[int | None]
+) -> None:
+    spec: dict[str, Any] = {"tasks": tasks}
+    if min_available is not None:
+        spec["minAvailable"] = min_available
+    assert [ps.min_count for ps in one_volcano(spec).pod_sets] == min_counts
+
+
+def test_volcano_policies_task_rules_first_and_any_event() -> None:
+    wl = one_volcano(
+        {
+            "maxRetry": 5,
+            "policies": [
+                {"event": "*", "action": "AbortJob"},
+                {"events": ["PodEvicted", "PodFailed"], "action": "RestartJob", "timeout": "1m"},
+            ],
+            "tasks": [
+                task("a", 1, policies=[{"event": "PodFailed", "action": "RestartTask"}]),
+                task("b", 1, policies=[{"event": "TaskCompleted", "action": "CompleteJob"}]),
+            ],
+        }
+    )
+    assert wl.failure_policy == FailurePolicy(
+        max_restarts=5,
+        rules=(
+            FailureRule(event="PodFailed", action="RestartJob", pod_sets=("a",)),
+            FailureRule(event="TaskCompleted", action="CompleteJob", pod_sets=("b",)),
+            FailureRule(event="PodFailed", action="FailJob"),
+            FailureRule(event="PodEvicted", action="FailJob"),
+            FailureRule(event="TaskCompleted", action="FailJob"),
+            FailureRule(event="PodEvicted", action="RestartJob"),
+            FailureRule(event="PodFailed", action="RestartJob"),
+        ),
+    )
+    assert wl.failure_policy.action("PodFailed", "a") == "RestartJob"
+    assert wl.failure_policy.action("PodFailed", "b") == "FailJob"
+
+
+@pytest.mark.parametrize(
+    ("action", "expected"),
+    [
+        ("RestartJob", "RestartJob"),
+        ("RestartTask", "RestartJob"),
+        ("RestartPod", "RestartJob"),
+        ("AbortJob", "FailJob"),
+        ("TerminateJob", "FailJob"),
+        ("CompleteJob", "CompleteJob"),
+    ],
+)
+def test_volcano_actions(action: str, expected: FailureAction) -> None:
+    wl = one_volcano(
+        {"policies": [{"event": "PodFailed", "action": action}], "tasks": [task("t", 1)]}
+    )
+    assert wl.failure_policy.rules == (FailureRule(event="PodFailed", action=expected),)
+
+
+def test_volcano_network_topology_applies_to_every_task() -> None:
+    wl = one_volcano(
+        {
+            "networkTopology": {"mode": "soft", "highestTierAllowed": 2},
+            "tasks": [task("a", 1), task("b", 2)],
+        }
+    )
+    assert [ps.topology for ps in wl.pod_sets] == [PodSetTopology(tier=2, tier_soft=True)] * 2
+
+
+def replicated(name: str, replicas: int, parallelism: int, **job: Any) -> dict[str, Any]:
+    pod_spec = {"containers": [container(resources={"limits": {TPU: 4}})]}
+    return {
+        "name": name,
+        "replicas": replicas,
+        "template": {"spec": {"parallelism": parallelism, "template": {"spec": pod_spec}, **job}},
+    }
+
+
+def jobset(spec: dict[str, Any], **metadata: Any) -> dict[str, Any]:
+    return {
+        "apiVersion": "jobset.x-k8s.io/v1alpha2",
+        "kind": "JobSet",
+        "metadata": {"name": "js", **metadata},
+        "spec": spec,
+    }
+
+
+def test_jobset_exclusive_topology_on_one_replicated_job() -> None:
+    driver = replicated("driver", 1, 1)
+    workers = replicated("workers", 3, 4, completions=4, backoffLimit=2)
+    workers["template"]["metadata"] = {"annotations": {manifests.EXCLUSIVE: "rack"}}
+    (wl,) = manifests.read([jobset({"replicatedJobs": [driver, workers]})]).workloads
+    assert [(ps.name, ps.count, ps.topology, ps.backoff_limit) for ps in wl.pod_sets] == [
+        ("driver", 1, None, 6),  # Kubernetes' default backoffLimit
+        ("workers", 12, PodSetTopology(exclusive="rack", slice_size=4), 2),
+    ]
+    # No failurePolicy: JobSet's maxRestarts 0, so the first failure fails it.
+    assert wl.failure_policy == FailurePolicy(max_restarts=0, on_failure="RestartJob")
+
+
+def test_jobset_replicated_job_annotation_wins_over_the_jobset_one() -> None:
+    a, b = replicated("a", 2, 2), replicated("b", 1, 2)
+    b["template"]["metadata"] = {"annotations": {manifests.EXCLUSIVE: "rack"}}
+    doc = jobset({"replicatedJobs": [a, b]}, annotations={manifests.EXCLUSIVE: "pool"})
+    (wl,) = manifests.read([doc]).workloads
+    assert [ps.topology for ps in wl.pod_sets] == [
+        PodSetTopology(exclusive="pool", slice_size=2),
+        PodSetTopology(exclusive="rack", slice_size=2),
+    ]
+
+
+def test_jobset_failure_policy_rules() -> None:
+    actions = [
+        "FailJobSet",
+        "RestartJobSet",
+        "RestartJobSetAndIgnoreMaxRestarts",
+        "RestartJob",
+        "RestartJobAndIgnoreMaxRestarts",
+    ]
+    rules: list[dict[str, Any]] = [
+        {"name": f"r{i}", "action": a, "onJobFailureReasons": ["PodFailurePolicy"]}
+        for i, a in enumerate(actions)
+    ]
+    rules[0]["targetReplicatedJobs"] = ["driver"]
+    rules[1]["onJobFailureMessagePatterns"] = ["OOM.*"]
+    spec = {
+        "failurePolicy": {"maxRestarts": 2, "restartStrategy": "BlockingRecreate", "rules": rules},
+        "replicatedJobs": [replicated("driver", 1, 1), replicated("workers", 2, 2)],
+    }
+    (wl,) = manifests.read([jobset(spec)]).workloads
+    assert wl.failure_policy == FailurePolicy(
+        max_restarts=2,
+        rules=(
+            FailureRule(event="PodFailed", action="FailJob", pod_sets=("driver",)),
+            FailureRule(event="PodFailed", action="RestartJob"),
+            FailureRule(event="PodFailed", action="RestartJobIgnoreMax"),
+            FailureRule(event="PodFailed", action="RestartJob"),
+            FailureRule(event="PodFailed", action="RestartJobIgnoreMax"),
+        ),
+        on_failure="RestartJob",
+    )
+
+
+def test_job_backoff_limit() -> None:
+    (default,) = manifests.read([job({})]).workloads
+    (given,) = manifests.read([job({"backoffLimit": 0})]).workloads
+    assert (default.pod_sets[0].backoff_limit, given.pod_sets[0].backoff_limit) == (6, 0)
+    # A bare Pod is not retried.
+    assert one_pod({"containers": [container()]}).pod_sets[0].backoff_limit == 0
+
+
+def test_hami_pinning_annotations_on_a_pod() -> None:
+    wl = one_pod(
+        {"containers": [container(resources={"limits": {GPU: 1}})]},
+        annotations={
+            "nvidia.com/use-gpuuuid": "GPU-a, GPU-b,",
+            "nvidia.com/nouse-gpuuuid": "GPU-c",
+            "nvidia.com/use-gputype": "A100",
+            "nvidia.com/nouse-gputype": " ",  # empty: no constraint
+        },
+    )
+    assert wl.pod_sets[0].devices == DeviceFilter(
+        use_uuids=("GPU-a", "GPU-b"), avoid_uuids=("GPU-c",), use_types=("A100",)
+    )
+    assert wl.placement is None
+
+
+def test_annotations_on_a_job_pod_template() -> None:
+    doc = job(
+        {"parallelism": 4},
+        annotations={"muster.dev/exit-codes": "1, 1,0"},
+    )
+    doc["spec"]["template"]["metadata"] = {
+        "annotations": {
+            "nvidia.com/nouse-gputype": "T4,V100",
+            "hami.io/node-scheduler-policy": "spread",
+            "hami.io/gpu-scheduler-policy": "binpack,topology-aware",
+            "kueue.x-k8s.io/podset-preferred-topology": "rack",
+            "kueue.x-k8s.io/podset-slice-required-topology": "host",
+            "kueue.x-k8s.io/podset-slice-size": "2",
+            "metax-tech.com/gpu-group-size": "32",
+        }
+    }
+    (wl,) = manifests.read([doc]).workloads
+    ps = wl.pod_sets[0]
+    assert ps.devices == DeviceFilter(avoid_types=("T4", "V100"))
+    assert ps.topology == PodSetTopology(preferred="rack", slice_required="host", slice_size=2)
+    assert wl.placement == PlacementPolicy(node="spread", gpu="binpack")
+    assert wl.gpu_group_size == 32
+    assert wl.runtime.exit_codes == (1, 1, 0)
+
+
+@pytest.mark.parametrize(
+    ("annotations", "placement"),
+    [
+        # The level left out is the HAMi scheduler's default: binpack nodes, spread GPUs.
+        ({"hami.io/node-scheduler-policy": "spread"}, PlacementPolicy(node="spread", gpu="spread")),
+        (
+            {"hami.io/gpu-scheduler-policy": "binpack"},
+            PlacementPolicy(node="binpack", gpu="binpack"),
+        ),
+        ({"hami.io/gpu-scheduler-policy": " spread , numa"}, PlacementPolicy(gpu="spread")),
+    ],
+)
+def test_hami_scheduler_policies(annotations: dict[str, str], placement: PlacementPolicy) -> None:
+    assert one_pod({"containers": [container()]}, annotations=annotations).placement == placement
+
+
+def test_kueue_required_topology_on_a_pod() -> None:
+    wl = one_pod(
+        {"containers": [container()]},
+        annotations={
+            "kueue.x-k8s.io/podset-required-topology": "cloud.google.com/gce-topology-block"
+        },
+    )
+    assert wl.pod_sets[0].topology == PodSetTopology(required="cloud.google.com/gce-topology-block")
+
+
 def test_enforcement_annotation_on_a_resource_quota() -> None:
     doc = {
         "apiVersion": "v1",
@@ -520,6 +847,23 @@ def kueue_docs() -> list[Any]:
 
 def jobset_docs() -> list[Any]:
     return docs("multislice/jobsets.yaml")
+
+
+def volcano_docs() -> list[Any]:
+    return docs("volcano/job-regular.yaml")
+
+
+def annotated_pod(annotations: dict[str, Any]) -> dict[str, Any]:
+    return pod({"containers": [container()]}, annotations=annotations)
+
+
+def annotated_job(annotations: dict[str, Any], **spec: Any) -> dict[str, Any]:
+    doc = job(spec)
+    doc["spec"]["template"]["metadata"] = {"annotations": annotations}
+    return doc
+
+
+SUPERNODE_ANNOTATIONS: list[Any] = ["spec", "tasks", 0, "template", "metadata", "annotations"]
 
 
 POD_SPEC = "spec.replicatedJobs[0].template.spec.template.spec"
@@ -658,6 +1002,181 @@ QUOTA_KEYS: list[Any] = ["spec", "resourceGroups", 0, "flavors", 0, "resources",
             ],
             "doc[0] (PriorityClass high).value",
             "must be an integer, not a string",
+        ),
+        (
+            lambda: _edit(volcano_docs(), 0, ["spec", "policies", 0, "event"], "Unknown"),
+            "doc[0] (Job job-demo).spec.policies[0].event",
+            "event Unknown is not supported (PodFailed, PodEvicted, TaskCompleted, *)",
+        ),
+        (
+            lambda: _edit(
+                volcano_docs(),
+                0,
+                ["spec", "policies", 0],
+                {"events": ["PodFailed", "PodPending"], "action": "RestartJob"},
+            ),
+            "doc[0] (Job job-demo).spec.policies[0].events[1]",
+            "event PodPending is not supported (PodFailed, PodEvicted, TaskCompleted, *)",
+        ),
+        (
+            lambda: _edit(
+                volcano_docs(),
+                0,
+                ["spec", "tasks", 0, "policies"],
+                [{"event": "PodRunning", "action": "RestartJob"}],
+            ),
+            "doc[0] (Job job-demo).spec.tasks[0].policies[0].event",
+            "event PodRunning is not supported",
+        ),
+        (
+            lambda: _edit(volcano_docs(), 0, ["spec", "policies", 0, "action"], "SyncJob"),
+            "doc[0] (Job job-demo).spec.policies[0].action",
+            "action SyncJob is not supported (RestartJob, RestartTask, RestartPod, AbortJob, "
+            "TerminateJob, CompleteJob)",
+        ),
+        (
+            lambda: _edit(
+                volcano_docs(), 0, ["spec", "policies", 0], {"exitCode": 3, "action": "AbortJob"}
+            ),
+            "doc[0] (Job job-demo).spec.policies[0].exitCode",
+            "exit-code policies are not supported; give event or events",
+        ),
+        (
+            lambda: _edit(volcano_docs(), 0, ["spec", "maxRetry"], -1),
+            "doc[0] (Job job-demo).spec.maxRetry",
+            "must be at least 0, got -1",
+        ),
+        (
+            lambda: _edit(volcano_docs(), 0, ["spec", "minAvailable"], 3),
+            "doc[0] (Job job-demo).spec.minAvailable",
+            "must be at most the tasks' 2 pods, got 3",
+        ),
+        (
+            lambda: _edit(volcano_docs(), 0, ["spec", "queue"], "Q!"),
+            "doc[0] (Job job-demo).spec.queue",
+            "'Q!' is not a valid name",
+        ),
+        (
+            lambda: _edit(volcano_docs(), 0, ["spec", "tasks", 0, "replicas"], 0),
+            "doc[0] (Job job-demo).spec.tasks[0].replicas",
+            "must be at least 1, got 0",
+        ),
+        (
+            lambda: _edit(volcano_docs(), 0, ["spec", "networkTopology"], {"mode": "strict"}),
+            "doc[0] (Job job-demo).spec.networkTopology.mode",
+            "must be one of hard, soft, not 'strict'",
+        ),
+        (
+            lambda: _edit(
+                docs("volcano/job-supernode.yaml"),
+                0,
+                ["spec", "tasks", 1, "template", "metadata"],
+                {"annotations": {"metax-tech.com/gpu-group-size": "32"}},
+            ),
+            "doc[0] (Job pytorch-demo).spec.tasks[1].template.metadata.annotations"
+            ".metax-tech.com/gpu-group-size",
+            "is 32 but spec.tasks[0].template.metadata.annotations.metax-tech.com/gpu-group-size "
+            "is 64: one value per workload",
+        ),
+        (
+            lambda: _edit(
+                docs("volcano/job-supernode.yaml"),
+                0,
+                [*SUPERNODE_ANNOTATIONS, "metax-tech.com/gpu-group-size"],
+                "many",
+            ),
+            "doc[0] (Job pytorch-demo).spec.tasks[0].template.metadata.annotations"
+            ".metax-tech.com/gpu-group-size",
+            "must be a whole number, not 'many'",
+        ),
+        (
+            lambda: [annotated_pod({"hami.io/node-scheduler-policy": "random"})],
+            "doc[0] (Pod p).metadata.annotations.hami.io/node-scheduler-policy",
+            "must be binpack or spread, not 'random'",
+        ),
+        (
+            lambda: [annotated_pod({"hami.io/gpu-scheduler-policy": "topology-aware,spread"})],
+            "doc[0] (Pod p).metadata.annotations.hami.io/gpu-scheduler-policy",
+            "must be binpack or spread (the first of a comma-separated list), "
+            "not 'topology-aware,spread'",
+        ),
+        (
+            lambda: [annotated_job({"hami.io/node-scheduler-policy": "pack"})],
+            "doc[0] (Job j).spec.template.metadata.annotations.hami.io/node-scheduler-policy",
+            "must be binpack or spread, not 'pack'",
+        ),
+        (
+            lambda: [annotated_pod({"nvidia.com/use-gpuuuid": 3})],
+            "doc[0] (Pod p).metadata.annotations.nvidia.com/use-gpuuuid",
+            "must be a comma-separated string, not 3",
+        ),
+        (
+            lambda: [
+                annotated_pod(
+                    {
+                        "kueue.x-k8s.io/podset-required-topology": "rack",
+                        "kueue.x-k8s.io/podset-preferred-topology": "block",
+                    }
+                )
+            ],
+            "doc[0] (Pod p).metadata.annotations",
+            "give required or preferred, not both",
+        ),
+        (
+            lambda: [annotated_job({"kueue.x-k8s.io/podset-slice-size": "3"}, parallelism=4)],
+            "doc[0] (Job j).spec.template.metadata.annotations.kueue.x-k8s.io/podset-slice-size",
+            "must divide the pod count 4",
+        ),
+        (
+            lambda: [
+                pod({"containers": [container()]}, annotations={"muster.dev/exit-codes": "1,x"})
+            ],
+            "doc[0] (Pod p).metadata.annotations.muster.dev/exit-codes",
+            "must be exit codes separated by commas, such as 1,1,0, not '1,x'",
+        ),
+        (
+            lambda: [
+                pod({"containers": [container()]}, annotations={"muster.dev/exit-codes": "0,300"})
+            ],
+            "doc[0] (Pod p).metadata.annotations.muster.dev/exit-codes[1]",
+            "must be an exit code 0..255",
+        ),
+        (
+            lambda: _edit(
+                jobset_docs(), 0, ["spec", "failurePolicy", "rules"], [{"action": "Ignore"}]
+            ),
+            "doc[0] (JobSet multislice-1slice).spec.failurePolicy.rules[0].action",
+            "action Ignore is not supported (FailJobSet, RestartJobSet, ",
+        ),
+        (
+            lambda: _edit(
+                jobset_docs(),
+                0,
+                ["spec", "failurePolicy", "rules"],
+                [{"action": "FailJobSet", "targetReplicatedJobs": ["nope"]}],
+            ),
+            "doc[0] (JobSet multislice-1slice).spec.failurePolicy.rules[0].targetReplicatedJobs",
+            "no pod set is named 'nope'",
+        ),
+        (
+            lambda: _edit(jobset_docs(), 0, ["spec", "failurePolicy", "maxRestarts"], "four"),
+            "doc[0] (JobSet multislice-1slice).spec.failurePolicy.maxRestarts",
+            "must be an integer, not a string",
+        ),
+        (
+            lambda: _edit(jobset_docs(), 0, [*POD_KEYS[:5], "backoffLimit"], -1),
+            "doc[0] (JobSet multislice-1slice).spec.replicatedJobs[0].template.spec.backoffLimit",
+            "must be at least 0, got -1",
+        ),
+        (
+            lambda: [{**job({}), "apiVersion": "example.com/v1"}],
+            "doc[0] (Job j).apiVersion",
+            "Job is read from batch/v1 or batch.volcano.sh/v1alpha1, not example.com/v1",
+        ),
+        (
+            lambda: _edit(volcano_docs(), 0, ["apiVersion"], "batch.volcano.sh/v1beta1"),
+            "doc[0] (Job job-demo).apiVersion",
+            "Job is read from batch.volcano.sh/v1alpha1, not batch.volcano.sh/v1beta1",
         ),
     ],
 )

@@ -93,4 +93,3 @@ def test_only_one_pod_set_may_have_min_count() -> None:
     with pytest.raises(InvalidInput) as err:
         parse.workload(doc)
     assert err.value.path == "podSets" and "only one pod set" in err.value.problem
-

@@ -23,7 +23,12 @@ from muster.core.model import manifests, parse
 from muster.core.model.cluster import ClusterSpec
 from muster.core.model.fields import InvalidInput, parse_duration
 from muster.core.model.resources import format_quantity
-from muster.core.model.workload import PodSet, ProvisioningRequestSpec, WorkloadSpec
+from muster.core.model.workload import (
+    FailurePolicy,
+    PodSet,
+    ProvisioningRequestSpec,
+    WorkloadSpec,
+)
 from muster.core.queueing.decider import QueueDecider
 from muster.core.sim import harness as sim_harness
 from muster.core.sim.summary import summarize
@@ -646,6 +651,24 @@ def _to_api(wl: WorkloadSpec) -> dict[str, Any]:
             "exitCode": wl.runtime.exit_code,
         },
     }
+    if wl.runtime.exit_codes:
+        body["runtime"]["exitCodes"] = list(wl.runtime.exit_codes)
+    if wl.gpu_group_size is not None:
+        body["gpuGroupSize"] = wl.gpu_group_size
+    if wl.placement is not None:
+        body["placement"] = {"node": wl.placement.node, "gpu": wl.placement.gpu}
+    policy = wl.failure_policy
+    if policy != FailurePolicy():
+        body["failurePolicy"] = _drop_none(
+            {
+                "maxRestarts": policy.max_restarts,
+                "onFailure": policy.on_failure,
+                "rules": [
+                    {"event": r.event, "action": r.action, "podSets": list(r.pod_sets)}
+                    for r in policy.rules
+                ],
+            }
+        )
     if wl.queue_name:
         body["queueName"] = wl.queue_name
     if wl.consumes is not None:
@@ -668,6 +691,29 @@ def _pod_set_to_api(ps: PodSet) -> dict[str, Any]:
     }
     if ps.min_count is not None:
         out["minCount"] = ps.min_count
+    if ps.backoff_limit:
+        out["backoffLimit"] = ps.backoff_limit
+    if ps.topology is not None:
+        t = ps.topology
+        out["topology"] = _drop_none(
+            {
+                "required": t.required,
+                "preferred": t.preferred,
+                "sliceSize": t.slice_size,
+                "sliceRequired": t.slice_required,
+                "exclusive": t.exclusive,
+                "highestTierAllowed": t.tier,
+                "mode": "soft" if t.tier_soft else None,
+            }
+        )
+    if ps.devices is not None:
+        d = ps.devices
+        out["devices"] = {
+            "useUuids": list(d.use_uuids),
+            "avoidUuids": list(d.avoid_uuids),
+            "useTypes": list(d.use_types),
+            "avoidTypes": list(d.avoid_types),
+        }
     if ps.tolerations:
         # Empty strings are the defaults; the API refuses them as values.
         out["tolerations"] = [
@@ -684,6 +730,10 @@ def _pod_set_to_api(ps: PodSet) -> dict[str, Any]:
             for t in ps.tolerations
         ]
     return out
+
+
+def _drop_none(d: dict[str, Any]) -> dict[str, Any]:
+    return {k: v for k, v in d.items() if v is not None}
 
 
 def _ids_of(server: str, names: list[tuple[str, str]]) -> list[str]:

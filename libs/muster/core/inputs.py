@@ -13,6 +13,7 @@ import orjson
 
 from muster.core.codec import to_plain
 from muster.core.events import Event, NewEvent
+from muster.core.events import node as nev
 from muster.core.events import provisioning as pev
 from muster.core.events import queue as qev
 from muster.core.events import workload as wev
@@ -183,4 +184,27 @@ def provisioning_deletion(request_id: str, at: float) -> NewEvent:
         event=pev.ProvisioningDeleteRequested(request_id=request_id),
         occurred_at=at,
         correlation_id=request_id,
+    )
+
+
+MONITOR = "node-monitor"  # producer of node-lost events (the queue's heartbeat watch)
+
+
+def node_lost(
+    node: str, at: float, message: str, last_heartbeat_at: float | None = None
+) -> NewEvent:
+    """A node whose heartbeats stopped: its pods are gone, its workloads come back."""
+    return NewEvent(
+        stream_id=nev.stream(node),
+        event=nev.NodeLost(node=node, message=message, last_heartbeat_at=last_heartbeat_at),
+        occurred_at=at,
+    )
+
+
+def agent_started(agent: str, shard: int, at: float) -> NewEvent:
+    """A node agent (re)started: it registers again the lost nodes it owns."""
+    return NewEvent(
+        stream_id=nev.agent_stream(shard),
+        event=nev.AgentStarted(agent=agent, shard=shard),
+        occurred_at=at,
     )

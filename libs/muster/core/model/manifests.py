@@ -1,5 +1,5 @@
 """Kubernetes manifests (Kueue queues and admission checks, PriorityClass, ResourceQuota,
-JobSet, Job, Pod, PodTemplate + ProvisioningRequest) as muster's model objects.
+JobSet, Job, Volcano Job, Pod, PodTemplate + ProvisioningRequest) as muster's model objects.
 
 Pure: the caller loads the YAML (``yaml.safe_load_all``) and hands the documents over.
 Field validation stays in ``parse``: each object is turned into the flat shape ``parse``
@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from typing import Any, TypeVar
 
 from muster.core.model import parse
@@ -29,7 +29,7 @@ from muster.core.model.queues import (
     ResourceFlavorSpec,
 )
 from muster.core.model.resources import format_quantity
-from muster.core.model.workload import ProvisioningRequestSpec, WorkloadSpec
+from muster.core.model.workload import FAILURE_EVENTS, ProvisioningRequestSpec, WorkloadSpec
 
 T = TypeVar("T")
 
@@ -37,6 +37,7 @@ QUEUE_LABEL = "kueue.x-k8s.io/queue-name"
 PRIORITY_LABEL = "kueue.x-k8s.io/priority-class"
 MIN_PARALLELISM = "kueue.x-k8s.io/job-min-parallelism"
 RUNTIME = "muster.dev/runtime-seconds"
+EXIT_CODES = "muster.dev/exit-codes"
 MAX_RUN = "muster.dev/max-run-duration-seconds"
 PROVREQ_MAX_RUN = "provreq.kueue.x-k8s.io/maxRunDurationSeconds"
 SUBMIT_AT = "muster.dev/submit-at"
@@ -47,11 +48,39 @@ CONSUME = (
     "autoscaling.x-k8s.io/consume-provisioning-request",
     "cluster-autoscaler.kubernetes.io/consume-provisioning-request",
 )
+# JobSet: each child Job on its own value of this node label (on the JobSet, or on one
+# replicated job's template).
+EXCLUSIVE = "alpha.jobset.sigs.k8s.io/exclusive-topology"
+# Pod (template) annotations.
+GPU_GROUP_SIZE = "metax-tech.com/gpu-group-size"
+NODE_POLICY = "hami.io/node-scheduler-policy"
+GPU_POLICY = "hami.io/gpu-scheduler-policy"
+# HAMi's GPU pinning, comma-separated: pod set ``devices`` field -> annotation.
+DEVICE_ANNOTATIONS = {
+    "useUuids": "nvidia.com/use-gpuuuid",
+    "avoidUuids": "nvidia.com/nouse-gpuuuid",
+    "useTypes": "nvidia.com/use-gputype",
+    "avoidTypes": "nvidia.com/nouse-gputype",
+}
+# Kueue topology-aware scheduling: pod set ``topology`` field -> annotation.
+TAS_ANNOTATIONS = {
+    "required": "kueue.x-k8s.io/podset-required-topology",
+    "preferred": "kueue.x-k8s.io/podset-preferred-topology",
+    "sliceRequired": "kueue.x-k8s.io/podset-slice-required-topology",
+}
+TAS_SLICE_SIZE = "kueue.x-k8s.io/podset-slice-size"
 DEFAULT_QUEUE = "default"
 DEFAULT_NAMESPACE = "default"
+# Kubernetes' default Job backoffLimit, Volcano's default maxRetry.
+DEFAULT_BACKOFF_LIMIT = 6
+DEFAULT_MAX_RETRY = 3
+# HAMi scheduler's defaults, for the level a pod's annotations leave out.
+HAMI_NODE_POLICY = "binpack"
+HAMI_GPU_POLICY = "spread"
 
 KUEUE = "kueue.x-k8s.io"
 AUTOSCALING = "autoscaling.x-k8s.io"
+VOLCANO = "batch.volcano.sh"
 _BETA = ("v1beta1", "v1beta2")
 
 # (API group, kind) -> the versions read.
@@ -69,6 +98,7 @@ SUPPORTED: dict[tuple[str, str], tuple[str, ...]] = {
     ("", "ResourceQuota"): ("v1",),
     ("jobset.x-k8s.io", "JobSet"): ("v1alpha2",),
     ("batch", "Job"): ("v1",),
+    (VOLCANO, "Job"): ("v1alpha1",),
     ("", "Pod"): ("v1",),
 }
 _NOT_QUEUEING = "not a queueing object, ignored"
@@ -76,7 +106,6 @@ _NOT_QUEUEING = "not a queueing object, ignored"
 IGNORED: dict[tuple[str, str], str] = {
     (KUEUE, "Topology"): _NOT_QUEUEING,
     ("", "Namespace"): "namespaces need no configuration, ignored",
-    ("batch.volcano.sh", "Job"): "Volcano jobs are not converted, ignored",
 }
 _TOP_LEVEL = frozenset({"apiVersion", "kind", "metadata", "spec", "status"})
 # A shell ``sleep N`` (N seconds, or with an s/m/h/d suffix) in a container's command line.
@@ -87,7 +116,7 @@ _SLEEP = re.compile(r"(?:^|[\s;&|(])sleep\s+([0-9]+(?:\.[0-9]+)?[smhd]?)(?=$|[\s
 class WorkloadSource:
     """Where a converted workload came from: its kind, and when ``muster sim`` submits it."""
 
-    kind: str  # JobSet, Job or Pod
+    kind: str  # JobSet, Job (batch or Volcano) or Pod
     at: float = 0.0  # annotation muster.dev/submit-at, seconds from the simulation's start
 
 
@@ -438,19 +467,21 @@ def _labels(doc: _Doc) -> Mapping[str, Any]:
 
 
 def _whole_number(doc: _Doc, annotations: Mapping[str, Any], key: str) -> int | None:
-    value = annotations.get(key)
+    return _whole(annotations.get(key), doc.at(f"metadata.annotations.{key}"))
+
+
+def _whole(value: object, path: str) -> int | None:
+    """A whole number, as a number or a string of digits (annotations are strings)."""
     if value is None:
         return None
     if isinstance(value, int) and not isinstance(value, bool):
         return value
     if isinstance(value, str) and value.strip().isdigit():
         return int(value)
-    raise InvalidInput(
-        doc.at(f"metadata.annotations.{key}"), f"must be a whole number, not {value!r}"
-    )
+    raise InvalidInput(path, f"must be a whole number, not {value!r}")
 
 
-# -- workloads: JobSet, Job, Pod --------------------------------------------------------
+# -- workloads: JobSet, Job, Volcano Job, Pod ---------------------------------------------
 
 
 @dataclass(frozen=True, slots=True)
@@ -464,6 +495,9 @@ class _Pod:
     priority_class: object
     sleep: float | None  # seconds of ``sleep N`` in the command lines, if any
     consumes: str | None = None  # its template's consume-provisioning-request annotation
+    # Its template's annotations (a Pod's own) and their path in the manifest.
+    annotations: Mapping[str, Any] = field(default_factory=dict)
+    annotations_path: str = ""
 
 
 @dataclass(frozen=True, slots=True)
@@ -473,23 +507,79 @@ class _PodSet:
     count: int
     count_path: str
     pod: _Pod
+    min_count: object = None
+    min_count_path: str = ""
+    backoff_limit: object = None  # a Job's backoffLimit (None for a Pod)
+    backoff_path: str = ""
+    exclusive: object = None  # JobSet exclusive-topology: a node label
+    exclusive_path: str = ""
+    slice_size: int | None = None  # with exclusive: the pods of one child Job
+
+
+# Volcano policy actions and JobSet failure policy rule actions -> muster's FailureAction.
+VOLCANO_ACTIONS = {
+    "RestartJob": "RestartJob",
+    "RestartTask": "RestartJob",
+    "RestartPod": "RestartJob",
+    "AbortJob": "FailJob",
+    "TerminateJob": "FailJob",
+    "CompleteJob": "CompleteJob",
+}
+JOBSET_ACTIONS = {
+    "FailJobSet": "FailJob",
+    "RestartJobSet": "RestartJob",
+    "RestartJobSetAndIgnoreMaxRestarts": "RestartJobIgnoreMax",
+    "RestartJob": "RestartJob",
+    "RestartJobAndIgnoreMaxRestarts": "RestartJobIgnoreMax",
+}
+_ANY_EVENT = "*"
 
 
 def _workload(doc: _Doc) -> tuple[WorkloadSpec, float]:
     spec = Obj(_spec(doc), doc.at("spec"))
     annotations = _annotations(doc)
     labels = _labels(doc)
+    volcano = doc.group == VOLCANO
     pod_sets_path = spec.path
+    # parse's failurePolicy, with its fields' (absolute) paths
+    failure: tuple[dict[str, Any], dict[str, str]] | None = None
     if doc.kind == "JobSet":
         pod_sets_path = spec.at("replicatedJobs")
+        exclusive = (annotations.get(EXCLUSIVE), doc.at(f"metadata.annotations.{EXCLUSIVE}"))
         pod_sets = [
-            _replicated_job(item, p) for item, p in spec.items("replicatedJobs", required=True)
+            _replicated_job(item, p, exclusive)
+            for item, p in spec.items("replicatedJobs", required=True)
         ]
+        failure = _jobset_failure_policy(spec)
+    elif volcano:
+        pod_sets_path = spec.at("tasks")
+        pod_sets = [
+            _task(item, p, i) for i, (item, p) in enumerate(spec.items("tasks", required=True))
+        ]
+        pod_sets = _min_available(spec, pod_sets)
+        failure = _volcano_failure_policy(spec, [ps.name for ps in pod_sets])
     elif doc.kind == "Job":
-        count, pod = _job(spec)
-        pod_sets = [_PodSet("main", "", count, spec.at("parallelism"), pod)]
+        count, pod, backoff = _job(spec)
+        pod_sets = [
+            _PodSet(
+                "main",
+                "",
+                count,
+                spec.at("parallelism"),
+                pod,
+                min_count=_whole_number(doc, annotations, MIN_PARALLELISM),
+                min_count_path=doc.at(f"metadata.annotations.{MIN_PARALLELISM}"),
+                backoff_limit=backoff,
+                backoff_path=spec.at("backoffLimit"),
+            )
+        ]
     else:
-        pod_sets = [_PodSet("main", "", 1, spec.path, _pod(spec.data, spec.path))]
+        pod = replace(
+            _pod(spec.data, spec.path),
+            annotations=annotations,
+            annotations_path=doc.at("metadata.annotations"),
+        )
+        pod_sets = [_PodSet("main", "", 1, spec.path, pod)]
     consumes = _consumes(annotations) if doc.kind == "Pod" else None
     consumes = consumes or next((ps.pod.consumes for ps in pod_sets if ps.pod.consumes), None)
 
@@ -506,6 +596,10 @@ def _workload(doc: _Doc) -> tuple[WorkloadSpec, float]:
         "labels": labels,
         "podSets": [],
     }
+    if volcano and QUEUE_LABEL not in labels and spec.raw("queue") is not None:
+        # Volcano's queue stands for the LocalQueue; Kueue's label wins.
+        flat["queueName"] = spec.raw("queue")
+        origin["queueName"] = "spec.queue"
     if consumes is not None:
         # Its pods go to the request's nodes, not through a queue (unless one is named,
         # which parse refuses).
@@ -513,7 +607,8 @@ def _workload(doc: _Doc) -> tuple[WorkloadSpec, float]:
         origin["consumesProvisioningRequest"] = "metadata.annotations"
         if QUEUE_LABEL not in labels:
             del flat["queueName"]
-    min_count = _whole_number(doc, annotations, MIN_PARALLELISM) if doc.kind == "Job" else None
+    network = spec.obj("networkTopology") if volcano else None
+    found: dict[str, list[tuple[object, str]]] = {"gpuGroupSize": [], "node": [], "gpu": []}
     for i, ps in enumerate(pod_sets):
         ps_at = f"podSets[{i}]"
         pod_set: dict[str, Any] = {
@@ -523,9 +618,17 @@ def _workload(doc: _Doc) -> tuple[WorkloadSpec, float]:
             "nodeSelector": ps.pod.node_selector,
             "tolerations": ps.pod.tolerations,
         }
-        if min_count is not None:
-            pod_set["minCount"] = min_count
-            origin[f"{ps_at}.minCount"] = f"metadata.annotations.{MIN_PARALLELISM}"
+        if ps.min_count is not None:
+            pod_set["minCount"] = ps.min_count
+            origin[f"{ps_at}.minCount"] = _relative(doc, ps.min_count_path)
+        if ps.backoff_limit is not None:
+            pod_set["backoffLimit"] = ps.backoff_limit
+            origin[f"{ps_at}.backoffLimit"] = _relative(doc, ps.backoff_path)
+        extras, extras_origin = _pod_set_extras(ps, network)
+        pod_set.update(extras)
+        origin.update({f"{ps_at}.{k}": _relative(doc, v) for k, v in extras_origin.items()})
+        for key, value, path in _workload_annotations(ps.pod):
+            found[key].append((value, path))
         flat["podSets"].append(pod_set)
         if ps.name_path:
             origin[f"{ps_at}.name"] = _relative(doc, ps.name_path)
@@ -535,9 +638,31 @@ def _workload(doc: _Doc) -> tuple[WorkloadSpec, float]:
         origin[f"{ps_at}.nodeSelector"] = f"{pod_path}.nodeSelector"
         origin[f"{ps_at}.tolerations"] = f"{pod_path}.tolerations"
 
+    group_size = _agreed(doc, found["gpuGroupSize"])
+    if group_size is not None:
+        flat["gpuGroupSize"] = group_size[0]
+        origin["gpuGroupSize"] = _relative(doc, group_size[1])
+    node, gpu = _agreed(doc, found["node"]), _agreed(doc, found["gpu"])
+    if node is not None or gpu is not None:
+        # One level named: the other is the HAMi scheduler's default.
+        flat["placement"] = {
+            "node": HAMI_NODE_POLICY if node is None else node[0],
+            "gpu": HAMI_GPU_POLICY if gpu is None else gpu[0],
+        }
+        for key, given in (("node", node), ("gpu", gpu)):
+            if given is not None:
+                origin[f"placement.{key}"] = _relative(doc, given[1])
+
+    if failure is not None:
+        flat["failurePolicy"] = failure[0]
+        origin.update({k: _relative(doc, v) for k, v in failure[1].items()})
+
     if PRIORITY_LABEL in labels:
         flat["priorityClassName"] = labels[PRIORITY_LABEL]
         origin["priorityClassName"] = f"metadata.labels.{PRIORITY_LABEL}"
+    elif volcano and spec.raw("priorityClassName") is not None:
+        flat["priorityClassName"] = spec.raw("priorityClassName")
+        origin["priorityClassName"] = "spec.priorityClassName"
     else:
         named = next((ps.pod for ps in pod_sets if ps.pod.priority_class is not None), None)
         if named is not None:
@@ -551,15 +676,22 @@ def _workload(doc: _Doc) -> tuple[WorkloadSpec, float]:
             origin["maxRunDurationSeconds"] = f"metadata.annotations.{key}"
             break
 
+    runtime: dict[str, Any] = {}
     if RUNTIME in annotations:
-        flat["runtime"] = {"durationSeconds": annotations[RUNTIME]}
+        runtime["durationSeconds"] = annotations[RUNTIME]
         origin["runtime.durationSeconds"] = f"metadata.annotations.{RUNTIME}"
     else:
         slept = [ps.pod for ps in pod_sets if ps.pod.sleep is not None]
         if slept:
             longest = max(slept, key=lambda p: p.sleep or 0.0)
-            flat["runtime"] = {"durationSeconds": longest.sleep}
+            runtime["durationSeconds"] = longest.sleep
             origin["runtime.durationSeconds"] = f"{_relative(doc, longest.path)}.containers"
+    codes = _exit_codes(annotations.get(EXIT_CODES), doc.at(f"metadata.annotations.{EXIT_CODES}"))
+    if codes is not None:
+        runtime["exitCodes"] = codes
+        origin["runtime.exitCodes"] = f"metadata.annotations.{EXIT_CODES}"
+    if runtime:
+        flat["runtime"] = runtime
 
     workload = _parse(doc, parse.workload, flat, origin, "spec")
     submit_at = annotations.get(SUBMIT_AT)
@@ -574,29 +706,309 @@ def _relative(doc: _Doc, path: str) -> str:
     return path.removeprefix(doc.where).removeprefix(".")
 
 
-def _replicated_job(data: object, path: str) -> _PodSet:
+def _replicated_job(data: object, path: str, exclusive: tuple[object, str]) -> _PodSet:
+    """One replicated job: ``exclusive`` is the JobSet's exclusive-topology annotation (value
+    or None, path); the job template's own annotation wins."""
     rj = Obj(data, path)
     replicas = rj.integer("replicas", default=1, lo=1) or 1
     template = Obj(rj.raw("template", required=True), rj.at("template"))
     job = Obj(template.raw("spec", required=True), template.at("spec"))
-    pods, pod = _job(job)
+    pods, pod, backoff = _job(job)
     if replicas * pods > parse.MAX_PODS:
         raise InvalidInput(
             path, f"replicas x parallelism is {replicas * pods} pods; at most {parse.MAX_PODS}"
         )
-    return _PodSet(rj.raw("name"), rj.at("name"), replicas * pods, path, pod)
+    job_annotations, job_annotations_path = _template_annotations(template)
+    if EXCLUSIVE in job_annotations:
+        exclusive = (job_annotations[EXCLUSIVE], f"{job_annotations_path}.{EXCLUSIVE}")
+    return _PodSet(
+        rj.raw("name"),
+        rj.at("name"),
+        replicas * pods,
+        path,
+        pod,
+        backoff_limit=backoff,
+        backoff_path=job.at("backoffLimit"),
+        exclusive=exclusive[0],
+        exclusive_path=exclusive[1],
+        slice_size=pods,
+    )
 
 
-def _job(job: Obj) -> tuple[int, _Pod]:
-    """A JobSpec's pods at once, as Kueue counts them: parallelism, at most completions."""
+def _job(job: Obj) -> tuple[int, _Pod, object]:
+    """A JobSpec's pods at once, as Kueue counts them (parallelism, at most completions), its
+    pod, and its backoffLimit (Kubernetes' default 6)."""
     parallelism = job.integer("parallelism", default=1, lo=1) or 1
     completions = job.integer("completions", lo=1)
     template = Obj(job.raw("template", required=True), job.at("template"))
-    pod = _pod(template.raw("spec", required=True), template.at("spec"))
+    backoff = job.raw("backoffLimit")
+    return (
+        min(parallelism, completions or parallelism),
+        _template_pod(template),
+        DEFAULT_BACKOFF_LIMIT if backoff is None else backoff,
+    )
+
+
+def _task(data: object, path: str, index: int) -> _PodSet:
+    """A Volcano Job's task: ``replicas`` pods of its template (name ``default<i>`` when
+    unnamed, as Volcano's webhook names it)."""
+    task = Obj(data, path)
+    replicas = task.integer("replicas", required=True, lo=1)
+    assert replicas is not None
+    template = Obj(task.raw("template", required=True), task.at("template"))
+    name = task.raw("name")
+    return _PodSet(
+        f"default{index}" if name is None else name,
+        task.at("name"),
+        replicas,
+        task.at("replicas"),
+        _template_pod(template),
+    )
+
+
+def _min_available(spec: Obj, pod_sets: list[_PodSet]) -> list[_PodSet]:
+    """Volcano's gang minimum: partial admission (``minCount``) for a job of one task; with
+    several tasks the gang is all pods (Kueue lets only one pod set shrink)."""
+    min_available = spec.integer("minAvailable", lo=0)
+    total = sum(ps.count for ps in pod_sets)
+    if min_available and min_available > total:
+        raise InvalidInput(
+            spec.at("minAvailable"), f"must be at most the tasks' {total} pods, got {min_available}"
+        )
+    if not min_available or min_available == total or len(pod_sets) != 1:
+        return pod_sets
+    return [replace(pod_sets[0], min_count=min_available, min_count_path=spec.at("minAvailable"))]
+
+
+def _volcano_failure_policy(
+    spec: Obj, task_names: list[object]
+) -> tuple[dict[str, Any], dict[str, str]]:
+    """``policies`` of the tasks (for their own pods, first) then of the job; ``maxRetry``
+    (Volcano's default 3) bounds the restarts; a failed pod no policy matches fails the job."""
+    rules: list[dict[str, Any]] = []
+    origin: dict[str, str] = {"failurePolicy": spec.path, "failurePolicy.rules": spec.path}
+
+    def add(owner: Obj, pod_sets: list[object]) -> None:
+        for item, path in owner.items("policies", max_items=64):
+            for event, action in _volcano_policy(item, path):
+                origin[f"failurePolicy.rules[{len(rules)}]"] = path
+                rule: dict[str, Any] = {"event": event, "action": action}
+                if pod_sets:
+                    rule["podSets"] = pod_sets
+                rules.append(rule)
+
+    for (item, path), name in zip(spec.items("tasks"), task_names, strict=True):
+        add(Obj(item, path), [name])
+    add(spec, [])
+    max_retry = spec.raw("maxRetry")
+    origin["failurePolicy.maxRestarts"] = spec.at("maxRetry")
+    policy = {
+        "maxRestarts": DEFAULT_MAX_RETRY if max_retry is None else max_retry,
+        "rules": rules,
+    }
+    return policy, origin
+
+
+def _volcano_policy(data: object, path: str) -> list[tuple[str, str]]:
+    """One Volcano LifecyclePolicy as (event, action) rules: ``*`` is one per event."""
+    p = Obj(data, path)
+    if p.raw("exitCode") is not None:
+        raise InvalidInput(
+            p.at("exitCode"), "exit-code policies are not supported; give event or events"
+        )
+    events: list[tuple[object, str]] = []
+    if p.raw("event") is not None:
+        events.append((p.raw("event"), p.at("event")))
+    events.extend(p.items("events"))
+    if not events:
+        raise InvalidInput(path, "give event or events")
+    action = p.raw("action", required=True)
+    mapped = VOLCANO_ACTIONS.get(action) if isinstance(action, str) else None
+    if mapped is None:
+        raise InvalidInput(
+            p.at("action"), f"action {action} is not supported ({', '.join(VOLCANO_ACTIONS)})"
+        )
+    out: list[tuple[str, str]] = []
+    for event, at in events:
+        if event == _ANY_EVENT:
+            out.extend((e, mapped) for e in FAILURE_EVENTS)
+        elif isinstance(event, str) and event in FAILURE_EVENTS:
+            out.append((event, mapped))
+        else:
+            raise InvalidInput(
+                at, f"event {event} is not supported ({', '.join(FAILURE_EVENTS)}, {_ANY_EVENT})"
+            )
+    return out
+
+
+def _jobset_failure_policy(spec: Obj) -> tuple[dict[str, Any], dict[str, str]]:
+    """``failurePolicy``: ``maxRestarts`` (0 without one); each rule fires on a failed pod
+    (its child Job failing) of its ``targetReplicatedJobs``; no rule matching restarts."""
+    origin: dict[str, str] = {"failurePolicy": spec.at("failurePolicy")}
+    fp = spec.obj("failurePolicy")
+    if fp is None:
+        return {"maxRestarts": 0, "onFailure": "RestartJob"}, origin
+    rules: list[dict[str, Any]] = []
+    origin["failurePolicy.rules"] = fp.at("rules")
+    for k, (item, path) in enumerate(fp.items("rules", max_items=64)):
+        r = Obj(item, path)
+        action = r.raw("action", required=True)
+        mapped = JOBSET_ACTIONS.get(action) if isinstance(action, str) else None
+        if mapped is None:
+            raise InvalidInput(
+                r.at("action"), f"action {action} is not supported ({', '.join(JOBSET_ACTIONS)})"
+            )
+        rule: dict[str, Any] = {"event": "PodFailed", "action": mapped}
+        targets = r.raw("targetReplicatedJobs")
+        if targets is not None:
+            rule["podSets"] = targets
+        origin[f"failurePolicy.rules[{k}]"] = path
+        origin[f"failurePolicy.rules[{k}].podSets"] = r.at("targetReplicatedJobs")
+        rules.append(rule)
+    max_restarts = fp.raw("maxRestarts")
+    origin["failurePolicy.maxRestarts"] = fp.at("maxRestarts")
+    policy = {
+        "maxRestarts": 0 if max_restarts is None else max_restarts,
+        "rules": rules,
+        "onFailure": "RestartJob",
+    }
+    return policy, origin
+
+
+def _pod_set_extras(ps: _PodSet, network: Obj | None) -> tuple[dict[str, Any], dict[str, str]]:
+    """A pod set's ``topology`` (JobSet exclusive slices, Kueue TAS annotations, Volcano's
+    ``networkTopology``) and ``devices`` (HAMi pinning annotations); origin keys relative
+    to the pod set, paths absolute."""
+    a, at = ps.pod.annotations, ps.pod.annotations_path
+    fields: dict[str, Any] = {}
+    origin: dict[str, str] = {}
+    topology: dict[str, Any] = {}
+    if ps.exclusive is not None:
+        topology["exclusive"] = ps.exclusive
+        topology["sliceSize"] = ps.slice_size
+        origin["topology"] = ps.exclusive_path
+        origin["topology.exclusive"] = ps.exclusive_path
+        origin["topology.sliceSize"] = ps.exclusive_path
+    if network is not None:
+        origin.setdefault("topology", network.path)
+        for key in ("highestTierAllowed", "mode"):
+            if network.raw(key) is not None:
+                topology[key] = network.raw(key)
+                origin[f"topology.{key}"] = network.at(key)
+    tas = [(key, annotation) for key, annotation in TAS_ANNOTATIONS.items() if annotation in a]
+    for key, annotation in tas:
+        topology[key] = a[annotation]
+        origin[f"topology.{key}"] = f"{at}.{annotation}"
+    if TAS_SLICE_SIZE in a:
+        path = f"{at}.{TAS_SLICE_SIZE}"
+        topology["sliceSize"] = _whole(a[TAS_SLICE_SIZE], path)
+        origin["topology.sliceSize"] = path
+    if tas or TAS_SLICE_SIZE in a:
+        origin["topology"] = at  # e.g. both required and preferred
+    if topology:
+        fields["topology"] = topology
+    devices: dict[str, list[str]] = {}
+    for key, annotation in DEVICE_ANNOTATIONS.items():
+        path = f"{at}.{annotation}"
+        values = _comma_list(a.get(annotation), path)
+        if values:
+            devices[key] = values
+            origin[f"devices.{key}"] = path
+    if devices:
+        fields["devices"] = devices
+    return fields, origin
+
+
+def _workload_annotations(pod: _Pod) -> list[tuple[str, object, str]]:
+    """Workload-wide settings in one pod template's annotations, as (key, value, path):
+    ``gpuGroupSize`` and the HAMi placement policies ``node`` and ``gpu``."""
+    a, at = pod.annotations, pod.annotations_path
+    out: list[tuple[str, object, str]] = []
+    if GPU_GROUP_SIZE in a:
+        path = f"{at}.{GPU_GROUP_SIZE}"
+        out.append(("gpuGroupSize", _whole(a[GPU_GROUP_SIZE], path), path))
+    if NODE_POLICY in a:
+        path = f"{at}.{NODE_POLICY}"
+        value = a[NODE_POLICY]
+        policy = value.strip() if isinstance(value, str) else None
+        if policy not in ("binpack", "spread"):
+            raise InvalidInput(path, f"must be binpack or spread, not {value!r}")
+        out.append(("node", policy, path))
+    if GPU_POLICY in a:
+        path = f"{at}.{GPU_POLICY}"
+        value = a[GPU_POLICY]
+        # HAMi chains GPU policies (spread,topology-aware): the first one places the pods.
+        policy = value.split(",", 1)[0].strip() if isinstance(value, str) else None
+        if policy not in ("binpack", "spread"):
+            raise InvalidInput(
+                path,
+                f"must be binpack or spread (the first of a comma-separated list), not {value!r}",
+            )
+        out.append(("gpu", policy, path))
+    return out
+
+
+def _agreed(doc: _Doc, found: list[tuple[object, str]]) -> tuple[object, str] | None:
+    """The one value the pod templates give for a workload-wide setting, with its path."""
+    if not found:
+        return None
+    value, path = found[0]
+    for other, other_path in found[1:]:
+        if other != value:
+            raise InvalidInput(
+                other_path,
+                f"is {other!r} but {_relative(doc, path)} is {value!r}: one value per workload",
+            )
+    return value, path
+
+
+def _comma_list(value: object, path: str) -> list[str]:
+    """``"a, b,"`` -> ``["a", "b"]``; empty items are dropped."""
+    if value is None:
+        return []
+    if not isinstance(value, str):
+        raise InvalidInput(path, f"must be a comma-separated string, not {value!r}")
+    return [item.strip() for item in value.split(",") if item.strip()]
+
+
+def _exit_codes(value: object, path: str) -> list[int] | None:
+    """``muster.dev/exit-codes: "1,1,0"``: the simulated pods' exit codes, run by run."""
+    if value is None:
+        return None
+    if isinstance(value, int) and not isinstance(value, bool):
+        return [value]
+    if isinstance(value, str):
+        items = [item.strip() for item in value.split(",")]
+        if all(item.isdigit() for item in items):
+            return [int(item) for item in items]
+    raise InvalidInput(
+        path, f"must be exit codes separated by commas, such as 1,1,0, not {value!r}"
+    )
+
+
+def _template_annotations(template: Obj) -> tuple[Mapping[str, Any], str]:
+    """A (pod or job) template's ``metadata.annotations`` and their path."""
+    path = f"{template.at('metadata')}.annotations"
     metadata = template.raw("metadata")
-    if isinstance(metadata, Mapping) and isinstance(metadata.get("annotations"), Mapping):
-        pod = replace(pod, consumes=_consumes(metadata["annotations"]))
-    return min(parallelism, completions or parallelism), pod
+    if metadata is None:
+        return {}, path
+    if not isinstance(metadata, Mapping):
+        raise InvalidInput(template.at("metadata"), "must be an object")
+    annotations = metadata.get("annotations")
+    if annotations is None:
+        return {}, path
+    if not isinstance(annotations, Mapping):
+        raise InvalidInput(path, "must be an object of strings")
+    return annotations, path
+
+
+def _template_pod(template: Obj) -> _Pod:
+    """A PodTemplateSpec's pod, with its annotations."""
+    pod = _pod(template.raw("spec", required=True), template.at("spec"))
+    annotations, path = _template_annotations(template)
+    return replace(
+        pod, consumes=_consumes(annotations), annotations=annotations, annotations_path=path
+    )
 
 
 def _pod(data: object, path: str) -> _Pod:

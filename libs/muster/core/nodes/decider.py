@@ -87,6 +87,7 @@ class NodeAgentDecider:
                             attempt=pod.attempt,
                             pod=pod.name,
                             finishes_at=state.now + runtime.duration_seconds,
+                            run=pod.run,
                         ),
                     )
                 )

@@ -49,6 +49,7 @@ class NodeAgentState:
     nodes: set[str] = field(default_factory=set)  # registered, not yet removed or lost
     declared: dict[str, NodeInventory] = field(default_factory=dict)  # existing, owned
     lost: set[str] = field(default_factory=set)  # declared nodes declared lost
+    runs: dict[tuple[str, int, str], int] = field(default_factory=dict)  # pod -> last run
     doomed: dict[str, str] = field(default_factory=dict)  # node -> why it goes away
     creating: dict[str, tuple[pev.NodeSpec, ...]] = field(default_factory=dict)  # request -> nodes
     pods: dict[tuple[str, int, str], Pod] = field(default_factory=dict)  # to start or running
@@ -130,9 +131,8 @@ def _(event: nev.AgentStarted, state: NodeAgentState) -> None:
 def _(event: qev.PodReplaced, state: NodeAgentState) -> None:
     if owns(event.node, state.shard, state.shards):
         key = (event.workload_id, event.attempt, event.pod)
-        state.pods[key] = Pod(
-            event.workload_id, event.attempt, event.pod, event.node, run=event.failures
-        )
+        run = state.runs.get(key, 0) + 1
+        state.pods[key] = Pod(event.workload_id, event.attempt, event.pod, event.node, run=run)
 
 
 @_apply.register
@@ -170,6 +170,8 @@ def _(event: qev.WorkloadAdmitted, state: NodeAgentState) -> None:
 
 
 def _stop_workload(workload_id: str, reason: str, state: NodeAgentState) -> None:
+    for key in [k for k in state.runs if k[0] == workload_id] if state.runs else ():
+        del state.runs[key]
     for key in state.pods:
         if key[0] == workload_id:
             state.stopping[key] = reason
@@ -192,9 +194,12 @@ def _(event: qev.WorkloadFinished, state: NodeAgentState) -> None:
 
 @_apply.register
 def _(event: nev.PodStarted, state: NodeAgentState) -> None:
-    pod = state.pods.get((event.workload_id, event.attempt, event.pod))
+    key = (event.workload_id, event.attempt, event.pod)
+    pod = state.pods.get(key)
     if pod is not None:
         pod.finishes_at = event.finishes_at
+        if event.run:
+            state.runs[key] = event.run
 
 
 def _end_pod(state: NodeAgentState, workload_id: str, attempt: int, name: str) -> None:

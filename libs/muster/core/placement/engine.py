@@ -186,6 +186,8 @@ class _Search:
                 if best_key is None or key < best_key:
                     best, best_key = node, key
             if best is None:
+                if not any(n.ready for n in members) and not self.book.ready_nodes():
+                    raise _NoFit("WaitingForNodes", "no node has registered yet")
                 raise _NoFit("Unschedulable", self.explain(members, pod, d))
             self.put(best, pod)
 

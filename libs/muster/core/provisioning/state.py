@@ -140,6 +140,8 @@ def _(event: wev.WorkloadSubmitted, state: ProvisionerState) -> None:
 
 @_apply.register
 def _(event: qev.QuotaReserved, state: ProvisionerState) -> None:
+    if event.placement is not None:
+        return  # placed on existing nodes: nothing to provision
     rid = pev.request_id(event.workload_id, event.attempt)
     ask = event.provisioning
     state.wanted[rid] = Wanted(

@@ -324,7 +324,7 @@ class Cycle:
         if outcome.mode == FIT:
             placed = self._place(cq, wl, outcome, {})
             if isinstance(placed, Unassignable):
-                return Verdict(wl, cq.name, placed)
+                return self._partial(cq, wl) or Verdict(wl, cq.name, placed)
             self._admit(cq, wl, outcome, {})
             return Verdict(wl, cq.name, outcome, placement=placed)
         excluded: frozenset[str] = frozenset()
@@ -381,7 +381,8 @@ class Cycle:
         self.admission_blocked = self.block_after_admit
 
     def _partial(self, cq: ClusterQueueSpec, wl: WorkloadEntry) -> Verdict | None:
-        """Kueue's partial admission: the largest count >= minCount that fits now.
+        """Kueue's partial admission: the largest count >= minCount that fits now, in
+        quota and, on existing nodes, in placement (Volcano's minAvailable).
 
         Only one pod set may have a ``minCount``; the search is a bisection because
         fitting is monotone in the count.
@@ -397,7 +398,7 @@ class Cycle:
         while lo <= hi:
             mid = (lo + hi) // 2
             a = assign(cq, self.state.flavors, wl.spec, self.tree, False, {ps.name: mid})
-            if isinstance(a, Assignment) and a.mode == FIT:
+            if isinstance(a, Assignment) and a.mode == FIT and self._placeable(cq, wl, a, mid):
                 best, lo = (mid, a), mid + 1
             else:
                 hi = mid - 1
@@ -411,6 +412,16 @@ class Cycle:
             return Verdict(wl, cq.name, placed)
         self._admit(cq, wl, best[1], counts)
         return Verdict(wl, cq.name, best[1], pod_counts=counts, placement=placed)
+
+    def _placeable(self, cq: ClusterQueueSpec, wl: WorkloadEntry, a: Assignment, n: int) -> bool:
+        ps = next(p for p in wl.spec.pod_sets if p.min_count is not None)
+        got = placing.try_place(self.state, wl, cq.name, a, {ps.name: n})
+        if got is None:
+            return True
+        if isinstance(got, Unassignable):
+            return False
+        self.state.book.release(wl.id)
+        return True
 
     def _place(
         self, cq: ClusterQueueSpec, wl: WorkloadEntry, outcome: Assignment, counts: dict[str, int]

@@ -111,9 +111,13 @@ def build(
     *,
     requests: Iterable[tuple[float, ProvisioningRequestSpec]] = (),
     deletions: Iterable[tuple[float, str]] = (),
+    node_losses: Iterable[tuple[float, str]] = (),
+    agent_restarts: Iterable[float] = (),
 ) -> Harness:
     """A harness with the cluster configured at time 0 and the inputs scheduled: workloads
-    (submitted, cancelled) and standalone ProvisioningRequests (created, deleted by id)."""
+    (submitted, cancelled), standalone ProvisioningRequests (created, deleted by id),
+    existing nodes lost (as the heartbeat watch reports them) and node agent restarts
+    (which register lost nodes again)."""
     harness = Harness(default_deciders() if deciders is None else deciders)
     for new in inputs.configuration(cluster, 0.0):
         harness.schedule(new, producer=inputs.ADMIN)
@@ -125,4 +129,9 @@ def build(
         harness.schedule(inputs.provisioning_request(request, float(at)), producer=inputs.INTAKE)
     for at, rid in deletions:
         harness.schedule(inputs.provisioning_deletion(rid, float(at)), producer=inputs.INTAKE)
+    for at, node in node_losses:
+        message = "no heartbeat within the grace period (simulated)"
+        harness.schedule(inputs.node_lost(node, float(at), message), producer=inputs.MONITOR)
+    for at in agent_restarts:
+        harness.schedule(inputs.agent_started("node-agent", 0, float(at)), producer="node-agent")
     return harness
