@@ -4,6 +4,7 @@ from muster.core.queueing.decider import QueueDecider
 from muster.core.queueing.figures import figures
 from muster.runtime.figures import FiguresCollector
 from muster.runtime.loop import DeciderLoop
+from muster.runtime.node_monitor import node_monitor
 from muster.runtime.service import main
 
 
@@ -12,4 +13,4 @@ def _collector(loop: DeciderLoop) -> FiguresCollector:
 
 
 if __name__ == "__main__":
-    main("queue", lambda settings: QueueDecider(), collectors=[_collector])
+    main("queue", lambda settings: QueueDecider(), collectors=[_collector], routines=[node_monitor])

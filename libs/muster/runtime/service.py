@@ -118,10 +118,12 @@ async def _relay(loop: DeciderLoop, settings: Settings) -> None:
 
 
 async def _supervise(log: Any, what: str, routine: Callable[[], Awaitable[None]]) -> None:
-    """Kafka routines come back after the broker does; cancellation goes through."""
+    """Kafka routines come back after the broker does; cancellation goes through; a
+    routine that returns is done (a start-up announcement)."""
     while True:
         try:
             await routine()
+            return
         except asyncio.CancelledError:
             raise
         except Exception as exc:

@@ -40,6 +40,12 @@ class Settings:
     heartbeat_seconds: float = 5.0  # MUSTER_HEARTBEAT_SECONDS: node-agent liveness interval
     node_agent_shard: int = 0  # MUSTER_NODE_AGENT_SHARD
     node_agent_shards: int = 1  # MUSTER_NODE_AGENT_SHARDS
+    # MUSTER_NODE_GRACE_SECONDS: no heartbeat for this long and the queue declares a node lost
+    # (Kubernetes' node-monitor-grace-period is 40 s)
+    node_grace_seconds: float = 40.0
+    # MUSTER_NODE_NAME: the node this agent runs on; registered from NVML when it has GPUs and
+    # the cluster description does not declare it ("" = declared, simulated nodes only)
+    node_name: str = ""
     # MUSTER_PROVISIONER_BACKEND: simulated (the cloud a CloudConfigured event describes) or
     # kubernetes (ProvisioningRequests served by a real cluster's autoscaler)
     provisioner_backend: str = "simulated"
@@ -109,6 +115,13 @@ def _check(s: Settings) -> None:
         raise SettingsError("MUSTER_POLL_SECONDS and MUSTER_MAX_BODY_BYTES must be positive")
     if not 0 < s.heartbeat_seconds <= 3600:
         raise SettingsError(f"MUSTER_HEARTBEAT_SECONDS={s.heartbeat_seconds}: use 0 < s <= 3600")
+    if s.node_grace_seconds <= s.heartbeat_seconds:
+        raise SettingsError(
+            f"MUSTER_NODE_GRACE_SECONDS={s.node_grace_seconds} must be longer than "
+            f"MUSTER_HEARTBEAT_SECONDS={s.heartbeat_seconds}"
+        )
+    if s.node_name and not _DNS1123.match(s.node_name):
+        raise SettingsError(f"MUSTER_NODE_NAME={s.node_name!r}: not a node name")
     if s.provisioner_backend not in PROVISIONER_BACKENDS:
         raise SettingsError(
             f"MUSTER_PROVISIONER_BACKEND={s.provisioner_backend!r}: use "

@@ -31,12 +31,22 @@ class Stack:
         store_url: str | None = None,
         poll_seconds: float = 0.5,
         extra_env: dict[str, str] | None = None,
+        node_agents: int = 1,
     ) -> None:
         self.data_dir = data_dir.resolve()
         self.data_dir.mkdir(parents=True, exist_ok=True)
         self.store_url = store_url or f"sqlite:///{self.data_dir / 'muster.db'}"
         self.broker = EmbeddedBroker(log_path=self.data_dir / "broker.log")
-        self.ports = {name: free_port() for name in SERVICES}
+        # One process per node-agent shard, named as its decider: node-agent, or
+        # node-agent-<shard> when there are several.
+        self.services = {k: v for k, v in SERVICES.items() if k != "node-agent"}
+        self.shards: dict[str, int] = {}
+        for shard in range(node_agents):
+            name = "node-agent" if node_agents == 1 else f"node-agent-{shard}"
+            self.services[name] = SERVICES["node-agent"]
+            self.shards[name] = shard
+        self.node_agents = node_agents
+        self.ports = {name: free_port() for name in self.services}
         self.processes: dict[str, subprocess.Popen[bytes]] = {}
         self.poll_seconds = poll_seconds
         self.extra_env = extra_env or {}
@@ -54,19 +64,27 @@ class Stack:
             "MUSTER_HTTP_PORT": str(self.ports[service]),
             "MUSTER_MIGRATE": "false",
             "MUSTER_POLL_SECONDS": str(self.poll_seconds),
+            **(
+                {
+                    "MUSTER_NODE_AGENT_SHARD": str(self.shards[service]),
+                    "MUSTER_NODE_AGENT_SHARDS": str(self.node_agents),
+                }
+                if service in self.shards
+                else {}
+            ),
         }
 
     def start(self) -> None:
         self.broker.start()
         upgrade(self.store_url)
-        for name in SERVICES:
+        for name in self.services:
             self.start_service(name)
         self.wait_healthy()
 
     def start_service(self, name: str) -> None:
         log = open(self.data_dir / f"{name}.log", "ab")  # noqa: SIM115 - owned by the child
         self.processes[name] = subprocess.Popen(
-            [sys.executable, "-m", SERVICES[name]],
+            [sys.executable, "-m", self.services[name]],
             env=self.env(name),
             stdout=log,
             stderr=log,
@@ -80,7 +98,7 @@ class Stack:
 
     def wait_healthy(self, names: list[str] | None = None, timeout: float = 60.0) -> None:
         deadline = time.monotonic() + timeout
-        for name in names or list(SERVICES):
+        for name in names or list(self.services):
             while True:
                 proc = self.processes[name]
                 if proc.poll() is not None:

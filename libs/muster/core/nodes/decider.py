@@ -26,7 +26,7 @@ class NodeAgentDecider:
         self.name = "node-agent" if shards == 1 else f"node-agent-{shard}"
 
     def initial(self) -> NodeAgentState:
-        return NodeAgentState(shard=self.shard, shards=self.shards)
+        return NodeAgentState(shard=self.shard, shards=self.shards, agent=self.name)
 
     def evolve(self, state: NodeAgentState, envelope: Envelope) -> NodeAgentState:
         return evolve(state, envelope)

@@ -43,6 +43,10 @@ class Registration:
 class NodeAgentState:
     shard: int = 0
     shards: int = 1
+    agent: str = "node-agent"
+    # node -> the agent that registered it: an agent on a GPU host registers its own node
+    # (NVML), whatever the hash says; other nodes go by the hash.
+    registrant: dict[str, str] = field(default_factory=dict)
     now: float = 0.0
     runtimes: dict[str, Runtime] = field(default_factory=dict)  # workload -> runtime
     unregistered: dict[str, Registration] = field(default_factory=dict)
@@ -54,6 +58,13 @@ class NodeAgentState:
     creating: dict[str, tuple[pev.NodeSpec, ...]] = field(default_factory=dict)  # request -> nodes
     pods: dict[tuple[str, int, str], Pod] = field(default_factory=dict)  # to start or running
     stopping: dict[tuple[str, int, str], str] = field(default_factory=dict)  # pod -> reason
+
+
+def mine(node: str, state: NodeAgentState) -> bool:
+    who = state.registrant.get(node)
+    if who:
+        return who == state.agent
+    return owns(node, state.shard, state.shards)
 
 
 def beating(state: NodeAgentState) -> list[str]:
@@ -105,7 +116,7 @@ def _(event: pev.CloudConfigured, state: NodeAgentState) -> None:
 @_apply.register
 def _(event: nev.NodeLost, state: NodeAgentState) -> None:
     """Its pods died with it; nothing is reported for them (the queue evicts them)."""
-    if not owns(event.node, state.shard, state.shards):
+    if not mine(event.node, state):
         return
     state.nodes.discard(event.node)
     state.unregistered.pop(event.node, None)
@@ -129,7 +140,7 @@ def _(event: nev.AgentStarted, state: NodeAgentState) -> None:
 
 @_apply.register
 def _(event: qev.PodReplaced, state: NodeAgentState) -> None:
-    if owns(event.node, state.shard, state.shards):
+    if mine(event.node, state):
         key = (event.workload_id, event.attempt, event.pod)
         run = state.runs.get(key, 0) + 1
         state.pods[key] = Pod(event.workload_id, event.attempt, event.pod, event.node, run=run)
@@ -149,7 +160,9 @@ def _(event: pev.NodesDeleted, state: NodeAgentState) -> None:
 
 @_apply.register
 def _(event: nev.NodeRegistered, state: NodeAgentState) -> None:
-    if owns(event.node, state.shard, state.shards):
+    if event.agent:
+        state.registrant[event.node] = event.agent
+    if mine(event.node, state):
         state.unregistered.pop(event.node, None)
         state.nodes.add(event.node)
         state.lost.discard(event.node)
@@ -164,7 +177,7 @@ def _(event: nev.NodeRemoved, state: NodeAgentState) -> None:
 @_apply.register
 def _(event: qev.WorkloadAdmitted, state: NodeAgentState) -> None:
     for pod, node in event.placements.items():
-        if owns(node, state.shard, state.shards):
+        if mine(node, state):
             key = (event.workload_id, event.attempt, pod)
             state.pods[key] = Pod(event.workload_id, event.attempt, pod, node)
 

@@ -1,0 +1,99 @@
+"""The queue's heartbeat watch: a node silent past the grace period is declared lost.
+
+It reads the ``muster.heartbeat`` topic (no consumer group: every queue replica sees
+every beat) and, for the existing nodes the queue places on, appends ``node.lost`` on
+the node's stream with the version the queue has folded: a second replica that saw the
+same lapse conflicts and drops it.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import time
+
+import orjson
+import structlog
+from aiokafka import AIOKafkaConsumer
+from aiokafka.errors import KafkaError
+
+from muster.bus.kafka import HEARTBEAT, ensure_topics, topic
+from muster.core import inputs
+from muster.core.events import StreamAppend
+from muster.core.events import node as nev
+from muster.core.nodes.lapse import Watch
+from muster.runtime.loop import DeciderLoop
+from muster.runtime.settings import Settings
+from muster.store.errors import ConcurrencyConflict
+
+log = structlog.get_logger()
+
+
+async def node_monitor(loop: DeciderLoop, settings: Settings) -> None:
+    watch = Watch(grace=settings.node_grace_seconds)
+    async with asyncio.TaskGroup() as group:
+        group.create_task(_listen(watch, settings))
+        group.create_task(_check(loop, watch, settings))
+
+
+async def _listen(watch: Watch, settings: Settings) -> None:
+    await ensure_topics(settings.kafka_bootstrap, settings.topic_prefix)
+    while True:
+        consumer = AIOKafkaConsumer(
+            topic(settings.topic_prefix, HEARTBEAT),
+            bootstrap_servers=settings.kafka_bootstrap,
+            group_id=None,
+            auto_offset_reset="latest",
+            enable_auto_commit=False,
+        )
+        try:
+            await consumer.start()
+            async for msg in consumer:
+                with contextlib.suppress(ValueError, KeyError, TypeError):
+                    # Received, not sent: the watch's clock is the only one that matters.
+                    watch.beat(str(orjson.loads(msg.value)["node"]), time.time())
+        except KafkaError as exc:
+            log.warning("heartbeat consumer failed; reconnecting", error=str(exc))
+            await asyncio.sleep(1.0)
+        finally:
+            with contextlib.suppress(Exception):
+                await consumer.stop()
+
+
+async def _check(loop: DeciderLoop, watch: Watch, settings: Settings) -> None:
+    every = min(settings.heartbeat_seconds, settings.node_grace_seconds / 4)
+    while True:
+        await asyncio.sleep(every)
+        await check_once(loop, watch, time.time())
+
+
+async def check_once(loop: DeciderLoop, watch: Watch, now: float) -> list[str]:
+    """Declare lost the watched nodes that lapsed; returns their names."""
+    await loop.step()
+    state = loop.runner.state
+    watched = [n.name for n in state.book.ready_nodes()]
+    lost = []
+    for node in watch.lapsed(watched, now):
+        last = watch.last_beat.get(node)
+        silent = now - (last if last is not None else watch.watched_since[node])
+        new = inputs.node_lost(
+            node,
+            max(now, state.now),
+            f"no heartbeat for {silent:.0f}s (grace {watch.grace:g}s)",
+            last_heartbeat_at=last,
+        )
+        stream = nev.stream(node)
+        try:
+            await loop.store.append(
+                [StreamAppend(stream, loop.runner.versions.get(stream, 0), [new])],
+                producer=inputs.MONITOR,
+                recorded_at=time.time(),
+            )
+        except ConcurrencyConflict:
+            continue  # another replica, or the node re-registered: look again next time
+        log.warning("node lost", node=node, silent_seconds=round(silent, 1))
+        lost.append(node)
+    if lost:
+        loop.appended()
+        await loop.step()
+    return lost
