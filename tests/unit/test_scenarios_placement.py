@@ -32,10 +32,12 @@ def docs(*names: str) -> list[Any]:
     return out
 
 
-def run(cluster: ClusterSpec, m: manifests.Manifests, **inputs: Any) -> Harness:
+def run(
+    cluster: ClusterSpec, m: manifests.Manifests, until: float | None = None, **inputs: Any
+) -> Harness:
     spec = manifests.merge(cluster, m)
     harness = build(spec, [(at, wl.name, wl) for at, wl in m.submissions()], **inputs)
-    harness.run()
+    harness.run(until)
     return harness
 
 
@@ -530,3 +532,15 @@ def test_a_lost_nodes_workloads_come_back_to_the_queue_as_whole_gangs() -> None:
     assert all(len(set(e.placement.nodes.values())) == 1 for _, e in reserved)
     assert [e.reason for e in of(harness, qev.WorkloadEvicted)][:1] == ["NodeLost"]
     assert outcomes(harness) == {"gang": "Succeeded"}
+
+
+def test_node_figures_show_lost_nodes_and_what_is_free() -> None:
+    from muster.core.queueing.figures import figures
+
+    harness = run(two_gpu_nodes(), regular_job(), node_losses=[(30.0, "node-0")], until=60.0)
+    state = harness.runners[0].state
+    fams = {f.name: dict(f.samples) for f in figures(state)}
+    assert fams["muster_nodes"] == {(("state", "ready"),): 1.0, (("state", "lost"),): 1.0}
+    # the restarted job runs one pod (minAvailable 1) with 2 GPUs on node-1
+    assert fams["muster_node_gpus"] == {(("state", "used"),): 2.0, (("state", "free"),): 0.0}
+    assert fams["muster_free_whole_domains"] == {(("level", "node"),): 0.0}

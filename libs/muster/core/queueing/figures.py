@@ -130,7 +130,40 @@ def figures(state: QueueState) -> list[Family]:
         evicted,
         preempted,
         wait,
+        *_nodes(state),
     ]
+
+
+def _nodes(state: QueueState) -> list[Family]:
+    """Existing nodes: ready or lost, GPUs in use, and what is left whole (fragmentation)."""
+    book = state.book
+    nodes = Family("muster_nodes", "Existing nodes by state", "gauge")
+    ready = sum(1 for n in book.nodes.values() if n.ready)
+    nodes.samples = [
+        ((("state", "ready"),), float(ready)),
+        ((("state", "lost"),), float(len(book.nodes) - ready)),
+    ]
+    gpus = Family("muster_node_gpus", "GPUs of ready existing nodes, by use", "gauge")
+    total = used = 0
+    for n in book.nodes.values():
+        if n.ready:
+            total += len(n.devices)
+            used += sum(1 for u in n.devices if u.pods)
+    gpus.samples = [
+        ((("state", "used"),), float(used)),
+        ((("state", "free"),), float(total - used)),
+    ]
+    whole = Family(
+        "muster_free_whole_domains",
+        "Ready nodes, and topology domains, with nothing placed on them",
+        "gauge",
+    )
+    frag = book.fragmentation() if book.nodes else {}
+    whole.samples = [((("level", "node"),), float(frag.get("free_nodes", 0)))]
+    whole.samples += [
+        ((("level", level),), float(frag.get(f"free_{level}", 0))) for level in book.levels
+    ]
+    return [nodes, gpus, whole]
 
 
 def _per_queue(name: str, help: str, counts: dict[str, int]) -> Family:
