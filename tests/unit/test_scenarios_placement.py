@@ -544,3 +544,73 @@ def test_node_figures_show_lost_nodes_and_what_is_free() -> None:
     # the restarted job runs one pod (minAvailable 1) with 2 GPUs on node-1
     assert fams["muster_node_gpus"] == {(("state", "used"),): 2.0, (("state", "free"),): 0.0}
     assert fams["muster_free_whole_domains"] == {(("level", "node"),): 0.0}
+
+
+def test_workloads_no_existing_node_could_hold_go_to_the_provisioner() -> None:
+    """A mixed cluster: MetaX nodes on premises, an A100 pool in the cloud. A workload
+    asking for A100s (which no existing node offers, whatever is free) gets new nodes."""
+    base = two_gpu_nodes()
+    cluster = parse.cluster(
+        {
+            "name": "mixed",
+            "zones": ["z"],
+            "nodes": [
+                {
+                    "name": "node",
+                    "count": 2,
+                    "allocatable": {"metax-tech.com/gpu": 2},
+                    "gpus": {"count": 2, "model": "MXC500", "memory": "64Gi"},
+                }
+            ],
+            "nodePools": [
+                {"name": "a100", "machineType": "a2", "allocatable": {"nvidia.com/gpu": 8}}
+            ],
+            "resourceFlavors": [{"name": "any"}],
+            "clusterQueues": [
+                {
+                    "name": "q",
+                    "resourceGroups": [
+                        {
+                            "coveredResources": ["metax-tech.com/gpu", "nvidia.com/gpu"],
+                            "flavors": [
+                                {
+                                    "name": "any",
+                                    "resources": [
+                                        {"name": "metax-tech.com/gpu", "nominalQuota": 4},
+                                        {"name": "nvidia.com/gpu", "nominalQuota": 16},
+                                    ],
+                                }
+                            ],
+                        }
+                    ],
+                }
+            ],
+            "localQueues": [{"namespace": "default", "name": "default", "clusterQueue": "q"}],
+        }
+    )
+    assert base.nodes[0].allocatable == cluster.nodes[0].allocatable
+
+    def wl(name: str, resource: str, n: int) -> Any:
+        return parse.workload(
+            {
+                "name": name,
+                "queueName": "default",
+                "podSets": [{"count": 1, "requests": {resource: n}}],
+                "runtime": {"durationSeconds": 10},
+            }
+        )
+
+    harness = build(
+        cluster,
+        [
+            (0.0, "mx", wl("mx", "metax-tech.com/gpu", 2)),
+            (0.0, "nv", wl("nv", "nvidia.com/gpu", 8)),
+        ],
+    )
+    harness.run()
+    reserved = {e.workload_id: e for e in of(harness, qev.QuotaReserved)}
+    assert reserved["mx"].placement is not None
+    assert reserved["nv"].placement is None  # the provisioner made its node
+    admitted = {e.workload_id: e for e in of(harness, qev.WorkloadAdmitted)}
+    assert admitted["nv"].request_id and not admitted["mx"].request_id
+    assert outcomes(harness) == {"mx": "Succeeded", "nv": "Succeeded"}

@@ -102,6 +102,21 @@ def tolerated(node: NodeInventory, tolerations: Iterable[Toleration]) -> str | N
     return None
 
 
+def could_hold(node: NodeInventory, pod: PodAsk) -> bool:
+    """The empty node has room for one such pod (what it offers, not what is free)."""
+    skip = DEVICE_RESOURCES if node.gpus else frozenset()
+    for r, q in pod.requests.items():
+        if q and r not in skip and node.allocatable.get(r, 0) < q:
+            return False
+    ask = pod.device
+    if ask is None or not node.gpus:
+        return True
+    fitting = [
+        g for g in node.gpus if dev.allowed(g, ask.filter) and ask.memory_of(g) <= g.memory_mib
+    ]
+    return len(fitting) >= ask.count
+
+
 class NodeBook:
     def __init__(self, topology: TopologySpec | None = None) -> None:
         self.levels: tuple[str, ...] = tuple(

@@ -4,8 +4,9 @@ admitted only when every pod has a place (all or none); the placement goes into 
 provisioner, as before.
 
 Where a workload goes is decided from what nodes the cluster has (declared, or
-registered by agents) and the pod sets' selectors and tolerations, flavor labels
-included: it does not depend on which nodes happen to be free, so it is stable.
+registered by agents), the pod sets' selectors and tolerations (flavor labels
+included) and what an empty node offers: it does not depend on which nodes happen to be
+free, so it is stable.
 """
 
 from __future__ import annotations
@@ -13,7 +14,8 @@ from __future__ import annotations
 from collections.abc import Mapping
 
 from muster.core.model.workload import Toleration
-from muster.core.placement.book import Placement, matches, tolerated
+from muster.core.placement.book import Placement, PodAsk, could_hold, matches, tolerated
+from muster.core.placement.devices import device_ask
 from muster.core.placement.engine import NoPlacement, demands, place
 from muster.core.queueing.flavors import Assignment, Unassignable
 from muster.core.queueing.state import QueueState, WorkloadEntry
@@ -40,14 +42,16 @@ def on_nodes(
     selectors: Mapping[str, Mapping[str, str]],
     tolerations: Mapping[str, tuple[Toleration, ...]],
 ) -> bool:
-    """Every pod set could run on some node the cluster has (ignoring what is in use)."""
+    """Every pod set could run on some node the cluster has: its labels, taints and what
+    it offers when empty (not what is free now)."""
     if not state.inventory or wl.spec.consumes is not None:
         return False
     for ps in wl.spec.pod_sets:
         selector = {**ps.node_selector, **selectors.get(ps.name, {})}
         tols = (*ps.tolerations, *tolerations.get(ps.name, ()))
+        pod = PodAsk(ps.name, ps.name, ps.requests, device_ask(ps.requests, ps.devices))
         if not any(
-            matches(node, selector) and tolerated(node, tols) is None
+            matches(node, selector) and tolerated(node, tols) is None and could_hold(node, pod)
             for node in state.inventory.values()
         ):
             return False
