@@ -38,7 +38,8 @@ def build_parser() -> argparse.ArgumentParser:
         action="append",
         type=Path,
         metavar="FILE",
-        help="Kubernetes manifests to apply too (default examples/dws-demo.yaml)",
+        help="Kubernetes manifests to apply too (default examples/dws-demo.yaml and "
+        "examples/placement-demo.yaml)",
     )
 
     mig = sub.add_parser("migrate", help="bring the event store schema up to date")
@@ -186,7 +187,8 @@ def _dispatch(args: argparse.Namespace) -> int:
                 args.data_dir,
                 args.cluster,
                 args.workloads,
-                args.filenames or [commands.EXAMPLES / "dws-demo.yaml"],
+                args.filenames
+                or [commands.EXAMPLES / "dws-demo.yaml", commands.EXAMPLES / "placement-demo.yaml"],
             )
         case "migrate":
             from muster.store.migrate import upgrade
