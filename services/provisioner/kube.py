@@ -29,11 +29,9 @@ from typing import Any
 
 import aiohttp
 import structlog
-from kubernetes_asyncio import config as kube_config
 from kubernetes_asyncio import watch
 from kubernetes_asyncio.client import (
     ApiClient,
-    Configuration,
     CoreV1Api,
     CustomObjectsApi,
     V1DeleteOptions,
@@ -45,6 +43,7 @@ from muster.core.events import Event, NewEvent, StreamAppend
 from muster.core.events import provisioning as pev
 from muster.core.provisioning import kube
 from muster.core.provisioning.state import correlation_id
+from muster.runtime.kube import Backoff, api_client
 from muster.runtime.loop import DeciderLoop
 from muster.runtime.settings import Settings
 from muster.store import ConcurrencyConflict
@@ -66,19 +65,6 @@ def options_from(settings: Settings) -> kube.KubeOptions:
     )
 
 
-async def api_client(settings: Settings) -> ApiClient:
-    """``MUSTER_KUBE_API_URL`` if set; else the pod's service account, else ``~/.kube/config``
-    (or ``$KUBECONFIG``)."""
-    if settings.kube_api_url:
-        return ApiClient(Configuration(host=settings.kube_api_url))
-    configuration = Configuration()
-    try:
-        kube_config.load_incluster_config(client_configuration=configuration)
-    except kube_config.ConfigException:
-        await kube_config.load_kube_config(client_configuration=configuration)
-    return ApiClient(configuration)
-
-
 async def kube_backend(loop: DeciderLoop, settings: Settings) -> None:
     """The routine: connect (retrying), then run the backend until cancelled."""
     backoff = Backoff()
@@ -97,22 +83,6 @@ async def kube_backend(loop: DeciderLoop, settings: Settings) -> None:
         await backend.run()
     finally:
         await client.close()
-
-
-class Backoff:
-    """Exponential backoff (each wait jittered between half and all of it), reset by progress."""
-
-    def __init__(self, first: float = 0.2, cap: float = 30.0) -> None:
-        self.first = first
-        self.cap = cap
-        self.delay = first
-
-    def reset(self) -> None:
-        self.delay = self.first
-
-    async def sleep(self) -> None:
-        await asyncio.sleep(random.uniform(self.delay / 2, self.delay))
-        self.delay = min(self.cap, self.delay * 2)
 
 
 class Rejected(Exception):

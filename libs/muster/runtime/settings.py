@@ -13,6 +13,7 @@ from dataclasses import dataclass, fields
 
 DEFAULT_PORTS = {"intake": 8080, "queue": 8081, "provisioner": 8082, "node-agent": 8083}
 PROVISIONER_BACKENDS = ("simulated", "kubernetes")
+NODE_AGENT_BACKENDS = ("simulated", "kubernetes")
 _DNS1123 = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$")
 _DNS1123_LABEL = re.compile(r"^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?$")
 _LABEL_KEY = re.compile(
@@ -49,6 +50,9 @@ class Settings:
     # MUSTER_PROVISIONER_BACKEND: simulated (the cloud a CloudConfigured event describes) or
     # kubernetes (ProvisioningRequests served by a real cluster's autoscaler)
     provisioner_backend: str = "simulated"
+    # MUSTER_NODE_AGENT_BACKEND: simulated (pods run for their declared duration) or kubernetes
+    # (the cluster's pods labelled muster.dev/workload-id report their start and end)
+    node_agent_backend: str = "simulated"
     kube_api_url: str = ""  # MUSTER_KUBE_API_URL: "" = in-cluster config, else kubeconfig
     # MUSTER_KUBE_NODE_LABEL: the node label naming the ProvisioningRequest a node came up for
     kube_node_label: str = "muster.dev/provisioning-request"
@@ -126,6 +130,11 @@ def _check(s: Settings) -> None:
         raise SettingsError(
             f"MUSTER_PROVISIONER_BACKEND={s.provisioner_backend!r}: use "
             + " or ".join(PROVISIONER_BACKENDS)
+        )
+    if s.node_agent_backend not in NODE_AGENT_BACKENDS:
+        raise SettingsError(
+            f"MUSTER_NODE_AGENT_BACKEND={s.node_agent_backend!r}: use "
+            + " or ".join(NODE_AGENT_BACKENDS)
         )
     if not _LABEL_KEY.match(s.kube_node_label):
         raise SettingsError(

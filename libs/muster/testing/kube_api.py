@@ -1,9 +1,12 @@
 """A fake Kubernetes API server speaking the real REST and watch protocol, for tests.
 
-Point a real client (``kubernetes_asyncio``) at :attr:`FakeKubeApi.url`. It serves three
-resources, the ones muster's provisioning path touches:
+Point a real client (``kubernetes_asyncio``) at :attr:`FakeKubeApi.url`. It serves four
+resources, the ones muster's provisioning path and node agent touch:
 
 * core ``v1`` ``nodes`` (cluster-scoped, ``status`` subresource),
+* core ``v1`` ``pods`` (namespaced, ``status`` subresource; created ``Pending``; field selectors
+  on ``spec.nodeName``, ``status.phase`` and the other fields the real server indexes; only
+  ``spec.containers`` is validated, nothing schedules or runs them),
 * core ``v1`` ``podtemplates`` (namespaced),
 * ``autoscaling.x-k8s.io/v1`` ``provisioningrequests`` (namespaced custom resource with the
   ``status`` subresource, validated like the cluster-autoscaler CRD: required fields, the
@@ -14,14 +17,15 @@ string in objects, like etcd's revision), answers errors with ``Status`` objects
 watches as newline-delimited JSON events. Watch history is kept until :meth:`compact`; a watch
 from a compacted version gets the ``410 Expired`` ERROR event the real server sends.
 
-Tests can act as the cluster-autoscaler without HTTP: :meth:`put`, :meth:`delete`,
-:meth:`set_condition`, :meth:`add_node` write through the same path as API writes (one new
-resourceVersion each, watchers notified). Writes that change nothing are no-ops, as on the real
-server: no new resourceVersion, no event.
+Tests can act as the cluster-autoscaler or a kubelet without HTTP: :meth:`put`, :meth:`delete`,
+:meth:`set_condition`, :meth:`add_node`, :meth:`set_pod_status` write through the same path as
+API writes (one new resourceVersion each, watchers notified). Writes that change nothing are
+no-ops, as on the real server: no new resourceVersion, no event.
 
 Deliberately left out: namespaces as objects (any namespace exists), finalizers and graceful
 deletion (DELETE removes at once), ``limit``/``continue`` paging (lists are never chunked,
-which the API allows), server-side apply, defaulting of core types, discovery.
+which the API allows), server-side apply, defaulting of core types, the immutability of a pod's
+spec and its ``binding`` subresource, discovery.
 """
 
 from __future__ import annotations
@@ -148,6 +152,8 @@ class ResourceType:
     custom: bool = False  # a CRD: unstructured decoding, no strategic merge, no unconditional PUT
     status_subresource: bool = False
     keep_status_on_create: bool = False
+    # The status a create starts from when it does not keep the client's (a pod is Pending).
+    initial_status: JsonObj | None = None
     return_deleted_object: bool = False
     field_labels: tuple[str, ...] = ("metadata.name", "metadata.namespace")
     validate: Validator | None = None
@@ -219,6 +225,25 @@ def _validate_podtemplate(obj: JsonObj, old: JsonObj | None) -> list[FieldError]
         return [FieldError.required("template.spec.containers")]
     for i, c in enumerate(containers):
         path = f"template.spec.containers[{i}]"
+        if not isinstance(c, dict):
+            errors.append(FieldError.invalid(path, c, "must be an object"))
+            continue
+        if not c.get("name"):
+            errors.append(FieldError.required(f"{path}.name"))
+        if not c.get("image"):
+            errors.append(FieldError.required(f"{path}.image"))
+    return errors
+
+
+def _validate_pod(obj: JsonObj, old: JsonObj | None) -> list[FieldError]:
+    """Only what muster's tests rely on: containers, each with a name and an image."""
+    spec = obj.get("spec")
+    containers = spec.get("containers") if isinstance(spec, dict) else None
+    if not isinstance(containers, list) or not containers:
+        return [FieldError.required("spec.containers")]
+    errors: list[FieldError] = []
+    for i, c in enumerate(containers):
+        path = f"spec.containers[{i}]"
         if not isinstance(c, dict):
             errors.append(FieldError.invalid(path, c, "must be an object"))
             continue
@@ -431,6 +456,29 @@ NODES = ResourceType(
     keep_status_on_create=True,
     field_labels=("metadata.name", "spec.unschedulable"),
 )
+PODS = ResourceType(
+    group="",
+    version="v1",
+    plural="pods",
+    kind="Pod",
+    namespaced=True,
+    status_subresource=True,
+    initial_status={"phase": "Pending"},
+    return_deleted_object=True,
+    # The pod fields the real server can select on (pkg/registry/core/pod).
+    field_labels=(
+        "metadata.name",
+        "metadata.namespace",
+        "spec.nodeName",
+        "spec.restartPolicy",
+        "spec.schedulerName",
+        "spec.serviceAccountName",
+        "status.phase",
+        "status.podIP",
+        "status.nominatedNodeName",
+    ),
+    validate=_validate_pod,
+)
 PODTEMPLATES = ResourceType(
     group="",
     version="v1",
@@ -451,7 +499,7 @@ PROVISIONING_REQUESTS = ResourceType(
     validate=_validate_provreq,
     schema=_PROVREQ_SCHEMA,
 )
-RESOURCES: tuple[ResourceType, ...] = (NODES, PODTEMPLATES, PROVISIONING_REQUESTS)
+RESOURCES: tuple[ResourceType, ...] = (NODES, PODS, PODTEMPLATES, PROVISIONING_REQUESTS)
 
 
 # --------------------------------------------------------------------------- selectors
@@ -806,7 +854,7 @@ class _Route:
 
 
 class FakeKubeApi:
-    """An in-memory Kubernetes API server (nodes, podtemplates, provisioningrequests).
+    """An in-memory Kubernetes API server (nodes, pods, podtemplates, provisioningrequests).
 
     ``bookmark_interval``: seconds between BOOKMARK events on watches that asked for them.
     ``timeout_seconds_scale``: a watch's ``timeoutSeconds`` lasts that many times as long, so
@@ -1038,6 +1086,14 @@ class FakeKubeApi:
             raise NODES.already_exists(name)
         return self.put(obj)
 
+    def set_pod_status(self, namespace: str, name: str, status: JsonObj) -> JsonObj:
+        """Replace a Pod's ``status`` through the status strategy, as the kubelet does.
+        Returns the stored pod (unchanged, with no new resourceVersion, if nothing changed)."""
+        current = self._require(PODS, namespace, name)
+        new = copy.deepcopy(current)
+        new["status"] = copy.deepcopy(status)
+        return copy.deepcopy(self._update(PODS, current, new, status_only=True))
+
     def compact(self, resource_version: int | None = None) -> int:
         """Forget watch history up to ``resource_version`` (default: all of it).
 
@@ -1172,6 +1228,8 @@ class FakeKubeApi:
             meta = obj["metadata"]
         if not rt.keep_status_on_create and rt.status_subresource:
             obj.pop("status", None)
+            if rt.initial_status is not None:
+                obj["status"] = copy.deepcopy(rt.initial_status)
         if rt.validate is not None:
             errors.extend(rt.validate(obj, None))
         if errors:
@@ -1708,6 +1766,7 @@ __all__ = [
     "JSON_PATCH",
     "MERGE_PATCH",
     "NODES",
+    "PODS",
     "PODTEMPLATES",
     "PROVISIONING_REQUESTS",
     "STRATEGIC_MERGE_PATCH",

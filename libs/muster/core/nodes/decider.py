@@ -3,6 +3,11 @@
 Register nodes once they are Ready, stop pods whose workload or node went away,
 start the pods placed on registered nodes, and end each pod at its finish time
 with the exit code its workload declared.
+
+With ``simulated=False`` (``MUSTER_NODE_AGENT_BACKEND=kubernetes``) pods run on a real cluster:
+the state is folded the same way and nodes are still registered, removed, and pods stopped, but
+no pod is started or ended here: the backend's shell (``services/node_agent/kube.py``) appends
+what the cluster's pods report.
 """
 
 from __future__ import annotations
@@ -19,10 +24,11 @@ class NodeAgentDecider:
     categories = frozenset({"cloud", "workload", "admission", "provisioning", "node", "timer"})
     snapshot_format = "node-agent-state-v2"
 
-    def __init__(self, shard: int = 0, shards: int = 1) -> None:
+    def __init__(self, shard: int = 0, shards: int = 1, *, simulated: bool = True) -> None:
         if not 0 <= shard < shards:
             raise ValueError(f"shard {shard} is not in 0..{shards - 1}")
         self.shard, self.shards = shard, shards
+        self.simulated = simulated
         self.name = "node-agent" if shards == 1 else f"node-agent-{shard}"
 
     def initial(self) -> NodeAgentState:
@@ -71,7 +77,8 @@ class NodeAgentDecider:
         for name in sorted(state.doomed):
             if name not in busy:
                 out.append((name, "", nev.NodeRemoved(node=name, reason=state.doomed[name])))
-        for key in sorted(state.pods):
+        # On a real cluster (not simulated) pods start and end when its pods say so.
+        for key in sorted(state.pods) if self.simulated else []:
             pod = state.pods[key]
             if key in stopping:
                 continue
@@ -114,6 +121,8 @@ class NodeAgentDecider:
         return {"now": state.now, "nodes": len(state.nodes), "pods_running": running}
 
     def next_deadline(self, state: NodeAgentState) -> float | None:
+        if not self.simulated:
+            return None  # pod ends are observed, not scheduled
         return min(
             (
                 p.finishes_at
