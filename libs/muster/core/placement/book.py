@@ -15,6 +15,7 @@ from dataclasses import dataclass, field
 from muster.core.model.inventory import (
     DEVICE_RESOURCES,
     HOSTNAME,
+    SHARED_COUNT,
     WHOLE_DEVICE,
     NodeInventory,
     TopologySpec,
@@ -102,8 +103,19 @@ def tolerated(node: NodeInventory, tolerations: Iterable[Toleration]) -> str | N
     return None
 
 
+def device_kind_missing(node: NodeInventory, requests: Mapping[str, int]) -> str | None:
+    """A device resource the pod names that the node does not offer at all (a MetaX sGPU
+    request on an NVIDIA node), or None."""
+    for r in (*WHOLE_DEVICE, *SHARED_COUNT):
+        if requests.get(r) and r not in node.allocatable:
+            return r
+    return None
+
+
 def could_hold(node: NodeInventory, pod: PodAsk) -> bool:
     """The empty node has room for one such pod (what it offers, not what is free)."""
+    if device_kind_missing(node, pod.requests) is not None:
+        return False
     skip = DEVICE_RESOURCES if node.gpus else frozenset()
     for r, q in pod.requests.items():
         if q and r not in skip and node.allocatable.get(r, 0) < q:
@@ -198,6 +210,31 @@ class NodeBook:
         if cached is None:
             cached = self._domains["\0" + key] = self._group(key, ready_only=False)
         return cached.get(value, [])
+
+    def untouched(self, key: str, value: tuple[str, ...]) -> bool:
+        """No pod on any node of the domain (cached like its room)."""
+        cached = self._room.get((key, value), {}).get("\0untouched")
+        if cached is None:
+            members = self.domains(key).get(value, [])
+            cached = int(all(n.pods == 0 for n in members))
+            self._room.setdefault((key, value), {})["\0untouched"] = cached
+        return bool(cached)
+
+    def label_of(self, node: NodeState, key: str) -> str | None:
+        """The node's value of ``key`` as exclusivity names it (a level: its path)."""
+        if key in self.levels:
+            value = node.path[: self.levels.index(key) + 1]
+            return None if "" in value else "/".join(value)
+        if key == HOSTNAME:
+            return node.name
+        return node.inv.labels.get(key)
+
+    def fenced(self, node: NodeState, workload: str) -> bool:
+        """The node is in a domain another workload holds exclusively."""
+        return any(
+            holder != workload and self.label_of(node, key) == value
+            for (key, value), holder in self.exclusive.items()
+        )
 
     def ready_nodes(self) -> list[NodeState]:
         cached = self._domains.get("\0ready")

@@ -19,7 +19,7 @@ fits; among devices, the fullest (HAMi binpack). Spread takes the emptiest inste
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 
 from muster.core.model.inventory import HOSTNAME, WHOLE_DEVICE
@@ -31,6 +31,7 @@ from muster.core.placement.book import (
     NodeState,
     Placement,
     PodAsk,
+    device_kind_missing,
     matches,
     tolerated,
 )
@@ -54,21 +55,22 @@ class Demand:
     pods: tuple[PodAsk, ...]
     selector: Mapping[str, str]
     tolerations: tuple[Toleration, ...]
+    # What decides which nodes may take these pods (the eligibility memo key), and that
+    # plus what one pod asks (the room cache key): computed once, looked up per domain.
+    key: tuple[object, ...] = ()
+    shape: tuple[object, ...] = ()
 
-    @property
-    def key(self) -> tuple[object, ...]:
-        """What decides which nodes may take these pods (the eligibility memo key)."""
-        return (
-            tuple(sorted(self.selector.items())),
-            self.tolerations,
-            self.pod_set.devices,
-            bool(self.pods and self.pods[0].device),
-        )
-
-    @property
-    def shape(self) -> tuple[object, ...]:
-        pod = self.pods[0]
-        return (self.key, tuple(sorted(pod.requests.items())), pod.device)
+    @staticmethod
+    def of(
+        pod_set: PodSet,
+        pods: tuple[PodAsk, ...],
+        selector: Mapping[str, str],
+        tolerations: tuple[Toleration, ...],
+    ) -> Demand:
+        device = pods[0].device if pods else None
+        key = (tuple(sorted(selector.items())), tolerations, pod_set.devices, bool(device))
+        shape = (key, tuple(sorted(pod_set.requests.items())), device)
+        return Demand(pod_set, pods, selector, tolerations, key, shape)
 
 
 def demands(
@@ -84,11 +86,11 @@ def demands(
         ask = dev.device_ask(ps.requests, ps.devices)
         pods = tuple(PodAsk(name, ps.name, ps.requests, ask) for name in ps.pod_names(n))
         out.append(
-            Demand(
-                pod_set=ps,
-                pods=pods,
-                selector={**ps.node_selector, **(selectors or {}).get(ps.name, {})},
-                tolerations=(*ps.tolerations, *(tolerations or {}).get(ps.name, ())),
+            Demand.of(
+                ps,
+                pods,
+                {**ps.node_selector, **(selectors or {}).get(ps.name, {})},
+                (*ps.tolerations, *(tolerations or {}).get(ps.name, ())),
             )
         )
     return out
@@ -145,6 +147,9 @@ class _Search:
         taint = tolerated(node.inv, d.tolerations)
         if taint is not None:
             return f"node(s) had untolerated taint {taint}"
+        missing = device_kind_missing(node.inv, d.pod_set.requests)
+        if missing is not None:
+            return f"Insufficient {missing}"
         ask = d.pods[0].device if d.pods else None
         if (
             ask is not None
@@ -175,7 +180,10 @@ class _Search:
         for pod in pods:
             best: NodeState | None = None
             best_key: tuple[int, int] | None = None
+            fences = bool(self.book.exclusive)
             for node in candidates:
+                if fences and self.book.fenced(node, self.workload):
+                    continue
                 n = self.book.fit_count(node, pod)
                 if n == 0 or self.book.why_not(node, pod) is not None:
                     continue
@@ -196,7 +204,12 @@ class _Search:
         reasons: dict[str, int] = {}
         ready = [n for n in members if n.ready]
         for node in ready:
-            why = self.static_reason(node, d) or self.book.why_not(node, pod) or "no room"
+            why = (
+                self.static_reason(node, d)
+                or (EXCLUSIVE_TAKEN if self.book.fenced(node, self.workload) else None)
+                or self.book.why_not(node, pod)
+                or "no room"
+            )
             reasons[why] = reasons.get(why, 0) + 1
         detail = ", ".join(
             f"{n} {r}" for r, n in sorted(reasons.items(), key=lambda x: (-x[1], x[0]))
@@ -207,8 +220,18 @@ class _Search:
 
     def ordered_domains(
         self, key: str, d: Demand, need: int, within: set[str] | None = None
-    ) -> list[tuple[tuple[str, ...], list[NodeState]]]:
-        """Domains of ``key`` with room for ``need`` pods, best first."""
+    ) -> Iterator[tuple[tuple[str, ...], list[NodeState]]]:
+        """Domains of ``key`` with room for ``need`` pods, best first.
+
+        Binpack keeps whole what is whole: a domain under partly used ancestors (block,
+        zone) before one under untouched ones, a partly used domain before an untouched
+        one, then the least room that fits (Kueue's BestFit), then registration order.
+        Spread takes the most room. First fit takes registration order."""
+        yield from self._flat(key, d, need, within)
+
+    def _flat(
+        self, key: str, d: Demand, need: int, within: set[str] | None
+    ) -> Iterator[tuple[tuple[str, ...], list[NodeState]]]:
         found = []
         for value, members in self.book.domains(key).items():
             if within is not None:
@@ -221,14 +244,25 @@ class _Search:
             else:
                 room = self.room(key, value, members, d)
             if room >= need:
-                found.append((room, members[0].order, value, members))
+                found.append((self._rank(key, value, members, room), value, members))
+        found.sort(key=lambda f: f[0])
+        for _, value, members in found:
+            yield value, members
+
+    def _rank(
+        self, key: str, value: tuple[str, ...], members: list[NodeState], room: int
+    ) -> tuple[object, ...]:
+        order = members[0].order
         if self.first_fit:
-            found.sort(key=lambda f: f[1])
-        elif self.policy.node == "spread":
-            found.sort(key=lambda f: (-f[0], f[1]))
-        else:
-            found.sort(key=lambda f: (f[0], f[1]))
-        return [(value, members) for _, _, value, members in found]
+            return (order,)
+        if self.policy.node == "spread":
+            return (-room, order)
+        levels = self.book.levels
+        depth = levels.index(key) if key in levels else len(levels)
+        whole = tuple(
+            self.book.untouched(levels[i], value[: i + 1]) for i in range(min(depth, len(value)))
+        )
+        return (*whole, self.book.untouched(key, value), room, order)
 
     def in_one_domain(
         self, key: str, pods: Sequence[PodAsk], d: Demand, within: set[str] | None = None
@@ -268,6 +302,12 @@ class _Search:
         topo = d.pod_set.topology
         members = self.all_nodes(within)
         if topo is None:
+            if self.book.levels and within is None and not self.first_fit:
+                # Unconstrained: still the tightest place that holds it, lowest level first
+                # (fills gaps, keeps whole domains whole), else anywhere.
+                for lowest in self.upward(self.book.levels[-1]):
+                    if self.in_one_domain(lowest, d.pods, d):
+                        return
             self.fill(members, d.pods, d)
             return
         name = d.pod_set.name
