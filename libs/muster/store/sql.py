@@ -211,6 +211,13 @@ def _sqlite_engine(url: Any, *, begin: str) -> Engine:
         dbapi_connection.isolation_level = None  # we issue BEGIN ourselves
         cursor = dbapi_connection.cursor()
         for pragma in SQLITE_PRAGMAS:
+            if pragma == "journal_mode=WAL":
+                # WAL is kept in the file: switching needs an exclusive lock that the busy
+                # timeout does not wait for, so a new connection beside busy ones could fail
+                # with "database is locked". Switch only when not yet in WAL.
+                (mode,) = cursor.execute("PRAGMA journal_mode").fetchone()
+                if str(mode).lower() == "wal":
+                    continue
             cursor.execute(f"PRAGMA {pragma}")
         cursor.close()
 
