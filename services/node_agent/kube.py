@@ -21,27 +21,22 @@ retries failures with backoff; it never raises out of :func:`kube_pods` for a cl
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import dataclasses
 import json
-import random
 import time
-from collections.abc import Awaitable, Callable
 from typing import Any
 
 import aiohttp
 import structlog
-from kubernetes_asyncio import watch
 from kubernetes_asyncio.client import ApiClient, CoreV1Api
 from kubernetes_asyncio.client.exceptions import ApiException
 
 from muster.core.events import Event, NewEvent, StreamAppend
 from muster.core.events import node as nev
 from muster.core.nodes import kube
-from muster.runtime.kube import Backoff, api_client
+from muster.runtime.kube import Backoff, Cursor, Reconciler, connect
 from muster.runtime.loop import DeciderLoop
 from muster.runtime.settings import Settings
-from muster.store import ConcurrencyConflict
 
 JsonObj = dict[str, Any]
 
@@ -50,15 +45,7 @@ log = structlog.get_logger("node-agent").bind(backend="kubernetes")
 
 async def kube_pods(loop: DeciderLoop, settings: Settings) -> None:
     """The routine: connect (retrying), then watch and report until cancelled."""
-    backoff = Backoff()
-    while True:
-        try:
-            client = await api_client(settings)
-        except Exception as exc:
-            log.warning("no Kubernetes API configuration; retrying", error=repr(exc))
-            await backoff.sleep()
-            continue
-        break
+    client = await connect(settings, log)
     try:
         await PodWatcher(loop, client, poll_seconds=settings.poll_seconds).run()
     finally:
@@ -70,7 +57,7 @@ def _key(obj: JsonObj) -> tuple[str, str]:
     return str(meta.get("namespace") or ""), str(meta.get("name") or "")
 
 
-class PodWatcher:
+class PodWatcher(Reconciler):
     """The pods informer + reconcile over one DeciderLoop (whose state it reads and steps)."""
 
     def __init__(
@@ -78,78 +65,36 @@ class PodWatcher:
         loop: DeciderLoop,
         client: ApiClient,
         *,
-        poll_seconds: float = 1.0,
-        tick_seconds: float = 0.05,
-        watch_timeout_seconds: int = 300,
-        backoff_first: float = 0.2,
-        backoff_cap: float = 30.0,
         tombstone_seconds: float = 3600.0,
+        **kw: Any,
     ) -> None:
-        self.loop = loop
-        self.client = client
+        super().__init__(loop, client, log, **kw)
         self.core = CoreV1Api(client)
-        self.poll_seconds = poll_seconds
-        self.tick_seconds = tick_seconds
-        self.watch_timeout_seconds = watch_timeout_seconds
-        self.backoff_first = backoff_first
-        self.backoff_cap = backoff_cap
         self.tombstone_seconds = tombstone_seconds
+        self.pods = Cursor("pods")
         # (namespace, name) -> the pod as last seen (muster workloads' pods only).
         self.cache: dict[tuple[str, str], kube.ObservedPod] = {}
         # uid -> (monotonic time it went, its last state): deleted pods still count as runs.
         self.gone: dict[str, tuple[float, kube.ObservedPod]] = {}
-        self.synced = False
-        self.resource_version = ""
-        self.relists = 0
-        self.watches = 0
-        self._changed = asyncio.Event()
-        self._progress = asyncio.Event()
-        self.passes = 0
-        self.appended = 0  # events appended
-        self.conflicts = 0
-
-    # ------------------------------------------------------------------ running
 
     async def run(self) -> None:
         async with asyncio.TaskGroup() as tg:
             tg.create_task(self._forever("pods informer", self._inform))
             tg.create_task(self._forever("reconcile", self._reconcile_forever))
 
-    def wake(self) -> None:
-        """Reconcile soon (the state or the cluster may have moved)."""
-        self._changed.set()
-
-    async def wait_until(self, predicate: Callable[[], bool], timeout: float = 5.0) -> None:
-        """Wait for ``predicate`` to hold, re-checked after each pass and cache change."""
-        async with asyncio.timeout(timeout):
-            while not predicate():
-                await self._progress.wait()
-
-    def _signal(self) -> None:
-        self._progress.set()
-        self._progress = asyncio.Event()
-
-    async def _forever(self, what: str, task: Callable[[Backoff], Awaitable[None]]) -> None:
-        backoff = Backoff(self.backoff_first, self.backoff_cap)
-        while True:
-            try:
-                await task(backoff)
-            except asyncio.CancelledError:
-                raise
-            except Exception as exc:
-                log.warning(f"{what} failed; retrying", error=repr(exc), exc_info=True)
-                await backoff.sleep()
-
     # ------------------------------------------------------------------ informer
 
     async def _inform(self, backoff: Backoff) -> None:
-        """List, then watch from the list's version; relist only on 410 Gone."""
-        while True:
-            self._replace(await self._list())
-            backoff.reset()
-            await self._watch(backoff)
-            self.relists += 1
-            log.info("watch expired; relisting", kind="pods")
+        await self.inform(
+            self.pods,
+            self._list,
+            self.core.list_pod_for_all_namespaces,
+            (),
+            {"label_selector": kube.SELECTOR},
+            self._replace,
+            self._apply,
+            backoff,
+        )
 
     async def _list(self) -> JsonObj:
         """The pods as JSON: a typed V1PodList would cost a model per container status."""
@@ -168,39 +113,6 @@ class PodWatcher:
         listed: JsonObj = json.loads(data)
         return listed
 
-    async def _watch(self, backoff: Backoff) -> None:
-        """Follow changes from ``resource_version``; returns when it expired (410)."""
-        while True:
-            timeout = int(self.watch_timeout_seconds * random.uniform(1.0, 2.0))
-            self.watches += 1
-            try:
-                async with watch.Watch(return_type="object") as w:
-                    stream = w.stream(
-                        self.core.list_pod_for_all_namespaces,
-                        label_selector=kube.SELECTOR,
-                        resource_version=self.resource_version,
-                        allow_watch_bookmarks=True,
-                        timeout_seconds=timeout,
-                    )
-                    async for event in stream:
-                        self._apply(str(event["type"]), event["raw_object"])
-                        if w.resource_version:
-                            self.resource_version = str(w.resource_version)
-                        backoff.reset()
-            except ApiException as exc:
-                if exc.status == 410:
-                    return
-                raise
-            except (aiohttp.ClientError, TimeoutError) as exc:
-                log.info(
-                    "watch connection lost; resuming",
-                    kind="pods",
-                    resource_version=self.resource_version,
-                    error=repr(exc),
-                )
-                await backoff.sleep()
-            # Ended by the server (its timeout) or cut: resume from the last version seen.
-
     def _replace(self, listed: JsonObj) -> None:
         fresh: dict[tuple[str, str], kube.ObservedPod] = {}
         for item in listed.get("items") or ():
@@ -210,14 +122,8 @@ class PodWatcher:
             if key not in fresh or fresh[key].uid != last.uid:
                 self._bury(last)
         self.cache = fresh
-        self.resource_version = str((listed.get("metadata") or {}).get("resourceVersion", ""))
-        self.synced = True
-        self._changed.set()
-        self._signal()
 
     def _apply(self, type_: str, obj: JsonObj) -> None:
-        if type_ not in ("ADDED", "MODIFIED", "DELETED"):
-            return  # BOOKMARK: only moves the version on
         key = _key(obj)
         if type_ == "DELETED":
             last = kube.observe_pod(obj)
@@ -228,33 +134,12 @@ class PodWatcher:
             self.cache[key] = seen
         else:
             self.cache.pop(key, None)  # its labels were taken off: no longer ours to report
-        self._changed.set()
-        self._signal()
 
     def _bury(self, last: kube.ObservedPod) -> None:
         uid = last.uid or f"{last.namespace}/{last.name}"
         self.gone[uid] = (time.monotonic(), dataclasses.replace(last, deleted=True))
 
     # ------------------------------------------------------------------ reconcile
-
-    async def _reconcile_forever(self, backoff: Backoff) -> None:
-        last_position = -1
-        last_poll = 0.0
-        while True:
-            # asyncio.timeout, not wait_for: 3.11's wait_for can swallow a cancellation.
-            with contextlib.suppress(TimeoutError):
-                async with asyncio.timeout(self.tick_seconds):
-                    await self._changed.wait()
-            now = time.monotonic()
-            due = now - last_poll >= self.poll_seconds
-            if not (self._changed.is_set() or due or self.loop.runner.position != last_position):
-                continue
-            self._changed.clear()
-            if due:
-                last_poll = now
-            await self.reconcile()
-            backoff.reset()
-            last_position = self.loop.runner.position
 
     def observed(self) -> list[kube.ObservedPod]:
         """The cache and the recently deleted pods, as the pure function takes them."""
@@ -267,7 +152,7 @@ class PodWatcher:
         """One pass: fold what is new, plan, append."""
         try:
             await self.loop.step()
-            if not self.synced:
+            if not self.pods.synced:
                 return []
             state = self.loop.runner.state
             at = max(time.time(), state.now)
@@ -297,21 +182,3 @@ class PodWatcher:
             StreamAppend(stream, runner.versions.get(stream, 0), news)
             for stream, news in by_stream.items()
         ]
-
-    async def _append(self, appends: list[StreamAppend]) -> None:
-        try:
-            stored = await self.loop.store.append(
-                appends, producer=self.loop.name, recorded_at=time.time()
-            )
-        except ConcurrencyConflict as exc:
-            self.conflicts += 1
-            self.loop.metrics.conflicts.labels(self.loop.name).inc()
-            log.info("another writer recorded first; re-planning", stream=exc.stream_id)
-        else:
-            self.appended += len(stored)
-            for env in stored:
-                self.loop.metrics.decisions.labels(self.loop.name, env.type).inc()
-                log.info("recorded", stream=env.stream_id, type=env.type)
-            self.loop.appended()
-        await self.loop.step()
-        self._changed.set()  # what was recorded may call for more

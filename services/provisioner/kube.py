@@ -21,15 +21,12 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import json
-import random
 import time
 from collections.abc import Awaitable, Callable, Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
-import aiohttp
 import structlog
-from kubernetes_asyncio import watch
 from kubernetes_asyncio.client import (
     ApiClient,
     CoreV1Api,
@@ -43,10 +40,9 @@ from muster.core.events import Event, NewEvent, StreamAppend
 from muster.core.events import provisioning as pev
 from muster.core.provisioning import kube
 from muster.core.provisioning.state import correlation_id
-from muster.runtime.kube import Backoff, api_client
+from muster.runtime.kube import Backoff, Cursor, Reconciler, connect
 from muster.runtime.loop import DeciderLoop
 from muster.runtime.settings import Settings
-from muster.store import ConcurrencyConflict
 
 JsonObj = dict[str, Any]
 # The client's stubs leave out the `_content_type` keyword its methods accept.
@@ -67,15 +63,7 @@ def options_from(settings: Settings) -> kube.KubeOptions:
 
 async def kube_backend(loop: DeciderLoop, settings: Settings) -> None:
     """The routine: connect (retrying), then run the backend until cancelled."""
-    backoff = Backoff()
-    while True:
-        try:
-            client = await api_client(settings)
-        except Exception as exc:
-            log.warning("no Kubernetes API configuration; retrying", error=repr(exc))
-            await backoff.sleep()
-            continue
-        break
+    client = await connect(settings, log)
     try:
         backend = KubeBackend(
             loop, client, options_from(settings), poll_seconds=settings.poll_seconds
@@ -95,15 +83,10 @@ class Rejected(Exception):
 
 
 @dataclass(slots=True)
-class Informer:
+class Informer(Cursor):
     """One kind's cache, filled by list + watch."""
 
-    kind: str
     cache: dict[tuple[str, str], JsonObj] = field(default_factory=dict)
-    synced: bool = False
-    resource_version: str = ""
-    relists: int = 0
-    watches: int = 0
 
 
 def _key(obj: JsonObj) -> tuple[str, str]:
@@ -128,31 +111,16 @@ def _api_message(exc: ApiException) -> str:
     return f"{exc.status} {exc.reason}"
 
 
-class KubeBackend:
+class KubeBackend(Reconciler):
     """Informers + reconcile over one DeciderLoop (whose state it reads and steps)."""
 
     def __init__(
-        self,
-        loop: DeciderLoop,
-        client: ApiClient,
-        options: kube.KubeOptions,
-        *,
-        poll_seconds: float = 1.0,
-        tick_seconds: float = 0.05,
-        watch_timeout_seconds: int = 300,
-        backoff_first: float = 0.2,
-        backoff_cap: float = 30.0,
+        self, loop: DeciderLoop, client: ApiClient, options: kube.KubeOptions, **kw: Any
     ) -> None:
-        self.loop = loop
-        self.client = client
+        super().__init__(loop, client, log, **kw)
         self.core = CoreV1Api(client)
         self.crd = CustomObjectsApi(client)
         self.options = options
-        self.poll_seconds = poll_seconds
-        self.tick_seconds = tick_seconds
-        self.watch_timeout_seconds = watch_timeout_seconds
-        self.backoff_first = backoff_first
-        self.backoff_cap = backoff_cap
         self.requests = Informer(REQUESTS)
         self.nodes = Informer(NODES)
         self.rejected: dict[str, tuple[str, str]] = {}
@@ -160,11 +128,6 @@ class KubeBackend:
         # (namespace, name) -> uid of the ProvisioningRequests we deleted: their DELETED events
         # are not "vanished", and a late event about them does not bring them back.
         self._deleting: dict[tuple[str, str], str] = {}
-        self._changed = asyncio.Event()
-        self._progress = asyncio.Event()
-        self.passes = 0
-        self.appended = 0  # events appended
-        self.conflicts = 0
 
     # ------------------------------------------------------------------ running
 
@@ -173,34 +136,6 @@ class KubeBackend:
             tg.create_task(self._forever("requests informer", self._inform_requests))
             tg.create_task(self._forever("nodes informer", self._inform_nodes))
             tg.create_task(self._forever("reconcile", self._reconcile_forever))
-
-    def wake(self) -> None:
-        """Reconcile soon (the state or the cluster may have moved)."""
-        self._changed.set()
-
-    async def wait_until(self, predicate: Callable[[], bool], timeout: float = 5.0) -> None:
-        """Wait for ``predicate`` to hold, re-checked after each pass and cache change."""
-        async with asyncio.timeout(timeout):
-            while not predicate():
-                await self._progress.wait()
-
-    def _signal(self) -> None:
-        self._progress.set()
-        self._progress = asyncio.Event()
-
-    def _backoff(self) -> Backoff:
-        return Backoff(self.backoff_first, self.backoff_cap)
-
-    async def _forever(self, what: str, task: Callable[[Backoff], Awaitable[None]]) -> None:
-        backoff = self._backoff()
-        while True:
-            try:
-                await task(backoff)
-            except asyncio.CancelledError:
-                raise
-            except Exception as exc:
-                log.warning(f"{what} failed; retrying", error=repr(exc), exc_info=True)
-                await backoff.sleep()
 
     # ------------------------------------------------------------------ informers
 
@@ -230,57 +165,22 @@ class KubeBackend:
         kwargs: dict[str, Any],
         backoff: Backoff,
     ) -> None:
-        """List, then watch from the list's version; relist only on 410 Gone."""
-        while True:
+        async def list_json() -> JsonObj:
             listed = await list_fn(*args, **kwargs)
             if not isinstance(listed, dict):  # a typed list (core kinds)
                 listed = self.client.sanitize_for_serialization(listed)
-            self._replace(informer, listed)
-            backoff.reset()
-            await self._watch(informer, list_fn, args, kwargs, backoff)
-            informer.relists += 1
-            log.info("watch expired; relisting", kind=informer.kind)
+            return dict(listed)
 
-    async def _watch(
-        self,
-        informer: Informer,
-        list_fn: Callable[..., Awaitable[Any]],
-        args: tuple[str, ...],
-        kwargs: dict[str, Any],
-        backoff: Backoff,
-    ) -> None:
-        """Follow changes from ``informer.resource_version``; returns when it expired (410)."""
-        while True:
-            timeout = int(self.watch_timeout_seconds * random.uniform(1.0, 2.0))
-            informer.watches += 1
-            try:
-                async with watch.Watch(return_type="object") as w:
-                    stream = w.stream(
-                        list_fn,
-                        *args,
-                        resource_version=informer.resource_version,
-                        allow_watch_bookmarks=True,
-                        timeout_seconds=timeout,
-                        **kwargs,
-                    )
-                    async for event in stream:
-                        self._apply(informer, str(event["type"]), event["raw_object"])
-                        if w.resource_version:
-                            informer.resource_version = str(w.resource_version)
-                        backoff.reset()
-            except ApiException as exc:
-                if exc.status == 410:
-                    return
-                raise
-            except (aiohttp.ClientError, TimeoutError) as exc:
-                log.info(
-                    "watch connection lost; resuming",
-                    kind=informer.kind,
-                    resource_version=informer.resource_version,
-                    error=repr(exc),
-                )
-                await backoff.sleep()
-            # Ended by the server (its timeout) or cut: resume from the last version seen.
+        await self.inform(
+            informer,
+            list_json,
+            list_fn,
+            args,
+            kwargs,
+            lambda listed: self._replace(informer, listed),
+            lambda type_, obj: self._apply(informer, type_, obj),
+            backoff,
+        )
 
     def _replace(self, informer: Informer, listed: JsonObj) -> None:
         items = [i for i in listed.get("items") or () if isinstance(i, dict)]
@@ -290,14 +190,8 @@ class KubeBackend:
                 self._gone(informer.cache[key], key)
             self._deleting = {k: v for k, v in self._deleting.items() if k in fresh}
         informer.cache = fresh
-        informer.resource_version = str((listed.get("metadata") or {}).get("resourceVersion", ""))
-        informer.synced = True
-        self._changed.set()
-        self._signal()
 
     def _apply(self, informer: Informer, type_: str, obj: JsonObj) -> None:
-        if type_ not in ("ADDED", "MODIFIED", "DELETED"):
-            return  # BOOKMARK: only moves the version on
         key = _key(obj)
         if type_ == "DELETED":
             gone = informer.cache.pop(key, None)
@@ -305,8 +199,6 @@ class KubeBackend:
                 self._gone(gone or obj, key)
         else:
             self._store(informer, obj)
-        self._changed.set()
-        self._signal()
 
     def _store(self, informer: Informer, obj: JsonObj) -> None:
         """Cache ``obj`` unless what is cached is newer (our own write can overtake its event)."""
@@ -330,25 +222,6 @@ class KubeBackend:
             self.vanished.add(seen.request_id)
 
     # ------------------------------------------------------------------ reconcile
-
-    async def _reconcile_forever(self, backoff: Backoff) -> None:
-        last_position = -1
-        last_poll = 0.0
-        while True:
-            # asyncio.timeout, not wait_for: 3.11's wait_for can swallow a cancellation.
-            with contextlib.suppress(TimeoutError):
-                async with asyncio.timeout(self.tick_seconds):
-                    await self._changed.wait()
-            now = time.monotonic()
-            due = now - last_poll >= self.poll_seconds
-            if not (self._changed.is_set() or due or self.loop.runner.position != last_position):
-                continue
-            self._changed.clear()
-            if due:
-                last_poll = now
-            await self.reconcile()
-            backoff.reset()
-            last_position = self.loop.runner.position
 
     def observed(self) -> kube.Observed:
         """The caches as the pure functions take them."""
@@ -431,24 +304,6 @@ class KubeBackend:
             StreamAppend(stream, runner.versions.get(stream, 0), news)
             for stream, news in by_stream.items()
         ]
-
-    async def _append(self, appends: list[StreamAppend]) -> None:
-        try:
-            stored = await self.loop.store.append(
-                appends, producer=self.loop.name, recorded_at=time.time()
-            )
-        except ConcurrencyConflict as exc:
-            self.conflicts += 1
-            self.loop.metrics.conflicts.labels(self.loop.name).inc()
-            log.info("another writer recorded first; re-planning", stream=exc.stream_id)
-        else:
-            self.appended += len(stored)
-            for env in stored:
-                self.loop.metrics.decisions.labels(self.loop.name, env.type).inc()
-                log.info("recorded", stream=env.stream_id, type=env.type)
-            self.loop.appended()
-        await self.loop.step()
-        self._changed.set()  # what was recorded may call for more
 
     # ------------------------------------------------------------------ objects
 

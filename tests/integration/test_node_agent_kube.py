@@ -119,7 +119,7 @@ class Env:
             loop, self.client, poll_seconds=0.2, backoff_first=0.01, backoff_cap=0.05
         )
         self.running[watcher] = asyncio.create_task(watcher.run())
-        await watcher.wait_until(lambda: watcher.synced)
+        await watcher.wait_until(lambda: watcher.pods.synced)
         return watcher
 
     async def stop(self, watcher: PodWatcher) -> None:
@@ -343,7 +343,7 @@ async def test_pods_report_started_then_succeeded_or_failed(env: Env) -> None:
     assert failed.event == nev.PodFailed(
         node="n2", workload_id=W, attempt=1, pod="main-1", exit_code=3, reason="Error"
     )
-    assert watcher.relists == 0
+    assert watcher.pods.relists == 0
 
 
 async def test_pods_first_seen_ended_and_pods_not_expected(env: Env) -> None:
@@ -478,14 +478,14 @@ async def test_a_compacted_history_relists_and_loses_nothing(env: Env) -> None:
     name = await env.create("main-0", "n1")
     await watcher.wait_until(lambda: bool(watcher.cache))
     await env.api.wait_for_watches(1, kind="Pod")
-    relists = watcher.relists
+    relists = watcher.pods.relists
     # Synchronously: the change is queued for the watch, the history forgotten, the watch ended
     # before it could send it; resuming from the version it saw is 410 Gone.
     env.api.set_pod_status(NS, name, running_status())
     env.api.compact()
     assert env.api.drop_watches() >= 1
     await watcher.wait_until(started(watcher, "main-0"))
-    assert watcher.relists > relists
+    assert watcher.pods.relists > relists
 
     # The new watch works; a pod deleted while no watch was open is seen gone by the relist.
     other = await env.create("main-1", "n2")
@@ -515,12 +515,12 @@ async def test_dropped_watch_connections_are_resumed(env: Env) -> None:
     name = await env.create("main-0", "n1")
     await watcher.wait_until(lambda: bool(watcher.cache))
     await env.api.wait_for_watches(1, kind="Pod")
-    seen_version = watcher.resource_version
+    seen_version = watcher.pods.resource_version
     watches = len(env.api.watch_requests())
     env.api.set_pod_status(NS, name, running_status())
     assert env.api.drop_watches(abort=True) >= 1  # cut before the change was sent
     await watcher.wait_until(started(watcher, "main-0"))
-    assert watcher.relists == 0  # resumed, not relisted
+    assert watcher.pods.relists == 0  # resumed, not relisted
     resumed = [r for r in env.api.watch_requests()[watches:] if r.path == "/api/v1/pods"]
     assert resumed and int(resumed[0].query["resourceVersion"]) >= int(seen_version)
     assert resumed[0].query["labelSelector"] == kube.SELECTOR
