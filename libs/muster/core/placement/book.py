@@ -64,9 +64,7 @@ class NodeState:
         return bool(self.inv.gpus)
 
     def scalar(self, requests: Mapping[str, int]) -> Iterable[tuple[str, int]]:
-        """The requests this node counts as plain quantities (devices are per device)."""
-        skip = DEVICE_RESOURCES if self.inv.gpus else frozenset()
-        return ((r, q) for r, q in requests.items() if q and r not in skip)
+        return plain(self.inv, requests)
 
     def free_devices(self) -> int:
         return sum(1 for u in self.devices if u.pods == 0)
@@ -79,6 +77,13 @@ class NodeState:
 class Held:
     placement: Placement
     pods: dict[str, PodAsk]
+
+
+def plain(node: NodeInventory, requests: Mapping[str, int]) -> Iterable[tuple[str, int]]:
+    """The requests a node counts as plain quantities (on a node that lists its devices,
+    device resources are counted per device instead)."""
+    skip = DEVICE_RESOURCES if node.gpus else frozenset()
+    return ((r, q) for r, q in requests.items() if q and r not in skip)
 
 
 def matches(node: NodeInventory, selector: Mapping[str, str]) -> bool:
@@ -116,10 +121,8 @@ def could_hold(node: NodeInventory, pod: PodAsk) -> bool:
     """The empty node has room for one such pod (what it offers, not what is free)."""
     if device_kind_missing(node, pod.requests) is not None:
         return False
-    skip = DEVICE_RESOURCES if node.gpus else frozenset()
-    for r, q in pod.requests.items():
-        if q and r not in skip and node.allocatable.get(r, 0) < q:
-            return False
+    if any(node.allocatable.get(r, 0) < q for r, q in plain(node, pod.requests)):
+        return False
     ask = pod.device
     if ask is None or not node.gpus:
         return True
@@ -127,6 +130,15 @@ def could_hold(node: NodeInventory, pod: PodAsk) -> bool:
         g for g in node.gpus if dev.allowed(g, ask.filter) and ask.memory_of(g) <= g.memory_mib
     ]
     return len(fitting) >= ask.count
+
+
+def _unused(node: NodeState, ask: DeviceAsk) -> int:
+    """Devices nobody uses that the pod may have (a whole-device request takes these)."""
+    return sum(
+        1
+        for gpu, use in zip(node.inv.gpus, node.devices, strict=True)
+        if use.pods == 0 and dev.allowed(gpu, ask.filter)
+    )
 
 
 class NodeBook:
@@ -271,7 +283,7 @@ class NodeBook:
             out.setdefault(value, []).append(node)
         return out
 
-    def room(self, key: str, value: tuple[str, ...], shape: object, count: int) -> int | None:
+    def room(self, key: str, value: tuple[str, ...], shape: object) -> int | None:
         return self._room.get((key, value), {}).get(shape)
 
     def remember_room(self, key: str, value: tuple[str, ...], shape: object, room: int) -> None:
@@ -304,12 +316,7 @@ class NodeBook:
         if ask is None or not node.has_devices():
             return None
         if ask.whole:
-            free = sum(
-                1
-                for gpu, use in zip(node.inv.gpus, node.devices, strict=True)
-                if use.pods == 0 and dev.allowed(gpu, ask.filter)
-            )
-            if free >= ask.count:
+            if _unused(node, ask) >= ask.count:
                 return None
             resource = next((r for r in WHOLE_DEVICE if pod.requests.get(r)), "devices")
             return f"Insufficient {resource}"
@@ -336,12 +343,7 @@ class NodeBook:
         ask = pod.device
         if ask is not None and node.has_devices():
             if ask.whole:
-                free = sum(
-                    1
-                    for gpu, use in zip(node.inv.gpus, node.devices, strict=True)
-                    if use.pods == 0 and dev.allowed(gpu, ask.filter)
-                )
-                n = min(n, free // ask.count)
+                n = min(n, _unused(node, ask) // ask.count)
             else:
                 slots = sum(
                     dev.pods_fitting(gpu, use, ask)
@@ -354,8 +356,6 @@ class NodeBook:
         self, node: NodeState, workload: str, pod: PodAsk, spread_gpus: bool
     ) -> tuple[DeviceShare, ...]:
         """Put the pod on the node (it fits: ``why_not`` said so)."""
-        for r, q in node.scalar(pod.requests):
-            node.free[r] = node.free.get(r, 0) - q
         shares: tuple[DeviceShare, ...] = ()
         ask = pod.device
         if ask is not None and node.has_devices():
@@ -372,11 +372,24 @@ class NodeBook:
                 return (score if spread_gpus else -score, gpu.index)
 
             candidates.sort(key=fullness)
-            shares = tuple(dev.take(gpu, use, ask) for gpu, use in candidates[: ask.count])
+            shares = tuple(dev.share_of(gpu, ask) for gpu, _ in candidates[: ask.count])
+        self._seat(node, workload, pod, shares)
+        return shares
+
+    def _seat(
+        self, node: NodeState, workload: str, pod: PodAsk, shares: tuple[DeviceShare, ...]
+    ) -> None:
+        """Charge the node for the pod and its device shares."""
+        for r, q in node.scalar(pod.requests):
+            node.free[r] = node.free.get(r, 0) - q
+        by_uuid = {g.uuid: u for g, u in zip(node.inv.gpus, node.devices, strict=True)}
+        for share in shares:
+            use = by_uuid.get(share.uuid)
+            if use is not None:
+                dev.add(use, share)
         node.pods += 1
         node.workloads[workload] = node.workloads.get(workload, 0) + 1
         self._touched(node)
-        return shares
 
     def uncharge(
         self, node: NodeState, workload: str, pod: PodAsk, shares: tuple[DeviceShare, ...]
@@ -405,21 +418,8 @@ class NodeBook:
         for pod_name, node_name in placement.nodes.items():
             node = self.nodes.get(node_name)
             pod = pods.get(pod_name)
-            if node is None or pod is None:
-                continue
-            for r, q in node.scalar(pod.requests):
-                node.free[r] = node.free.get(r, 0) - q
-            by_uuid = {g.uuid: u for g, u in zip(node.inv.gpus, node.devices, strict=True)}
-            for share in placement.devices.get(pod_name, ()):
-                use = by_uuid.get(share.uuid)
-                if use is not None:
-                    use.cores += share.cores
-                    use.memory_mib += share.memory_mib
-                    use.pods += 1
-                    use.exclusive = use.exclusive or share.cores >= 100
-            node.pods += 1
-            node.workloads[workload] = node.workloads.get(workload, 0) + 1
-            self._touched(node)
+            if node is not None and pod is not None:
+                self._seat(node, workload, pod, placement.devices.get(pod_name, ()))
         for key in placement.exclusive:
             self.exclusive[key] = workload
         self.held[workload] = Held(placement, dict(pods))
@@ -436,11 +436,6 @@ class NodeBook:
         for key in held.placement.exclusive:
             if self.exclusive.get(key) == workload:
                 del self.exclusive[key]
-
-    def on_node(self, node: str) -> list[str]:
-        """The workloads with pods on a node."""
-        state = self.nodes.get(node)
-        return sorted(state.workloads) if state is not None else []
 
     # -- figures --------------------------------------------------------------------------
 

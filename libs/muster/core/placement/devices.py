@@ -140,13 +140,15 @@ def pods_fitting(gpu: Gpu, use: DeviceUse, ask: DeviceAsk) -> int:
     return max(n, 0)
 
 
-def take(gpu: Gpu, use: DeviceUse, ask: DeviceAsk) -> DeviceShare:
-    memory = ask.memory_of(gpu)
-    use.cores += ask.cores
-    use.memory_mib += memory
+def share_of(gpu: Gpu, ask: DeviceAsk) -> DeviceShare:
+    return DeviceShare(uuid=gpu.uuid, cores=ask.cores, memory_mib=ask.memory_of(gpu))
+
+
+def add(use: DeviceUse, share: DeviceShare) -> None:
+    use.cores += share.cores
+    use.memory_mib += share.memory_mib
     use.pods += 1
-    use.exclusive = use.exclusive or ask.cores >= 100
-    return DeviceShare(uuid=gpu.uuid, cores=ask.cores, memory_mib=memory)
+    use.exclusive = use.exclusive or share.cores >= 100
 
 
 def give_back(use: DeviceUse, share: DeviceShare) -> None:

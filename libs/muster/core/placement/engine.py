@@ -161,7 +161,7 @@ class _Search:
         return None
 
     def room(self, key: str, value: tuple[str, ...], members: list[NodeState], d: Demand) -> int:
-        cached = self.book.room(key, value, d.shape, 0)
+        cached = self.book.room(key, value, d.shape)
         if cached is not None:
             return cached
         allowed = self.eligible(d)
@@ -227,11 +227,6 @@ class _Search:
         zone) before one under untouched ones, a partly used domain before an untouched
         one, then the least room that fits (Kueue's BestFit), then registration order.
         Spread takes the most room. First fit takes registration order."""
-        yield from self._flat(key, d, need, within)
-
-    def _flat(
-        self, key: str, d: Demand, need: int, within: set[str] | None
-    ) -> Iterator[tuple[tuple[str, ...], list[NodeState]]]:
         found = []
         for value, members in self.book.domains(key).items():
             if within is not None:
@@ -431,10 +426,11 @@ def _in_one_group(search: _Search, size: int, want: list[Demand]) -> None:
     def free(members: list[NodeState]) -> int:
         return sum(_devices(n, resource, True) for n in members)
 
-    for _, members in sorted(
-        book.domains(level).items(), key=lambda kv: (free(kv[1]), kv[1][0].order)
-    ):
-        if free(members) < needed:
+    groups = [
+        (free(members), members[0].order, members) for members in book.domains(level).values()
+    ]
+    for room, _, members in sorted(groups, key=lambda g: (g[0], g[1])):
+        if room < needed:
             continue
         within = {n.name for n in members}
         mark = search.mark()
