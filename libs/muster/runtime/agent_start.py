@@ -23,14 +23,7 @@ log = structlog.get_logger()
 def registration(inv: NodeInventory, agent: str, at: float) -> NewEvent:
     return NewEvent(
         stream_id=nev.stream(inv.name),
-        event=nev.NodeRegistered(
-            node=inv.name,
-            allocatable=inv.allocatable,
-            labels=inv.labels,
-            agent=agent,
-            taints=inv.taints,
-            gpus=inv.gpus,
-        ),
+        event=nev.NodeRegistered.of(inv, agent),
         occurred_at=at,
     )
 

@@ -27,6 +27,18 @@ class NodeRegistered(Event):
     # for an existing node the queue places workloads on.
     request_id: str = ""
 
+    @staticmethod
+    def of(inv: NodeInventory, agent: str, request_id: str = "") -> NodeRegistered:
+        return NodeRegistered(
+            node=inv.name,
+            allocatable=inv.allocatable,
+            labels=inv.labels,
+            agent=agent,
+            taints=inv.taints,
+            gpus=inv.gpus,
+            request_id=request_id,
+        )
+
     def inventory(self) -> NodeInventory:
         return NodeInventory(
             name=self.node,

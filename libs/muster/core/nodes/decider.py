@@ -41,22 +41,7 @@ class NodeAgentDecider:
         out: list[tuple[str, str, Event]] = []  # (node, workload, event)
         for name in sorted(state.unregistered):
             reg = state.unregistered[name]
-            inv = reg.inventory
-            out.append(
-                (
-                    name,
-                    "",
-                    nev.NodeRegistered(
-                        node=name,
-                        allocatable=inv.allocatable,
-                        labels=inv.labels,
-                        agent=self.name,
-                        taints=inv.taints,
-                        gpus=inv.gpus,
-                        request_id=reg.request_id,
-                    ),
-                )
-            )
+            out.append((name, "", nev.NodeRegistered.of(reg.inventory, self.name, reg.request_id)))
         for key in sorted(state.stopping):
             pod = state.pods[key]
             out.append(

@@ -183,8 +183,8 @@ def _(event: qev.WorkloadAdmitted, state: NodeAgentState) -> None:
 
 
 def _stop_workload(workload_id: str, reason: str, state: NodeAgentState) -> None:
-    for key in [k for k in state.runs if k[0] == workload_id] if state.runs else ():
-        del state.runs[key]
+    if state.runs:
+        state.runs = {k: v for k, v in state.runs.items() if k[0] != workload_id}
     for key in state.pods:
         if key[0] == workload_id:
             state.stopping[key] = reason
