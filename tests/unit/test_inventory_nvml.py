@@ -2,14 +2,12 @@
 
 from __future__ import annotations
 
-import importlib.util
 from types import SimpleNamespace
 
 import pytest
 
-from muster.core.model.inventory import HOSTNAME, Gpu, NodeInventory
-from muster.core.model.queues import Taint
-from muster.runtime.inventory import local_inventory, nvml_inventory
+from muster.core.model.inventory import HOSTNAME, Gpu
+from muster.runtime.inventory import nvml_inventory
 
 A100 = "NVIDIA A100-SXM4-80GB"
 A100_BYTES = 81920 * 1024 * 1024
@@ -134,46 +132,5 @@ def test_other_errors_propagate_after_shutdown() -> None:
     assert nvml.calls == ["init", "shutdown"]
 
 
-DECLARED = (
-    NodeInventory(
-        name="n1",
-        allocatable={"cpu": 96, "memory": 1 << 40, "nvidia.com/gpu": 8},
-        labels={ZONE: "z1", "cloud.google.com/gke-nodepool": "gpu"},
-        taints=(Taint(key="nvidia.com/gpu", value="present", effect="NoSchedule"),),
-        gpus=(Gpu(uuid="sim-0", model="sim", memory_mib=1, split=5),),
-    ),
-    NodeInventory(name="n2", allocatable={"cpu": 8}),
-)
-
-
-def test_local_merges_declared_entry_with_nvml() -> None:
-    inv = local_inventory("n1", DECLARED, nvml=two_a100s())
-    assert inv is not None
-    assert inv.allocatable == {"cpu": 96, "memory": 1 << 40, "nvidia.com/gpu": 2}
-    assert inv.labels[ZONE] == "z1"
-    assert inv.labels["cloud.google.com/gke-nodepool"] == "gpu"
-    assert inv.labels["nvidia.com/gpu.product"] == "NVIDIA-A100-SXM4-80GB"
-    assert inv.taints == DECLARED[0].taints
-    assert [g.uuid for g in inv.gpus] == ["GPU-aaa", "GPU-bbb"]
-    assert {g.split for g in inv.gpus} == {5}
-
-
-def test_local_falls_back_to_declared_entry() -> None:
-    assert local_inventory("n2", DECLARED, nvml=two_a100s(init_fails=True)) is DECLARED[1]
-    assert local_inventory("n1", DECLARED, nvml=FakeNvml([])) is DECLARED[0]
-
-
-def test_local_nvml_without_declared_entry() -> None:
-    inv = local_inventory("n9", DECLARED, nvml=two_a100s())
-    assert inv is not None
-    assert inv.allocatable == {"nvidia.com/gpu": 2}
-    assert inv.labels[HOSTNAME] == "n9"
-
-
-def test_local_nothing_to_register() -> None:
-    assert local_inventory("n9", DECLARED, nvml=FakeNvml([])) is None
-
-
-@pytest.mark.skipif(importlib.util.find_spec("pynvml") is None, reason="pynvml not installed")
 def test_real_pynvml_without_a_gpu_is_no_inventory() -> None:
     assert nvml_inventory("x") is None

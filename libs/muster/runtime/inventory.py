@@ -1,17 +1,12 @@
-"""What a node agent registers for its own node: the GPUs NVML sees, or a declared node.
-
-On a GPU node the hardware is the truth, so NVML decides the devices, the
-``nvidia.com/gpu`` count (what the NVIDIA device plugin advertises) and the GPU
-Feature Discovery labels; a declared description of the same node still supplies what
-NVML cannot know (topology labels, cpu/memory, taints). Without a driver or a GPU the
-declared description is all there is.
-"""
+"""What a node agent registers for its own node when the cluster description does not
+declare it: the GPUs NVML sees, the ``nvidia.com/gpu`` count (what the NVIDIA device
+plugin advertises) and the GPU Feature Discovery labels. Without a driver or a GPU there
+is nothing to register (declared nodes are registered by the decider)."""
 
 from __future__ import annotations
 
-import dataclasses
 import importlib
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping
 from contextlib import suppress
 from typing import Any
 
@@ -70,25 +65,6 @@ def nvml_inventory(
         },
         gpus=gpus,
     )
-
-
-def local_inventory(
-    node: str, declared: Sequence[NodeInventory], *, nvml: Any = None
-) -> NodeInventory | None:
-    """NVML's view of ``node`` merged with its declared entry, else the declared entry.
-
-    None when neither exists: the agent has nothing to register."""
-    entry = next((d for d in declared if d.name == node), None)
-    if entry is None:
-        return nvml_inventory(node, nvml=nvml)
-    found = nvml_inventory(
-        node,
-        labels=entry.labels,
-        allocatable=entry.allocatable,
-        split=entry.gpus[0].split if entry.gpus else 10,
-        nvml=nvml,
-    )
-    return entry if found is None else dataclasses.replace(found, taints=entry.taints)
 
 
 def _gpu(nvml: Any, index: int, split: int) -> Gpu:
