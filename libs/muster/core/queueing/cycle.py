@@ -132,6 +132,7 @@ class Cycle:
         self.placed: list[str] = []
         # "Does not place" per placement shape: room only shrinks within a cycle.
         self.unplaced: dict[tuple[object, ...], Unassignable] = {}
+        self.routes: dict[tuple[object, ...], bool] = {}  # shape -> to existing nodes?
 
     def queue_key(self, wl: WorkloadEntry) -> tuple[int, int, int]:
         return (0 if wl.id in self.state.preemptors else 1, -wl.priority, wl.order)
@@ -415,7 +416,7 @@ class Cycle:
 
     def _placeable(self, cq: ClusterQueueSpec, wl: WorkloadEntry, a: Assignment, n: int) -> bool:
         ps = next(p for p in wl.spec.pod_sets if p.min_count is not None)
-        got = placing.try_place(self.state, wl, cq.name, a, {ps.name: n})
+        got = placing.try_place(self.state, wl, cq.name, a, {ps.name: n}, self.routes)
         if got is None:
             return True
         if isinstance(got, Unassignable):
@@ -439,7 +440,7 @@ class Cycle:
         known = self.unplaced.get(key)
         if known is not None:
             return known
-        placed = placing.try_place(self.state, wl, cq.name, outcome, counts)
+        placed = placing.try_place(self.state, wl, cq.name, outcome, counts, self.routes)
         if isinstance(placed, Unassignable):
             self.unplaced[key] = placed
         elif placed is not None:

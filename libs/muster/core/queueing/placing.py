@@ -64,11 +64,24 @@ def try_place(
     cluster_queue: str,
     outcome: Assignment,
     counts: Mapping[str, int],
+    routes: dict[tuple[object, ...], bool] | None = None,
 ) -> Placement | Unassignable | None:
     """The workload's placement (the book holds it), why there is none, or None when the
-    provisioner will make its nodes."""
+    provisioner will make its nodes. ``routes`` memoises where each shape goes (one
+    cycle: the route scans every node the cluster has)."""
     tolerations = injected_tolerations(state, outcome)
-    if not on_nodes(state, wl, outcome.node_selectors, tolerations):
+    key = (
+        wl.shape,
+        tuple(ps.devices for ps in wl.spec.pod_sets),
+        tuple(sorted((p, tuple(sorted(s.items()))) for p, s in outcome.node_selectors.items())),
+        tuple(sorted(tolerations.items())),
+    )
+    routed = routes.get(key) if routes is not None else None
+    if routed is None:
+        routed = on_nodes(state, wl, outcome.node_selectors, tolerations)
+        if routes is not None:
+            routes[key] = routed
+    if not routed:
         return None
     cq = state.cluster_queues[cluster_queue]
     want = demands(wl.spec, counts, outcome.node_selectors, tolerations)
