@@ -7,13 +7,19 @@ DATA   ?= .muster
 
 .PHONY: setup demo test unit lint bench bench-full migrate clean
 
-setup: $(STAMP)
+GEN    := libs/muster/api/v1/muster_pb2.py
+
+setup: $(STAMP) $(GEN)
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/pip install --quiet --upgrade pip
 	$(BIN)/pip install --quiet -e '.[dev]'
 	touch $(STAMP)
+
+# The gRPC code, from the .proto with the pinned grpcio-tools (reproducible; not in git).
+$(GEN): proto/muster/api/v1/muster.proto libs/muster/api/codegen.py $(STAMP)
+	$(BIN)/python -m muster.api.codegen
 
 migrate: setup
 	mkdir -p $(DATA)

@@ -1,400 +1,311 @@
-"""Intake's HTTP API (aiohttp): submit, get, list, cancel, and a workload's event history.
+"""Intake's HTTP API (aiohttp): a thin translation of ``ops.Intake`` to JSON over HTTP.
 
-Validation happens before anything is appended: a refused request leaves no event.
-A submission's idempotency key picks its workload id, so a retry appends against
-the same stream and optimistic concurrency turns it into "return the original".
+Every handler authenticates the caller (``Authorization: Bearer``), calls one operation
+and answers its result, or the operation's ``ApiError`` in the one error shape.
+The OpenAPI document describing all of it is served at ``/openapi.json``.
 """
 
 from __future__ import annotations
 
-import time
-import uuid
+from collections.abc import Awaitable, Callable
 from typing import Any
 
 import orjson
 from aiohttp import web
 
-from muster.core import inputs
-from muster.core.events import StreamAppend
-from muster.core.events.workload import WorkloadSubmitted
-from muster.core.model import parse
-from muster.core.model.fields import InvalidInput
-from muster.core.queueing import visibility
-from muster.core.views.workloads import TERMINAL, WorkloadsState, submitted_view
+from muster.core.access.tokens import Authenticator, Principal
 from muster.runtime.loop import DeciderLoop
-from muster.store import ConcurrencyConflict
-from services.intake.batcher import GroupCommitter
-from services.intake.errors import error
+from services.intake import openapi
+from services.intake.errors import ApiError, error
+from services.intake.ops import KINDS, Intake, Scope
 
-LOOP = web.AppKey("loop", DeciderLoop)
-COMMITTER = web.AppKey("committer", GroupCommitter)
-MAX_LIST = 1000
+INTAKE = web.AppKey("intake", Intake)
+Handler = Callable[[web.Request, Intake, Principal], Awaitable[web.StreamResponse]]
 
 
-def routes(app: web.Application, loop: DeciderLoop) -> None:
-    app[LOOP] = loop
-    app[COMMITTER] = GroupCommitter(loop.store, producer="intake")
-    app[VISIBILITY] = _Visibility()
+def routes(
+    app: web.Application, loop: DeciderLoop, authenticator: Authenticator | None = None
+) -> Intake:
+    intake = Intake(loop, authenticator or Authenticator(None, None))
+    app[INTAKE] = intake
 
-    async def close_committer(app: web.Application) -> None:
-        await app[COMMITTER].close()
+    async def close(app: web.Application) -> None:
+        await app[INTAKE].close()
 
-    app.on_cleanup.append(close_committer)
-    app.router.add_post("/v1/workloads", submit)
-    app.router.add_get("/v1/workloads", list_workloads)
-    app.router.add_get("/v1/workloads/{id}", get_workload)
-    app.router.add_delete("/v1/workloads/{id}", cancel)
-    app.router.add_post("/v1/workloads/{id}/cancel", cancel)
-    app.router.add_get("/v1/workloads/{id}/events", history)
-    app.router.add_get("/v1/clusterqueues/{name}/pendingworkloads", pending_in_cluster_queue)
-    app.router.add_get(
-        "/v1/namespaces/{namespace}/localqueues/{name}/pendingworkloads", pending_in_local_queue
+    app.on_cleanup.append(close)
+    r = app.router
+    r.add_get("/openapi.json", openapi_document)
+    r.add_post("/v1/workloads", _h(submit))
+    r.add_post("/v1/workloads:batch", _h(submit_batch))
+    r.add_get("/v1/workloads", _h(list_workloads))
+    r.add_get("/v1/workloads/{id}", _h(get_workload))
+    r.add_delete("/v1/workloads/{id}", _h(cancel))
+    r.add_post("/v1/workloads/{id}/cancel", _h(cancel))
+    r.add_get("/v1/workloads/{id}/events", _h(workload_events))
+    r.add_get("/v1/clusterqueues/{name}/pendingworkloads", _h(pending_in_cluster_queue))
+    r.add_get("/v1/clusterqueues/{name}/events", _h(cluster_queue_events))
+    r.add_get(
+        "/v1/namespaces/{namespace}/localqueues/{name}/pendingworkloads",
+        _h(pending_in_local_queue),
     )
-    app.router.add_post("/v1/provisioningrequests", create_request)
-    app.router.add_get("/v1/provisioningrequests", list_requests)
-    app.router.add_get("/v1/namespaces/{namespace}/provisioningrequests/{name}", get_request)
-    app.router.add_delete("/v1/namespaces/{namespace}/provisioningrequests/{name}", delete_request)
+    r.add_get("/v1/namespaces/{namespace}/localqueues/{name}/events", _h(local_queue_events))
+    r.add_post("/v1/provisioningrequests", _h(create_request))
+    r.add_get("/v1/provisioningrequests", _h(list_requests))
+    r.add_get("/v1/namespaces/{namespace}/provisioningrequests/{name}", _h(get_request))
+    r.add_delete("/v1/namespaces/{namespace}/provisioningrequests/{name}", _h(delete_request))
+    r.add_post("/v1/apply", _h(apply))
+    r.add_post("/v1/admin/replay", _h(replay))
+    for k in KINDS:
+        if k.kind == "ProvisioningRequest":
+            continue  # its own routes above answer with its conditions
+        r.add_get(f"/v1/{k.plural}", _h(_list_objects(k.plural)))
+        if k.namespaced:
+            r.add_get(f"/v1/namespaces/{{namespace}}/{k.plural}", _h(_list_objects(k.plural)))
+            r.add_get(
+                f"/v1/namespaces/{{namespace}}/{k.plural}/{{name}}", _h(_get_object(k.plural))
+            )
+        else:
+            r.add_get(f"/v1/{k.plural}/{{name}}", _h(_get_object(k.plural)))
+    return intake
 
 
-class _Visibility:
-    """The dry-run cycle behind the visibility API. It costs O(pending), so under load it
-    is recomputed at most every ``MAX_AGE`` seconds (sooner for a workload it lacks)."""
+def _h(handler: Handler) -> Callable[[web.Request], Awaitable[web.StreamResponse]]:
+    async def wrapped(request: web.Request) -> web.StreamResponse:
+        intake = request.app[INTAKE]
+        try:
+            who = intake.authenticate(request.headers.get("Authorization"))
+            return await handler(request, intake, who)
+        except ApiError as exc:
+            return exc.response()
 
-    MAX_AGE = 1.0
-
-    def __init__(self) -> None:
-        self.position = -1
-        self.computed_at = 0.0
-        self.items: list[visibility.PendingItem] = []
-        self.by_id: dict[str, visibility.PendingItem] = {}
-
-    def at(self, loop: DeciderLoop, wanted: str | None = None) -> _Visibility:
-        moved = loop.runner.position != self.position
-        stale = time.monotonic() - self.computed_at >= self.MAX_AGE
-        if moved and (stale or self.position < 0 or (wanted and wanted not in self.by_id)):
-            self.items = visibility.pending(loop.runner.state.queue)
-            self.by_id = {i.workload.id: i for i in self.items}
-            self.position = loop.runner.position
-            self.computed_at = time.monotonic()
-        return self
+    wrapped.__name__ = handler.__name__
+    return wrapped
 
 
-VISIBILITY = web.AppKey("visibility", _Visibility)
-
-
-def _state(request: web.Request) -> WorkloadsState:
-    state: WorkloadsState = request.app[LOOP].runner.state
-    return state
+def _json(body: Any, status: int = 200) -> web.Response:
+    return web.Response(body=orjson.dumps(body), status=status, content_type="application/json")
 
 
 async def _body(request: web.Request) -> Any:
-    if (
-        request.content_length is not None
-        and request.content_length > request.app[LOOP].settings.max_body_bytes
-    ):
-        raise _Refused(
-            413,
-            "PayloadTooLarge",
-            f"body of {request.content_length} bytes exceeds the limit of "
-            f"{request.app[LOOP].settings.max_body_bytes}",
-        )
-    try:
-        raw = await request.read()
-    except web.HTTPRequestEntityTooLarge:
-        raise _Refused(413, "PayloadTooLarge", "body exceeds the size limit") from None
+    return _decode(await _raw(request))
+
+
+def _decode(raw: bytes) -> Any:
     try:
         return orjson.loads(raw)
     except orjson.JSONDecodeError as exc:
-        raise _Refused(400, "MalformedJSON", f"body is not valid JSON: {exc}") from None
+        raise ApiError(400, "MalformedJSON", f"body is not valid JSON: {exc}") from None
 
 
-class _Refused(Exception):
-    def __init__(self, status: int, code: str, message: str, field: str | None = None) -> None:
-        super().__init__(message)
-        self.status, self.code, self.message, self.field = status, code, message, field
-
-    def response(self) -> web.Response:
-        return error(self.status, self.code, self.message, self.field)
-
-
-async def submit(request: web.Request) -> web.Response:
-    loop = request.app[LOOP]
-    try:
-        body = await _body(request)
-        key = request.headers.get("Idempotency-Key")
-        if isinstance(body, dict) and "idempotencyKey" in body:
-            body = dict(body)
-            body_key = body.pop("idempotencyKey")
-            if not isinstance(body_key, str) or not 0 < len(body_key) <= 256:
-                raise _Refused(
-                    422, "InvalidField", "must be a string of 1 to 256 characters", "idempotencyKey"
-                )
-            key = key or body_key
-        spec = parse.workload(body)
-        if spec.consumes is None:  # a consumer runs on its request's nodes, not a queue
-            await _require_queue(loop, spec.namespace, spec.queue_name)
-    except InvalidInput as exc:
-        return error(422, "InvalidField", exc.problem, exc.path)
-    except _Refused as exc:
-        return exc.response()
-    wid = inputs.workload_id(spec.namespace, key) if key else uuid.uuid4().hex[:16]
-    new = inputs.submission(wid, spec, time.time(), key)
-    try:
-        await request.app[COMMITTER].append(StreamAppend(new.stream_id, 0, [new]))
-    except ConcurrencyConflict:
-        return await _retried(loop, wid, inputs.digest(spec))
-    loop.appended()
-    assert isinstance(new.event, WorkloadSubmitted)
-    view = submitted_view(new.event, new.occurred_at)
-    return web.json_response(view.to_json(), status=201)
-
-
-async def _retried(loop: DeciderLoop, wid: str, digest: str) -> web.Response:
-    first = (await loop.store.read_stream(f"workload-{wid}"))[0].event
-    if getattr(first, "request_digest", None) != digest:
-        return error(
-            409, "IdempotencyKeyReused", "this idempotency key was used for a different workload"
+async def _raw(request: web.Request) -> bytes:
+    limit = request.app[INTAKE].settings.max_body_bytes
+    if request.content_length is not None and request.content_length > limit:
+        raise ApiError(
+            413,
+            "PayloadTooLarge",
+            f"body of {request.content_length} bytes exceeds the limit of {limit}",
         )
-    await loop.step()
-    return web.json_response(_view(loop, wid), status=200)
-
-
-def _view(loop: DeciderLoop, wid: str) -> dict[str, Any]:
-    view = loop.runner.state.workloads.get(wid)
-    return view.to_json() if view is not None else {"id": wid, "status": "Pending"}
-
-
-async def _require_queue(loop: DeciderLoop, namespace: str, name: str) -> None:
-    key = f"{namespace}/{name}"
-    if key not in loop.runner.state.local_queues:
-        await loop.step()  # configuration may have been applied a moment ago
-    if key not in loop.runner.state.local_queues:
-        raise _Refused(
-            422,
-            "UnknownQueue",
-            f"LocalQueue {name!r} does not exist in namespace {namespace!r}",
-            "queueName",
-        )
-
-
-async def get_workload(request: web.Request) -> web.Response:
-    loop = request.app[LOOP]
-    await loop.step()
-    view = loop.runner.state.workloads.get(request.match_info["id"])
-    if view is None:
-        return error(404, "NotFound", f"workload {request.match_info['id']} not found")
-    body = view.to_json()
-    if view.id in loop.runner.state.queue.pending:
-        item = request.app[VISIBILITY].at(loop, view.id).by_id.get(view.id)
-        if item is not None:
-            current = item.to_json()
-            body["queue"] = {
-                k: current[k]
-                for k in ("positionInClusterQueue", "positionInLocalQueue", "reason", "message")
-            }
-    return web.json_response(body)
-
-
-def _page_args(request: web.Request) -> tuple[int, int]:
     try:
-        limit = int(request.query.get("limit", "1000"))
-        offset = int(request.query.get("offset", "0"))
-        if not 0 < limit <= visibility.MAX_LIMIT or offset < 0:
+        return await request.read()
+    except web.HTTPRequestEntityTooLarge:
+        raise ApiError(413, "PayloadTooLarge", "body exceeds the size limit") from None
+
+
+def _int(request: web.Request, name: str, default: int, lo: int, hi: int) -> int:
+    raw = request.query.get(name)
+    try:
+        value = default if raw is None else int(raw)
+        if not lo <= value <= hi:
             raise ValueError
     except ValueError:
-        raise _Refused(
-            400,
-            "InvalidQuery",
-            f"limit must be 1 to {visibility.MAX_LIMIT} and offset at least 0",
-            "limit",
+        raise ApiError(
+            400, "InvalidQuery", f"{name} must be an integer from {lo} to {hi}", name
         ) from None
-    return limit, offset
+    return value
 
 
-async def pending_in_cluster_queue(request: web.Request) -> web.Response:
-    """Kueue's visibility API: a ClusterQueue's pending workloads in admission order."""
-    loop = request.app[LOOP]
-    try:
-        limit, offset = _page_args(request)
-    except _Refused as exc:
-        return exc.response()
-    await loop.step()
-    name = request.match_info["name"]
-    if name not in loop.runner.state.queue.cluster_queues:
-        return error(404, "NotFound", f"ClusterQueue {name} not found")
-    items = request.app[VISIBILITY].at(loop).items
-    return web.json_response(
-        {"items": visibility.page(items, cluster_queue=name, limit=limit, offset=offset)}
+def _flag(request: web.Request, name: str) -> bool:
+    return request.query.get(name, "").lower() in ("1", "true", "yes")
+
+
+async def openapi_document(_: web.Request) -> web.Response:
+    return _json(openapi.document())
+
+
+# -- workloads ------------------------------------------------------------------------
+
+
+async def submit(request: web.Request, intake: Intake, who: Principal) -> web.Response:
+    body = await _body(request)
+    done = await intake.submit(who, body, request.headers.get("Idempotency-Key"))
+    return _json(done.workload, 201 if done.created else 200)
+
+
+async def submit_batch(request: web.Request, intake: Intake, who: Principal) -> web.Response:
+    body = await _body(request)
+    if not isinstance(body, dict) or set(body) != {"items"}:
+        raise ApiError(422, "InvalidField", 'must be {"items": [workload, ...]}', "items")
+    done = await intake.submit_batch(who, body["items"])
+    created = any(d.created for d in done)
+    return _json(
+        {"items": [{"workload": d.workload, "created": d.created} for d in done]},
+        201 if created else 200,
     )
 
 
-async def pending_in_local_queue(request: web.Request) -> web.Response:
-    loop = request.app[LOOP]
-    try:
-        limit, offset = _page_args(request)
-    except _Refused as exc:
-        return exc.response()
-    await loop.step()
-    ns, name = request.match_info["namespace"], request.match_info["name"]
-    if f"{ns}/{name}" not in loop.runner.state.local_queues:
-        return error(404, "NotFound", f"LocalQueue {name} not found in namespace {ns}")
-    items = request.app[VISIBILITY].at(loop).items
-    return web.json_response(
-        {"items": visibility.page(items, local_queue=(ns, name), limit=limit, offset=offset)}
-    )
-
-
-async def list_workloads(request: web.Request) -> web.Response:
-    loop = request.app[LOOP]
-    await loop.step()
+async def list_workloads(request: web.Request, intake: Intake, who: Principal) -> web.Response:
     q = request.query
-    try:
-        limit = int(q.get("limit", "100"))
-        if not 0 < limit <= MAX_LIST:
-            raise ValueError
-    except ValueError:
-        return error(400, "InvalidQuery", f"limit must be an integer from 1 to {MAX_LIST}", "limit")
-    items = [
-        v
-        for v in _state(request).workloads.values()
-        if (not q.get("namespace") or v.namespace == q["namespace"])
-        and (not q.get("status") or v.status == q["status"])
-    ]
-    after = q.get("after")
-    if after:
-        ids = [v.id for v in items]
-        items = items[ids.index(after) + 1 :] if after in ids else []
-    page = items[:limit]
-    return web.json_response(
-        {
-            "items": [v.to_json() for v in page],
-            "next": page[-1].id if len(items) > limit else None,
-        }
+    return _json(
+        await intake.list_workloads(
+            who,
+            namespace=q.get("namespace") or None,
+            status=q.get("status") or None,
+            limit=_int(request, "limit", 100, 1, 1000),
+            after=q.get("after") or None,
+        )
     )
 
 
-async def cancel(request: web.Request) -> web.Response:
-    loop = request.app[LOOP]
-    await loop.step()
-    wid = request.match_info["id"]
-    view = loop.runner.state.workloads.get(wid)
-    if view is None:
-        return error(404, "NotFound", f"workload {wid} not found")
-    if view.status in TERMINAL:
-        return error(409, "AlreadyFinished", f"workload {wid} is already {view.status}")
-    new = inputs.cancellation(wid, time.time())
-    await loop.store.append(
-        [StreamAppend(new.stream_id, None, [new])], producer="intake", recorded_at=time.time()
+async def get_workload(request: web.Request, intake: Intake, who: Principal) -> web.Response:
+    return _json(await intake.get(who, request.match_info["id"]))
+
+
+async def cancel(request: web.Request, intake: Intake, who: Principal) -> web.Response:
+    return _json(await intake.cancel(who, request.match_info["id"]), 202)
+
+
+# -- events ------------------------------------------------------------------------------
+
+
+async def _events(request: web.Request, intake: Intake, who: Principal, scope: Scope) -> Any:
+    after = _int(request, "after", 0, 0, 2**62)
+    if not _flag(request, "watch"):
+        limit = _int(request, "limit", 1000, 1, 1000)
+        items = await intake.events(who, scope, after, limit)
+        body: dict[str, Any] = {"events": items}
+        if scope.workload_id is not None:
+            body["id"] = scope.workload_id
+        return _json(body)
+    # A watch: newline-delimited JSON, one event a line, until the client goes away.
+    stream = await intake.watch(who, scope, after, follow=True)  # access checked here
+    response = web.StreamResponse(headers={"Content-Type": "application/x-ndjson"})
+    await response.prepare(request)
+    async for event in stream:
+        await response.write(orjson.dumps(event) + b"\n")
+    return response
+
+
+async def workload_events(request: web.Request, intake: Intake, who: Principal) -> Any:
+    return await _events(request, intake, who, Scope(workload_id=request.match_info["id"]))
+
+
+async def cluster_queue_events(request: web.Request, intake: Intake, who: Principal) -> Any:
+    return await _events(request, intake, who, Scope(cluster_queue=request.match_info["name"]))
+
+
+async def local_queue_events(request: web.Request, intake: Intake, who: Principal) -> Any:
+    scope = Scope(local_queue=(request.match_info["namespace"], request.match_info["name"]))
+    return await _events(request, intake, who, scope)
+
+
+# -- visibility --------------------------------------------------------------------------
+
+
+async def pending_in_cluster_queue(
+    request: web.Request, intake: Intake, who: Principal
+) -> web.Response:
+    """Kueue's visibility API: a ClusterQueue's pending workloads in admission order."""
+    return _json(
+        await intake.pending(
+            who,
+            cluster_queue=request.match_info["name"],
+            limit=_int(request, "limit", 1000, 1, 100_000),
+            offset=_int(request, "offset", 0, 0, 2**31),
+        )
     )
-    loop.appended()
-    await loop.step()
-    return web.json_response(_view(loop, wid), status=202)
 
 
-async def history(request: web.Request) -> web.Response:
-    loop = request.app[LOOP]
-    wid = request.match_info["id"]
-    envs = await loop.store.read_correlated(wid)
-    if not envs:
-        return error(404, "NotFound", f"workload {wid} not found")
-    return web.json_response({"id": wid, "events": [describe_row(e) for e in envs]})
-
-
-def describe_row(env: Any) -> dict[str, Any]:
-    ev = env.event
-    return {
-        "position": env.position,
-        "time": env.occurred_at,
-        "type": env.type,
-        "producer": env.producer,
-        "stream": env.stream_id,
-        "reason": getattr(ev, "reason", None) or getattr(ev, "outcome", None),
-        "message": getattr(ev, "message", None),
-    }
+async def pending_in_local_queue(
+    request: web.Request, intake: Intake, who: Principal
+) -> web.Response:
+    return _json(
+        await intake.pending(
+            who,
+            local_queue=(request.match_info["namespace"], request.match_info["name"]),
+            limit=_int(request, "limit", 1000, 1, 100_000),
+            offset=_int(request, "offset", 0, 0, 2**31),
+        )
+    )
 
 
 # -- standalone ProvisioningRequests -----------------------------------------------------
 
 
-async def create_request(request: web.Request) -> web.Response:
-    """Create a standalone ProvisioningRequest. Its spec is immutable, as in Kubernetes:
-    the same spec again answers 200 with the request, another spec 409."""
-    loop = request.app[LOOP]
-    try:
-        spec = parse.provisioning_request(await _body(request))
-    except InvalidInput as exc:
-        return error(422, "InvalidField", exc.problem, exc.path)
-    except _Refused as exc:
-        return exc.response()
-    new = inputs.provisioning_request(spec, time.time())
-    try:
-        await request.app[COMMITTER].append(StreamAppend(new.stream_id, 0, [new]))
-    except ConcurrencyConflict:
-        first = (await loop.store.read_stream(new.stream_id))[0].event
-        if getattr(first, "spec", None) != spec:
-            return error(
-                409,
-                "AlreadyExists",
-                f"ProvisioningRequest {spec.key} already exists with another spec; a "
-                "request's spec is immutable (and names are not reused after deletion)",
-            )
-        await loop.step()
-        return web.json_response(_request_view(loop, spec.key), status=200)
-    loop.appended()
-    await loop.step()
-    return web.json_response(_request_view(loop, spec.key), status=201)
+async def create_request(request: web.Request, intake: Intake, who: Principal) -> web.Response:
+    view, created = await intake.create_request(who, await _body(request))
+    return _json(view, 201 if created else 200)
 
 
-def _request_view(loop: DeciderLoop, rid: str) -> dict[str, Any]:
-    view = _state_of(loop).requests.get(rid)
-    return view.to_json() if view is not None else {"id": rid, "status": "Pending"}
-
-
-def _state_of(loop: DeciderLoop) -> WorkloadsState:
-    state = loop.runner.state
-    assert isinstance(state, WorkloadsState)
-    return state
-
-
-async def list_requests(request: web.Request) -> web.Response:
-    """Every request, standalone and made for queued workloads (``?standalone=1``: only
-    the former), oldest first."""
-    loop = request.app[LOOP]
-    await loop.step()
-    only_standalone = request.query.get("standalone") in ("1", "true")
-    namespace = request.query.get("namespace")
-    items = [
-        v.to_json()
-        for v in _state_of(loop).requests.values()
-        if (v.spec is not None or not only_standalone)
-        and (namespace is None or (v.spec is not None and v.spec.namespace == namespace))
-    ]
-    return web.json_response({"items": items[:MAX_LIST]})
-
-
-async def get_request(request: web.Request) -> web.Response:
-    loop = request.app[LOOP]
-    await loop.step()
-    rid = f"{request.match_info['namespace']}/{request.match_info['name']}"
-    if rid not in _state_of(loop).requests:
-        return error(404, "NotFound", f"ProvisioningRequest {rid} not found")
-    return web.json_response(_request_view(loop, rid))
-
-
-async def delete_request(request: web.Request) -> web.Response:
-    """Delete: node creation stops; nodes already there go when unneeded (GKE's rules)."""
-    loop = request.app[LOOP]
-    await loop.step()
-    rid = f"{request.match_info['namespace']}/{request.match_info['name']}"
-    view = _state_of(loop).requests.get(rid)
-    if view is None or view.spec is None:
-        return error(404, "NotFound", f"ProvisioningRequest {rid} not found")
-    if view.deleted:
-        return error(409, "AlreadyDeleted", f"ProvisioningRequest {rid} is already deleted")
-    new = inputs.provisioning_deletion(rid, time.time())
-    await loop.store.append(
-        [StreamAppend(new.stream_id, None, [new])], producer="intake", recorded_at=time.time()
+async def list_requests(request: web.Request, intake: Intake, who: Principal) -> web.Response:
+    """Every request (``?standalone=1``: only standalone ones), oldest first."""
+    return _json(
+        await intake.list_requests(
+            who, request.query.get("namespace") or None, _flag(request, "standalone")
+        )
     )
-    loop.appended()
-    await loop.step()
-    return web.json_response(_request_view(loop, rid), status=202)
+
+
+async def get_request(request: web.Request, intake: Intake, who: Principal) -> web.Response:
+    m = request.match_info
+    return _json(await intake.get_request(who, m["namespace"], m["name"]))
+
+
+async def delete_request(request: web.Request, intake: Intake, who: Principal) -> web.Response:
+    m = request.match_info
+    return _json(await intake.delete_request(who, m["namespace"], m["name"]), 202)
+
+
+# -- manifests and configured objects ------------------------------------------------------
+
+
+async def apply(request: web.Request, intake: Intake, who: Principal) -> web.Response:
+    """Kubernetes manifests (multi-document YAML, or JSON), as ``muster apply -f``."""
+    return _json({"items": await intake.apply(who, await _raw(request))})
+
+
+def _list_objects(plural: str) -> Handler:
+    async def list_objects(request: web.Request, intake: Intake, who: Principal) -> web.Response:
+        return _json(
+            await intake.list_objects(
+                who,
+                plural,
+                request.match_info.get("namespace") or request.query.get("namespace") or None,
+                _int(request, "limit", 1000, 1, 1000),
+                request.query.get("after") or None,
+            )
+        )
+
+    return list_objects
+
+
+def _get_object(plural: str) -> Handler:
+    async def get_object(request: web.Request, intake: Intake, who: Principal) -> web.Response:
+        m = request.match_info
+        return _json(await intake.get_object(who, plural, m["name"], m.get("namespace")))
+
+    return get_object
+
+
+async def replay(request: web.Request, intake: Intake, who: Principal) -> web.Response:
+    """Admin: rebuild the queue's state from the store up to a position (default: all)."""
+    raw = await _raw(request)
+    body = _decode(raw) if raw.strip() else {}
+    if not isinstance(body, dict) or set(body) - {"untilPosition"}:
+        raise ApiError(422, "InvalidField", 'must be {"untilPosition": N} or empty', "body")
+    until = body.get("untilPosition")
+    if until is not None and (isinstance(until, bool) or not isinstance(until, int)):
+        raise ApiError(422, "InvalidField", "must be a position (an integer)", "untilPosition")
+    return _json(await intake.replay(who, until))
+
+
+__all__ = ["INTAKE", "error", "routes"]

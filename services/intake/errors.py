@@ -1,12 +1,43 @@
-"""One JSON error shape for every refusal: ``{"error": {"code", "message", "field"}}``."""
+"""One error shape for every refusal, whatever the transport.
+
+HTTP answers ``{"error": {"code", "message", "field"}}`` with ``status``; gRPC answers
+the status code ``GRPC`` maps it to, with the code and field in trailing metadata.
+"""
 
 from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Any
 
 from aiohttp import web
 
 
+@dataclass(slots=True)
+class ApiError(Exception):
+    status: int  # the HTTP status
+    code: str  # a stable name clients can switch on: InvalidField, Forbidden, ...
+    message: str
+    field: str | None = None
+    retry_after: float | None = None  # seconds (429)
+
+    def __str__(self) -> str:
+        return self.message
+
+    def to_json(self) -> dict[str, Any]:
+        body: dict[str, Any] = {"code": self.code, "message": self.message}
+        if self.field:
+            body["field"] = self.field
+        return {"error": body}
+
+    def response(self) -> web.Response:
+        headers = {}
+        if self.retry_after is not None:
+            headers["Retry-After"] = str(max(1, math.ceil(self.retry_after)))
+        if self.status == 401:
+            headers["WWW-Authenticate"] = 'Bearer realm="muster"'
+        return web.json_response(self.to_json(), status=self.status, headers=headers)
+
+
 def error(status: int, code: str, message: str, field: str | None = None) -> web.Response:
-    body: dict[str, object] = {"code": code, "message": message}
-    if field:
-        body["field"] = field
-    return web.json_response({"error": body}, status=status)
+    return ApiError(status, code, message, field).response()

@@ -21,7 +21,9 @@ ADMIN = inputs.ADMIN
 REPLAY_BATCH = 10_000
 
 
-async def apply_events(store: SqlEventStore, events: Sequence[NewEvent]) -> list[Envelope]:
+async def apply_events(
+    store: SqlEventStore, events: Sequence[NewEvent], *, producer: str = ADMIN
+) -> list[Envelope]:
     """Append the configuration events that differ from what the store holds (idempotent):
     an event equal to the last one on its stream is left out."""
     batch = []
@@ -32,7 +34,7 @@ async def apply_events(store: SqlEventStore, events: Sequence[NewEvent]) -> list
         batch.append(StreamAppend(new.stream_id, len(current), [new]))
     if not batch:
         return []
-    return await store.append(batch, producer=ADMIN, recorded_at=time.time())
+    return await store.append(batch, producer=producer, recorded_at=time.time())
 
 
 async def apply_cluster(

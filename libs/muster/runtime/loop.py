@@ -48,6 +48,7 @@ class DeciderLoop:
         self._wake = asyncio.Event()
         self._relay_wake = asyncio.Event()
         self._deadline_changed = asyncio.Event()
+        self._moved = asyncio.Event()  # replaced each time the fold moves (watchers wait on it)
         self._lock = asyncio.Lock()
         self._since_snapshot = 0
         self.last_step_at = 0.0
@@ -85,7 +86,18 @@ class DeciderLoop:
             self.metrics.events_folded.labels(self.name).inc(folded)
             self.metrics.position.labels(self.name).set(self.runner.position)
             self._since_snapshot += folded
+            moved, self._moved = self._moved, asyncio.Event()
+            moved.set()
         return folded
+
+    async def moved(self, timeout: float) -> bool:
+        """Wait until the fold moves past where it is now; False on timeout."""
+        try:
+            async with asyncio.timeout(timeout):
+                await self._moved.wait()
+        except TimeoutError:
+            return False
+        return True
 
     async def step(self) -> None:
         """Catch up, then decide until the decider has nothing more to say."""

@@ -26,7 +26,9 @@ from muster.runtime.settings import Settings
 from muster.store import SqlEventStore
 from muster.store.migrate import upgrade_async
 
-Routes = Callable[[web.Application, DeciderLoop], None]
+# Adds a service's routes; may hand back more long-lived routines that share what it built
+# (intake's gRPC server and ingest consumer share its operations with the HTTP routes).
+Routes = Callable[[web.Application, DeciderLoop], Sequence[Callable[[], Awaitable[None]]] | None]
 # A long-lived routine of one service (e.g. node-agent heartbeats), restarted if it fails.
 Routine = Callable[[DeciderLoop, Settings], Awaitable[None]]
 
@@ -61,8 +63,7 @@ async def run(
     await loop.restore()
     await loop.step()
     app = http_app(loop, metrics, on_step)
-    if routes is not None:
-        routes(app, loop)
+    extra = (routes(app, loop) or []) if routes is not None else []
     web_runner = web.AppRunner(app, access_log=None)
     await web_runner.setup()
     site = web.TCPSite(web_runner, settings.http_host, settings.port_for(service))
@@ -79,6 +80,8 @@ async def run(
         async with asyncio.TaskGroup() as tg:
             for routine in routines:
                 tg.create_task(_supervise(log, routine.__name__, _bind(routine, loop, settings)))
+            for task in extra:
+                tg.create_task(_supervise(log, task.__name__, task))
             tg.create_task(loop.follow())
             tg.create_task(loop.timers())
             tg.create_task(_supervise(log, "relay", lambda: _relay(loop, settings)))

@@ -37,7 +37,18 @@ class Settings:
     migrate: bool = True  # MUSTER_MIGRATE: bring the store schema up to date at start
     snapshot_every: int = 5000  # MUSTER_SNAPSHOT_EVERY: events folded between snapshots (0: off)
     poll_seconds: float = 1.0  # MUSTER_POLL_SECONDS: store poll when Kafka is quiet
-    max_body_bytes: int = 1_048_576  # MUSTER_MAX_BODY_BYTES (intake)
+    max_body_bytes: int = 1_048_576  # MUSTER_MAX_BODY_BYTES (intake: HTTP bodies, gRPC messages)
+    grpc_port: int = 9090  # MUSTER_GRPC_PORT: intake's gRPC API (0: off)
+    # MUSTER_AUTH_TOKEN_FILE / MUSTER_AUTH_SECRET_FILE: static tokens (docs/operations.md) and
+    # the HS256 key of signed tokens; with neither, intake is open and every caller is admin
+    auth_token_file: str = ""
+    auth_secret_file: str = ""
+    submit_rate: float = 200.0  # MUSTER_SUBMIT_RATE: submissions/s per tenant (0: no limit)
+    submit_burst: int = 2000  # MUSTER_SUBMIT_BURST: and its burst (also the largest batch)
+    max_batch: int = 1000  # MUSTER_MAX_BATCH: workloads in one batch submission
+    # MUSTER_INGEST_TOPIC: a Kafka topic intake takes submissions from ("": off); answers go
+    # to <topic>.replies
+    ingest_topic: str = ""
     heartbeat_seconds: float = 5.0  # MUSTER_HEARTBEAT_SECONDS: node-agent liveness interval
     node_agent_shard: int = 0  # MUSTER_NODE_AGENT_SHARD
     node_agent_shards: int = 1  # MUSTER_NODE_AGENT_SHARDS
@@ -115,6 +126,14 @@ def _check(s: Settings) -> None:
             f"MUSTER_NODE_AGENT_SHARD={s.node_agent_shard} must be below "
             f"MUSTER_NODE_AGENT_SHARDS={s.node_agent_shards}"
         )
+    if not 0 <= s.grpc_port < 65536:
+        raise SettingsError(f"MUSTER_GRPC_PORT={s.grpc_port}: not a TCP port")
+    if s.submit_rate < 0 or s.submit_burst < 1 or not 1 <= s.max_batch <= 100_000:
+        raise SettingsError(
+            "MUSTER_SUBMIT_RATE must be >= 0, MUSTER_SUBMIT_BURST >= 1, MUSTER_MAX_BATCH 1..100000"
+        )
+    if s.ingest_topic and not re.fullmatch(r"[A-Za-z0-9._-]{1,200}", s.ingest_topic):
+        raise SettingsError(f"MUSTER_INGEST_TOPIC={s.ingest_topic!r}: not a Kafka topic name")
     if s.poll_seconds <= 0 or s.max_body_bytes <= 0 or s.snapshot_every < 0:
         raise SettingsError("MUSTER_POLL_SECONDS and MUSTER_MAX_BODY_BYTES must be positive")
     if not 0 < s.heartbeat_seconds <= 3600:

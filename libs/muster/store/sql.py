@@ -175,13 +175,18 @@ class SqlEventStore:
             query = query.limit(limit)
         return await self._read(lambda conn: _envelopes(conn, query))
 
-    async def read_correlated(self, correlation_id: str) -> list[Envelope]:
-        """Everything that happened because of one workload, in order (``muster describe``)."""
+    async def read_correlated(
+        self, correlation_id: str, after: int = 0, *, limit: int | None = None
+    ) -> list[Envelope]:
+        """Everything that happened because of one workload, in order (``muster describe``),
+        from after a position (a resumed watch)."""
         query = (
             select(events)
-            .where(events.c.correlation_id == correlation_id)
+            .where(events.c.correlation_id == correlation_id, events.c.position > after)
             .order_by(events.c.position)
         )
+        if limit is not None:
+            query = query.limit(limit)
         return await self._read(lambda conn: _envelopes(conn, query))
 
     async def tracking_position(self, consumer: str) -> int:

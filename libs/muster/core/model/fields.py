@@ -33,7 +33,10 @@ def parse_duration(raw: object, path: str) -> float:
     if isinstance(raw, bool):
         raise InvalidInput(path, "must be a duration such as 30, 90s, 10m or 2h")
     if isinstance(raw, int | float):
-        value = float(raw)
+        try:
+            value = float(raw)
+        except OverflowError:  # an int beyond any float
+            raise InvalidInput(path, f"{raw!r} is not a finite duration") from None
     elif isinstance(raw, str) and (m := _DURATION.match(raw.strip())):
         value = float(m.group(1)) * _UNIT[m.group(2)]
     else:
@@ -82,7 +85,7 @@ class Obj:
             raise InvalidInput(self.at(key), f"must be a string, not {_kind(value)}")
         if not value or len(value) > max_len:
             raise InvalidInput(self.at(key), f"must be 1 to {max_len} characters")
-        if pattern is not None and not pattern.match(value):
+        if pattern is not None and not pattern.fullmatch(value):  # "$" takes a trailing \n
             raise InvalidInput(
                 self.at(key), f"{value!r} is not a valid name (lower-case letters, digits, '-')"
             )
@@ -147,7 +150,7 @@ class Obj:
             raise InvalidInput(self.at(key), f"must be an object of strings, not {_kind(value)}")
         out: dict[str, str] = {}
         for k, v in value.items():
-            if not isinstance(k, str) or not LABEL_KEY.match(k) or len(k) > 253:
+            if not isinstance(k, str) or not LABEL_KEY.fullmatch(k) or len(k) > 253:
                 raise InvalidInput(self.at(key), f"{k!r} is not a valid label key")
             if not isinstance(v, str) or len(v) > 63:
                 raise InvalidInput(
@@ -164,7 +167,7 @@ class Obj:
             raise InvalidInput(self.at(key), f"must be an object of quantities, not {_kind(value)}")
         out: dict[str, int] = {}
         for resource, raw in value.items():
-            if not isinstance(resource, str) or not LABEL_KEY.match(resource):
+            if not isinstance(resource, str) or not LABEL_KEY.fullmatch(resource):
                 raise InvalidInput(self.at(key), f"{resource!r} is not a valid resource name")
             out[resource] = _quantity(f"{self.at(key)}.{resource}", resource, raw, positive)
         return out
@@ -225,7 +228,7 @@ class Obj:
         return tuple(out)
 
     def done(self) -> None:
-        unknown = sorted(set(self.data) - self.seen)
+        unknown = sorted(set(self.data) - self.seen, key=str)  # YAML keys: str, int, null...
         if unknown:
             raise InvalidInput(self.at(str(unknown[0])), "unknown field")
 
@@ -237,6 +240,8 @@ def _quantity(path: str, resource: str, raw: object, positive: bool) -> int:
         amount = parse_quantity(resource, raw)
     except QuantityError as exc:
         raise InvalidInput(path, str(exc)) from None
+    except ValueError:  # int() reads at most 4300 digits
+        raise InvalidInput(path, "has too many digits for a quantity") from None
     if positive and amount == 0:
         raise InvalidInput(path, "must be greater than zero")
     return amount

@@ -1,0 +1,1 @@
+"""Who is calling (tokens), what it may do (policy), how fast it may submit (rate); pure."""

@@ -1,0 +1,883 @@
+"""Intake's operations, the same for HTTP, gRPC and the Kafka ingest topic.
+
+Each takes the caller (a ``Principal``) and plain JSON-like input, checks access, limits
+and the input before anything is appended (a refusal leaves no event), and answers with
+JSON-like output or raises ``ApiError``. The transports only translate.
+
+A submission's idempotency key picks its workload id, so a retry appends against the
+same stream and optimistic concurrency turns it into "return the original".
+"""
+
+from __future__ import annotations
+
+import time
+import uuid
+from collections.abc import AsyncIterator, Callable, Iterable, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+import yaml
+
+from muster.core import inputs
+from muster.core.access.policy import Action, authorize, visible_namespaces
+from muster.core.access.rate import Limit, Limiter
+from muster.core.access.tokens import Authenticator, AuthError, Principal
+from muster.core.codec import to_plain
+from muster.core.events import Envelope, NewEvent, StreamAppend, encode_payload
+from muster.core.events.workload import WorkloadSubmitted
+from muster.core.model import manifests, parse
+from muster.core.model.fields import InvalidInput
+from muster.core.model.workload import WorkloadSpec
+from muster.core.queueing import visibility
+from muster.core.queueing.decider import QueueDecider
+from muster.core.views.workloads import TERMINAL, WorkloadsState, submitted_view
+from muster.runtime import admin
+from muster.runtime.loop import DeciderLoop
+from muster.runtime.settings import Settings
+from muster.store import ConcurrencyConflict
+from services.intake.batcher import GroupCommitter
+from services.intake.errors import ApiError
+
+MAX_LIST = 1000
+WATCH_BATCH = 500
+# Categories a queue's watch reads: its workloads' lives and its own configuration.
+WATCH_CATEGORIES = frozenset({"config", "workload", "admission", "provisioning", "node"})
+
+
+def invalid(exc: InvalidInput) -> ApiError:
+    return ApiError(422, "InvalidField", exc.problem, exc.path)
+
+
+def not_found(what: str) -> ApiError:
+    return ApiError(404, "NotFound", f"{what} not found")
+
+
+@dataclass(frozen=True, slots=True)
+class Submitted:
+    workload: dict[str, Any]
+    created: bool  # False: a repeated idempotency key answered with the original
+
+
+@dataclass(frozen=True, slots=True)
+class Scope:
+    """What a watch follows: one workload, a ClusterQueue or a LocalQueue."""
+
+    workload_id: str | None = None
+    cluster_queue: str | None = None
+    local_queue: tuple[str, str] | None = None  # (namespace, name)
+
+
+class Intake:
+    def __init__(self, loop: DeciderLoop, authenticator: Authenticator) -> None:
+        self.loop = loop
+        self.settings: Settings = loop.settings
+        self.auth = authenticator
+        self.limiter = Limiter()
+        self.committer = GroupCommitter(loop.store, producer=inputs.INTAKE)
+        self.visibility = _Visibility()
+
+    async def close(self) -> None:
+        await self.committer.close()
+
+    @property
+    def state(self) -> WorkloadsState:
+        state = self.loop.runner.state
+        assert isinstance(state, WorkloadsState)
+        return state
+
+    # -- access -----------------------------------------------------------------
+
+    def authenticate(self, authorization: str | None) -> Principal:
+        try:
+            return self.auth.authenticate(authorization, time.time())
+        except AuthError as exc:
+            raise ApiError(401, "Unauthenticated", exc.reason) from None
+
+    @staticmethod
+    def require(
+        who: Principal, action: Action, namespace: str | None = None, queue: str | None = None
+    ) -> None:
+        denied = authorize(who, action, namespace, queue)
+        if denied is not None:
+            raise ApiError(403, "Forbidden", denied.reason)
+
+    def _visible(self, who: Principal, namespace: str | None) -> bool:
+        allowed = visible_namespaces(who)
+        return allowed is None or (namespace is not None and namespace in allowed)
+
+    def _rate(self, who: Principal, cost: int) -> None:
+        rate = who.rate if who.rate is not None else self.settings.submit_rate
+        if rate <= 0:  # 0: no limit
+            return
+        burst = who.burst if who.burst is not None else self.settings.submit_burst
+        try:
+            wait = self.limiter.check(who.name, Limit(rate, burst), time.time(), cost)
+        except ValueError as exc:
+            raise ApiError(413, "BatchTooLarge", str(exc)) from None
+        if wait is not None:
+            raise ApiError(
+                429,
+                "RateLimited",
+                f"tenant {who.name} is over its submission rate of {rate:g}/s "
+                f"(burst {burst}); retry in {wait:.2f}s",
+                retry_after=wait,
+            )
+
+    # -- workloads --------------------------------------------------------------------
+
+    def _spec(
+        self, who: Principal, body: object, path: str = ""
+    ) -> tuple[WorkloadSpec, str | None]:
+        """Parse one submission (``idempotencyKey`` may ride in the body) and check access."""
+        key = None
+        if isinstance(body, dict) and "idempotencyKey" in body:
+            body = dict(body)
+            key = body.pop("idempotencyKey")
+            if not isinstance(key, str) or not 0 < len(key) <= 256:
+                raise ApiError(
+                    422,
+                    "InvalidField",
+                    "must be a string of 1 to 256 characters",
+                    f"{path}idempotencyKey",
+                )
+        try:
+            spec = parse.workload(body, path.rstrip("."))
+        except InvalidInput as exc:
+            raise invalid(exc) from None
+        self.require(who, Action.SUBMIT, spec.namespace, spec.queue_name or None)
+        return spec, key
+
+    async def _require_queue(self, spec: WorkloadSpec, field: str = "queueName") -> None:
+        if spec.consumes is not None:  # a consumer runs on its request's nodes, not a queue
+            return
+        key = f"{spec.namespace}/{spec.queue_name}"
+        if key not in self.state.local_queues:
+            await self.loop.step()  # configuration may have been applied a moment ago
+        if key not in self.state.local_queues:
+            raise ApiError(
+                422,
+                "UnknownQueue",
+                f"LocalQueue {spec.queue_name!r} does not exist in namespace {spec.namespace!r}",
+                field,
+            )
+
+    async def submit(
+        self, who: Principal, body: object, header_key: str | None = None
+    ) -> Submitted:
+        spec, body_key = self._spec(who, body)
+        await self._require_queue(spec)
+        self._rate(who, 1)
+        return await self._append(spec, header_key or body_key)
+
+    async def submit_batch(self, who: Principal, items: object) -> list[Submitted]:
+        """All valid and accepted, or none: one bad item refuses the batch, naming it."""
+        if not isinstance(items, list) or not items:
+            raise ApiError(422, "InvalidField", "must be a non-empty list of workloads", "items")
+        if len(items) > self.settings.max_batch:
+            raise ApiError(
+                413,
+                "BatchTooLarge",
+                f"a batch of {len(items)} exceeds the limit of {self.settings.max_batch}",
+                "items",
+            )
+        parsed = [self._spec(who, item, f"items[{i}].") for i, item in enumerate(items)]
+        for i, (spec, _) in enumerate(parsed):
+            await self._require_queue(spec, f"items[{i}].queueName")
+        self._rate(who, len(parsed))
+        news = [self._submission(spec, key) for spec, key in parsed]
+        if len({n.stream_id for n, _ in news}) == len(news):
+            try:
+                await self.loop.store.append(
+                    [StreamAppend(n.stream_id, 0, [n]) for n, _ in news],
+                    producer=inputs.INTAKE,
+                    recorded_at=time.time(),
+                )
+            except ConcurrencyConflict:
+                pass  # some key was seen before: settle each on its own below
+            else:
+                self.loop.appended()
+                return [Submitted(self._fresh(n), True) for n, _ in news]
+        return [await self._append(spec, key) for spec, key in parsed]
+
+    def _submission(self, spec: WorkloadSpec, key: str | None) -> tuple[NewEvent, str]:
+        wid = inputs.workload_id(spec.namespace, key) if key else uuid.uuid4().hex[:16]
+        return inputs.submission(wid, spec, time.time(), key), wid
+
+    @staticmethod
+    def _fresh(new: NewEvent) -> dict[str, Any]:
+        assert isinstance(new.event, WorkloadSubmitted)
+        return submitted_view(new.event, new.occurred_at).to_json()
+
+    async def _append(self, spec: WorkloadSpec, key: str | None) -> Submitted:
+        new, wid = self._submission(spec, key)
+        try:
+            await self.committer.append(StreamAppend(new.stream_id, 0, [new]))
+        except ConcurrencyConflict:
+            return await self._retried(wid, inputs.digest(spec))
+        self.loop.appended()
+        return Submitted(self._fresh(new), True)
+
+    async def _retried(self, wid: str, digest: str) -> Submitted:
+        first = (await self.loop.store.read_stream(f"workload-{wid}"))[0].event
+        if getattr(first, "request_digest", None) != digest:
+            raise ApiError(
+                409,
+                "IdempotencyKeyReused",
+                "this idempotency key was used for a different workload",
+            )
+        await self.loop.step()
+        return Submitted(self._workload_json(wid), False)
+
+    def _workload_json(self, wid: str) -> dict[str, Any]:
+        view = self.state.workloads.get(wid)
+        return view.to_json() if view is not None else {"id": wid, "status": "Pending"}
+
+    def _own_workload(self, who: Principal, wid: str, action: Action) -> Any:
+        view = self.state.workloads.get(wid)
+        if view is None:
+            raise not_found(f"workload {wid}")
+        self.require(who, action, view.namespace, view.queue_name)
+        return view
+
+    async def get(self, who: Principal, wid: str) -> dict[str, Any]:
+        await self.loop.step()
+        view = self._own_workload(who, wid, Action.READ)
+        body = view.to_json()
+        if view.id in self.state.queue.pending:
+            item = self.visibility.at(self.loop, view.id).by_id.get(view.id)
+            if item is not None:
+                current = item.to_json()
+                body["queue"] = {
+                    k: current[k]
+                    for k in ("positionInClusterQueue", "positionInLocalQueue", "reason", "message")
+                }
+        return body
+
+    async def list_workloads(
+        self,
+        who: Principal,
+        namespace: str | None = None,
+        status: str | None = None,
+        limit: int = 100,
+        after: str | None = None,
+    ) -> dict[str, Any]:
+        if not 0 < limit <= MAX_LIST:
+            raise ApiError(
+                400, "InvalidQuery", f"limit must be an integer from 1 to {MAX_LIST}", "limit"
+            )
+        if namespace:
+            self.require(who, Action.READ, namespace)
+        await self.loop.step()
+        items = [
+            v
+            for v in self.state.workloads.values()
+            if (not namespace or v.namespace == namespace)
+            and (not status or v.status == status)
+            and self._visible(who, v.namespace)
+        ]
+        return _page(items, limit, after, key=lambda v: v.id, render=lambda v: v.to_json())
+
+    async def cancel(self, who: Principal, wid: str) -> dict[str, Any]:
+        await self.loop.step()
+        view = self._own_workload(who, wid, Action.CANCEL)
+        if view.status in TERMINAL:
+            raise ApiError(409, "AlreadyFinished", f"workload {wid} is already {view.status}")
+        new = inputs.cancellation(wid, time.time())
+        await self.loop.store.append(
+            [StreamAppend(new.stream_id, None, [new])],
+            producer=inputs.INTAKE,
+            recorded_at=time.time(),
+        )
+        self.loop.appended()
+        await self.loop.step()
+        return self._workload_json(wid)
+
+    # -- events -------------------------------------------------------------------
+
+    def _check_scope(self, who: Principal, scope: Scope) -> Callable[[Envelope], bool]:
+        """Access to the scope, and the filter its events pass."""
+        state = self.state
+        if scope.workload_id is not None:
+            self._own_workload(who, scope.workload_id, Action.READ)
+            return lambda env: True
+        if scope.local_queue is not None:
+            ns, name = scope.local_queue
+            self.require(who, Action.READ, ns)
+            if f"{ns}/{name}" not in state.local_queues:
+                raise not_found(f"LocalQueue {name} in namespace {ns}")
+            stream = f"config-localqueue-{ns}.{name}"
+
+            def in_local_queue(env: Envelope) -> bool:
+                view = state.workloads.get(env.correlation_id or "")
+                if view is not None:
+                    return view.namespace == ns and view.queue_name == name
+                return env.stream_id == stream
+
+            return in_local_queue
+        cq = scope.cluster_queue or ""
+        if cq not in state.queue.cluster_queues:
+            raise not_found(f"ClusterQueue {cq}")
+        stream = f"config-clusterqueue-{cq}"
+
+        def in_cluster_queue(env: Envelope) -> bool:
+            view = state.workloads.get(env.correlation_id or "")
+            if view is not None:
+                lq = state.queue.local_queues.get(f"{view.namespace}/{view.queue_name}")
+                return (
+                    lq is not None and lq.cluster_queue == cq and self._visible(who, view.namespace)
+                )
+            return env.stream_id == stream
+
+        return in_cluster_queue
+
+    async def events(
+        self, who: Principal, scope: Scope, after: int = 0, limit: int = WATCH_BATCH
+    ) -> list[dict[str, Any]]:
+        """The scope's events after a position, in log order (at most ``limit``)."""
+        await self.loop.step()
+        keep = self._check_scope(who, scope)
+        return [event_json(e) for e in await self._read(scope, keep, after, limit)]
+
+    async def _read(
+        self, scope: Scope, keep: Callable[[Envelope], bool], after: int, limit: int
+    ) -> list[Envelope]:
+        store = self.loop.store
+        if scope.workload_id is not None:
+            return await store.read_correlated(scope.workload_id, after, limit=limit)
+        out: list[Envelope] = []
+        while len(out) < limit:
+            envs = await store.read_all(after, categories=WATCH_CATEGORIES, limit=WATCH_BATCH)
+            out += [e for e in envs if keep(e)]
+            if len(envs) < WATCH_BATCH:
+                break
+            after = envs[-1].position
+        return out[:limit]
+
+    async def watch(
+        self, who: Principal, scope: Scope, after: int = 0, follow: bool = True
+    ) -> AsyncIterator[dict[str, Any]]:
+        """The scope's events from after a position; with ``follow``, then each new one as
+        intake folds it (resume with the last position seen). Access is checked here,
+        before the first event is asked for."""
+        await self.loop.step()
+        keep = self._check_scope(who, scope)
+        return self._follow(scope, keep, after, follow)
+
+    async def _follow(
+        self, scope: Scope, keep: Callable[[Envelope], bool], after: int, follow: bool
+    ) -> AsyncIterator[dict[str, Any]]:
+        while True:
+            envs = await self._read(scope, keep, after, WATCH_BATCH)
+            for env in envs:
+                after = env.position
+                yield event_json(env)
+            if len(envs) == WATCH_BATCH:
+                continue
+            if not follow:
+                return
+            await self.loop.moved(self.settings.poll_seconds * 5)
+
+    # -- visibility (Kueue's pending workloads) ---------------------------------------
+
+    async def pending(
+        self,
+        who: Principal,
+        *,
+        cluster_queue: str | None = None,
+        local_queue: tuple[str, str] | None = None,
+        limit: int = 1000,
+        offset: int = 0,
+    ) -> dict[str, Any]:
+        if not 0 < limit <= visibility.MAX_LIMIT or offset < 0:
+            raise ApiError(
+                400,
+                "InvalidQuery",
+                f"limit must be 1 to {visibility.MAX_LIMIT} and offset at least 0",
+                "limit",
+            )
+        if local_queue is not None:
+            self.require(who, Action.READ, local_queue[0])
+        await self.loop.step()
+        if cluster_queue is not None and cluster_queue not in self.state.queue.cluster_queues:
+            raise not_found(f"ClusterQueue {cluster_queue}")
+        if local_queue is not None and "/".join(local_queue) not in self.state.local_queues:
+            raise not_found(f"LocalQueue {local_queue[1]} in namespace {local_queue[0]}")
+        items = [
+            i
+            for i in self.visibility.at(self.loop).items
+            if self._visible(who, i.workload.spec.namespace)
+        ]
+        return {
+            "items": visibility.page(
+                items,
+                cluster_queue=cluster_queue,
+                local_queue=local_queue,
+                limit=limit,
+                offset=offset,
+            )
+        }
+
+    # -- standalone ProvisioningRequests ----------------------------------------------
+
+    async def create_request(self, who: Principal, body: object) -> tuple[dict[str, Any], bool]:
+        """Create a standalone ProvisioningRequest. Its spec is immutable, as in Kubernetes:
+        the same spec again answers with the request (False), another spec 409."""
+        try:
+            spec = parse.provisioning_request(body)
+        except InvalidInput as exc:
+            raise invalid(exc) from None
+        self.require(who, Action.SUBMIT, spec.namespace)
+        self._rate(who, 1)
+        new = inputs.provisioning_request(spec, time.time())
+        try:
+            await self.committer.append(StreamAppend(new.stream_id, 0, [new]))
+        except ConcurrencyConflict:
+            first = (await self.loop.store.read_stream(new.stream_id))[0].event
+            if getattr(first, "spec", None) != spec:
+                raise _request_exists(spec.key) from None
+            await self.loop.step()
+            return self._request_json(spec.key), False
+        self.loop.appended()
+        await self.loop.step()
+        return self._request_json(spec.key), True
+
+    def _request_json(self, rid: str) -> dict[str, Any]:
+        view = self.state.requests.get(rid)
+        return view.to_json() if view is not None else {"id": rid, "status": "Pending"}
+
+    async def list_requests(
+        self, who: Principal, namespace: str | None = None, only_standalone: bool = False
+    ) -> dict[str, Any]:
+        """Every request, standalone and made for queued workloads, oldest first. Those of
+        queued workloads belong to no namespace: only a caller that sees all sees them."""
+        if namespace:
+            self.require(who, Action.READ, namespace)
+        await self.loop.step()
+        items = [
+            v.to_json()
+            for v in self.state.requests.values()
+            if (v.spec is not None or not only_standalone)
+            and (namespace is None or (v.spec is not None and v.spec.namespace == namespace))
+            and self._visible(who, v.spec.namespace if v.spec is not None else None)
+        ]
+        return {"items": items[:MAX_LIST]}
+
+    async def get_request(self, who: Principal, namespace: str, name: str) -> dict[str, Any]:
+        self.require(who, Action.READ, namespace)
+        await self.loop.step()
+        rid = f"{namespace}/{name}"
+        if rid not in self.state.requests:
+            raise not_found(f"ProvisioningRequest {rid}")
+        return self._request_json(rid)
+
+    async def delete_request(self, who: Principal, namespace: str, name: str) -> dict[str, Any]:
+        """Delete: node creation stops; nodes already there go when unneeded (GKE's rules)."""
+        self.require(who, Action.CANCEL, namespace)
+        await self.loop.step()
+        rid = f"{namespace}/{name}"
+        view = self.state.requests.get(rid)
+        if view is None or view.spec is None:
+            raise not_found(f"ProvisioningRequest {rid}")
+        if view.deleted:
+            raise ApiError(409, "AlreadyDeleted", f"ProvisioningRequest {rid} is already deleted")
+        new = inputs.provisioning_deletion(rid, time.time())
+        await self.loop.store.append(
+            [StreamAppend(new.stream_id, None, [new])],
+            producer=inputs.INTAKE,
+            recorded_at=time.time(),
+        )
+        self.loop.appended()
+        await self.loop.step()
+        return self._request_json(rid)
+
+    # -- manifests ------------------------------------------------------------------
+
+    async def apply(self, who: Principal, text: str | bytes) -> list[dict[str, Any]]:
+        """``kubectl apply`` for muster: queue objects (admin), workloads and standalone
+        ProvisioningRequests (the tenant's namespaces). Everything is checked first —
+        syntax, fields, access, queues, conflicts, rate — so a refusal appends nothing."""
+        m, requests = _read_manifests(text)
+        if m.queue_object_count:
+            self.require(who, Action.ADMIN)
+        for wl in m.workloads:
+            self.require(who, Action.SUBMIT, wl.namespace, wl.queue_name or None)
+        for _, req, _ in requests:
+            self.require(who, Action.SUBMIT, req.namespace)
+        await self.loop.step()
+        defined = {f"{q.namespace}/{q.name}" for q in m.local_queues}
+        for i, wl in enumerate(m.workloads):
+            if wl.consumes is None and f"{wl.namespace}/{wl.queue_name}" not in (
+                self.state.local_queues | defined
+            ):
+                raise ApiError(
+                    422,
+                    "UnknownQueue",
+                    f"{m.sources[i].kind} {wl.namespace}/{wl.name}: LocalQueue "
+                    f"{wl.queue_name!r} does not exist in namespace {wl.namespace!r}",
+                )
+        subs = [self._submission(wl, f"{wl.namespace}/{wl.name}") for wl in m.workloads]
+        for (_, wid), wl in zip(subs, m.workloads, strict=True):
+            seen = self.state.workloads.get(wid)
+            if seen is not None and seen.digest != inputs.digest(wl):
+                raise ApiError(
+                    409,
+                    "IdempotencyKeyReused",
+                    f"workload {wl.namespace}/{wl.name} exists with another spec; a "
+                    "submitted workload's spec is immutable (delete it, then apply)",
+                )
+        for _, req, _ in requests:
+            existing = self.state.requests.get(req.key)
+            if existing is not None and existing.spec != req:
+                raise _request_exists(req.key)
+        self._rate(who, len(subs) + len(requests))
+        rows: list[dict[str, Any]] = []
+        now = time.time()
+        config = inputs.queue_configuration(m, now)
+        changed = {
+            e.stream_id
+            for e in await admin.apply_events(self.loop.store, config, producer=inputs.INTAKE)
+        }
+        for new in config:
+            kind, name = config_object(new.event)
+            rows.append(_row(kind, name, "configured" if new.stream_id in changed else "unchanged"))
+        if changed:
+            self.loop.appended()
+        for (_, wid), wl, src in zip(subs, m.workloads, m.sources, strict=True):
+            done = await self._append(wl, f"{wl.namespace}/{wl.name}")
+            result = "submitted" if done.created else "unchanged"
+            rows.append(_row(src.kind, f"{wl.namespace}/{wl.name}", result, wid))
+        for _, req, _ in requests:
+            _, created = await self._create_parsed(req)
+            rows.append(_row("ProvisioningRequest", req.key, "created" if created else "unchanged"))
+        for line in m.skipped:
+            head, _, reason = line.partition(": ")
+            kind, _, name = head.partition(" ")
+            rows.append(_row(kind, name, f"skipped: {reason}"))
+        await self.loop.step()
+        return rows
+
+    async def _create_parsed(self, spec: Any) -> tuple[dict[str, Any], bool]:
+        new = inputs.provisioning_request(spec, time.time())
+        try:
+            await self.committer.append(StreamAppend(new.stream_id, 0, [new]))
+        except ConcurrencyConflict:
+            return self._request_json(spec.key), False
+        self.loop.appended()
+        return self._request_json(spec.key), True
+
+    # -- configured objects -----------------------------------------------------------
+
+    async def list_objects(
+        self,
+        who: Principal,
+        kind: str,
+        namespace: str | None = None,
+        limit: int = MAX_LIST,
+        after: str | None = None,
+    ) -> dict[str, Any]:
+        k = object_kind(kind)
+        if not 0 < limit <= MAX_LIST:
+            raise ApiError(
+                400, "InvalidQuery", f"limit must be an integer from 1 to {MAX_LIST}", "limit"
+            )
+        if namespace and k.namespaced:
+            self.require(who, Action.READ, namespace)
+        await self.loop.step()
+        objs = [
+            o
+            for o in k.objects(self.state)
+            if (not k.namespaced or self._visible(who, o["namespace"]))
+            and (not namespace or not k.namespaced or o["namespace"] == namespace)
+        ]
+        return _page(objs, limit, after, key=_object_key, render=lambda o: o)
+
+    async def get_object(
+        self, who: Principal, kind: str, name: str, namespace: str | None = None
+    ) -> dict[str, Any]:
+        k = object_kind(kind)
+        if k.namespaced:
+            namespace = namespace or "default"
+            self.require(who, Action.READ, namespace)
+        await self.loop.step()
+        for o in k.objects(self.state):
+            if o["name"] == name and (not k.namespaced or o["namespace"] == namespace):
+                return o
+        where = f" in namespace {namespace}" if k.namespaced else ""
+        raise not_found(f"{k.kind} {name}{where}")
+
+    # -- admin ------------------------------------------------------------------------
+
+    async def replay(self, who: Principal, until: int | None = None) -> dict[str, Any]:
+        """Rebuild the queue's state from the store, never from a snapshot."""
+        self.require(who, Action.ADMIN)
+        if until is not None and until < 0:
+            raise ApiError(400, "InvalidQuery", "until must be a position >= 0", "untilPosition")
+        decider = QueueDecider()
+        runner = await admin.rebuild(self.loop.store, decider, until_position=until or None)
+        return {"position": runner.position, "summary": decider.summary(runner.state)}
+
+
+def _request_exists(key: str) -> ApiError:
+    return ApiError(
+        409,
+        "AlreadyExists",
+        f"ProvisioningRequest {key} already exists with another spec; a request's spec is "
+        "immutable (and names are not reused after deletion)",
+    )
+
+
+def _row(kind: str, name: str, result: str, wid: str | None = None) -> dict[str, Any]:
+    row = {"kind": kind, "name": name, "result": result}
+    if wid is not None:
+        row["id"] = wid
+    return row
+
+
+def _read_manifests(text: str | bytes) -> tuple[manifests.Manifests, list[Any]]:
+    try:
+        docs = [d for d in yaml.safe_load_all(text) if d is not None]
+    except yaml.YAMLError as exc:
+        raise ApiError(400, "MalformedYAML", f"not valid YAML or JSON: {exc}") from None
+    if len(docs) == 1 and isinstance(docs[0], dict) and isinstance(docs[0].get("items"), list):
+        docs = docs[0]["items"]  # a kubectl List
+    if not docs:
+        raise ApiError(422, "InvalidField", "no manifests given")
+    if not manifests.is_manifests(docs):
+        raise ApiError(422, "InvalidField", "not Kubernetes manifests: no document has a kind")
+    try:
+        m = manifests.read(docs)
+        return m, m.provisioning_requests()
+    except InvalidInput as exc:
+        raise invalid(exc) from None
+
+
+def event_json(env: Envelope) -> dict[str, Any]:
+    ev = env.event
+    return {
+        "position": env.position,
+        "time": env.occurred_at,
+        "type": env.type,
+        "producer": env.producer,
+        "stream": env.stream_id,
+        "workloadId": env.correlation_id,
+        "reason": getattr(ev, "reason", None) or getattr(ev, "outcome", None),
+        "message": getattr(ev, "message", None),
+        "data": encode_payload(ev),
+    }
+
+
+def _page(
+    items: list[Any],
+    limit: int,
+    after: str | None,
+    *,
+    key: Callable[[Any], str],
+    render: Callable[[Any], dict[str, Any]],
+) -> dict[str, Any]:
+    """One page in a stable order: ``after`` is the previous page's ``next`` (its last key)."""
+    if after:
+        keys = [key(i) for i in items]
+        items = items[keys.index(after) + 1 :] if after in keys else []
+    page = items[:limit]
+    return {
+        "items": [render(i) for i in page],
+        "next": key(page[-1]) if len(items) > limit else None,
+    }
+
+
+def _object_key(o: Mapping[str, Any]) -> str:
+    return f"{o['namespace']}/{o['name']}" if o.get("namespace") else str(o["name"])
+
+
+# -- the kinds ``muster get`` reads ------------------------------------------------
+
+
+def config_object(event: Any) -> tuple[str, str]:
+    """A configuration event's object as a manifest names it: (kind, [namespace/]name)."""
+    spec: Any = getattr(event, "spec", None)
+    kind = {
+        "ResourceFlavorConfigured": "ResourceFlavor",
+        "ClusterQueueConfigured": "ClusterQueue",
+        "LocalQueueConfigured": "LocalQueue",
+        "CohortConfigured": "Cohort",
+        "PriorityClassConfigured": getattr(spec, "kind", "PriorityClass"),
+        "NamespaceQuotaConfigured": "ResourceQuota",
+        "AdmissionCheckConfigured": "AdmissionCheck",
+        "ProvisioningRequestConfigConfigured": "ProvisioningRequestConfig",
+    }.get(type(event).__name__, type(event).__name__)
+    return str(kind), str(getattr(spec, "key", None) or getattr(spec, "name", ""))
+
+
+@dataclass(frozen=True, slots=True)
+class ObjectKind:
+    kind: str
+    plural: str
+    names: tuple[str, ...]  # what a user may type: singular, plural, short names
+    namespaced: bool
+    objects: Callable[[WorkloadsState], Iterable[dict[str, Any]]]
+
+
+def _obj(kind: str, spec: Any, status: dict[str, Any] | None = None) -> dict[str, Any]:
+    plain = to_plain(spec)
+    out: dict[str, Any] = {"kind": kind, "name": spec.name}
+    namespace = getattr(spec, "namespace", None)
+    if namespace is not None:
+        out["namespace"] = namespace
+    out["spec"] = {k: v for k, v in plain.items() if k not in ("name", "namespace")}
+    out["status"] = status or {}
+    return out
+
+
+def _cq_status(state: WorkloadsState, name: str) -> dict[str, Any]:
+    q = state.queue
+    lqs = {k for k, lq in q.local_queues.items() if lq.cluster_queue == name}
+    pending = admitted = 0
+    for v in state.workloads.values():
+        if f"{v.namespace}/{v.queue_name}" in lqs:
+            pending += v.status == "Pending"
+            admitted += v.status in ("QuotaReserved", "Admitted", "Running")
+    return {
+        "pendingWorkloads": pending,
+        "admittedWorkloads": admitted,
+        "usage": to_plain(q.usage.get(name, {})),
+    }
+
+
+def _lq_status(state: WorkloadsState, ns: str, name: str) -> dict[str, Any]:
+    pending = admitted = 0
+    for v in state.workloads.values():
+        if v.namespace == ns and v.queue_name == name:
+            pending += v.status == "Pending"
+            admitted += v.status in ("QuotaReserved", "Admitted", "Running")
+    return {"pendingWorkloads": pending, "admittedWorkloads": admitted}
+
+
+def _request_objects(state: WorkloadsState) -> Iterable[dict[str, Any]]:
+    for v in state.requests.values():
+        if v.spec is None:
+            continue
+        view = v.to_json()
+        yield {
+            "kind": "ProvisioningRequest",
+            "name": v.spec.name,
+            "namespace": v.spec.namespace,
+            "spec": {k: x for k, x in to_plain(v.spec).items() if k not in ("name", "namespace")},
+            "status": {k: x for k, x in view.items() if k != "id"},
+        }
+
+
+KINDS: tuple[ObjectKind, ...] = (
+    ObjectKind(
+        "ResourceFlavor",
+        "resourceflavors",
+        ("resourceflavor", "resourceflavors", "rf", "flavor", "flavors"),
+        False,
+        lambda s: (_obj("ResourceFlavor", f) for f in s.queue.flavors.values()),
+    ),
+    ObjectKind(
+        "ClusterQueue",
+        "clusterqueues",
+        ("clusterqueue", "clusterqueues", "cq"),
+        False,
+        lambda s: (
+            _obj("ClusterQueue", q, _cq_status(s, n)) for n, q in s.queue.cluster_queues.items()
+        ),
+    ),
+    ObjectKind(
+        "LocalQueue",
+        "localqueues",
+        ("localqueue", "localqueues", "lq", "queue", "queues"),
+        True,
+        lambda s: (
+            _obj("LocalQueue", q, _lq_status(s, q.namespace, q.name))
+            for q in s.queue.local_queues.values()
+        ),
+    ),
+    ObjectKind(
+        "Cohort",
+        "cohorts",
+        ("cohort", "cohorts"),
+        False,
+        lambda s: (_obj("Cohort", c) for c in s.queue.cohorts.values()),
+    ),
+    ObjectKind(
+        "PriorityClass",
+        "priorityclasses",
+        (
+            "priorityclass",
+            "priorityclasses",
+            "pc",
+            "workloadpriorityclass",
+            "workloadpriorityclasses",
+            "wpc",
+        ),
+        False,
+        lambda s: (_obj(c.kind, c) for c in s.queue.priority_classes.values()),
+    ),
+    ObjectKind(
+        "ResourceQuota",
+        "resourcequotas",
+        ("resourcequota", "resourcequotas", "quota", "quotas"),
+        True,
+        lambda s: (_obj("ResourceQuota", q) for q in s.queue.namespace_quotas.values()),
+    ),
+    ObjectKind(
+        "AdmissionCheck",
+        "admissionchecks",
+        ("admissioncheck", "admissionchecks", "ac"),
+        False,
+        lambda s: (_obj("AdmissionCheck", c) for c in s.queue.admission_checks.values()),
+    ),
+    ObjectKind(
+        "ProvisioningRequestConfig",
+        "provisioningrequestconfigs",
+        ("provisioningrequestconfig", "provisioningrequestconfigs", "prc"),
+        False,
+        lambda s: (
+            _obj("ProvisioningRequestConfig", c) for c in s.queue.provisioning_configs.values()
+        ),
+    ),
+    ObjectKind(
+        "ProvisioningRequest",
+        "provisioningrequests",
+        ("provisioningrequest", "provisioningrequests", "provreq", "provreqs"),
+        True,
+        _request_objects,
+    ),
+)
+_BY_NAME = {n: k for k in KINDS for n in (*k.names, k.kind.lower())}
+
+
+def object_kind(name: str) -> ObjectKind:
+    k = _BY_NAME.get(name.lower())
+    if k is None:
+        raise ApiError(
+            404,
+            "UnknownKind",
+            f"unknown kind {name!r}; known: {', '.join(k.plural for k in KINDS)}",
+            "kind",
+        )
+    return k
+
+
+class _Visibility:
+    """The dry-run cycle behind the visibility API. It costs O(pending), so under load it
+    is recomputed at most every ``MAX_AGE`` seconds (sooner for a workload it lacks)."""
+
+    MAX_AGE = 1.0
+
+    def __init__(self) -> None:
+        self.position = -1
+        self.computed_at = 0.0
+        self.items: list[visibility.PendingItem] = []
+        self.by_id: dict[str, visibility.PendingItem] = {}
+
+    def at(self, loop: DeciderLoop, wanted: str | None = None) -> _Visibility:
+        moved = loop.runner.position != self.position
+        stale = time.monotonic() - self.computed_at >= self.MAX_AGE
+        if moved and (stale or self.position < 0 or (wanted and wanted not in self.by_id)):
+            self.items = visibility.pending(loop.runner.state.queue)
+            self.by_id = {i.workload.id: i for i in self.items}
+            self.position = loop.runner.position
+            self.computed_at = time.monotonic()
+        return self
