@@ -344,9 +344,13 @@ class Intake:
         store = self.loop.store
         if scope.workload_id is not None:
             return await store.read_correlated(scope.workload_id, after, limit=limit)
+        # Only what intake has folded: the filter asks its state whose workload an event is.
+        folded = self.loop.runner.position
         out: list[Envelope] = []
         while len(out) < limit:
-            envs = await store.read_all(after, categories=WATCH_CATEGORIES, limit=WATCH_BATCH)
+            envs = await store.read_all(
+                after, categories=WATCH_CATEGORIES, limit=WATCH_BATCH, until=folded
+            )
             out += [e for e in envs if keep(e)]
             if len(envs) < WATCH_BATCH:
                 break

@@ -3,6 +3,7 @@ tenants team-a and team-b (each its own namespace and LocalQueue) and an admin."
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -115,6 +116,7 @@ async def serve(store: SqlEventStore, tmp_path: Path, **overrides: Any) -> Async
     app = http_app(loop, ServiceMetrics(), None)
     intake = api.routes(app, loop, Authenticator(load_token_file(token_file), b"k" * 32))
     server, port = await grpc_api.start(intake, settings, port=0)
+    follow = asyncio.create_task(loop.follow())  # as the service does: fold what comes
     channel = grpc.aio.insecure_channel(f"127.0.0.1:{port}")
     try:
         async with TestClient(TestServer(app)) as http:
@@ -128,6 +130,7 @@ async def serve(store: SqlEventStore, tmp_path: Path, **overrides: Any) -> Async
                 channel,
             )
     finally:
+        follow.cancel()
         await channel.close()
         await server.stop(grace=None)
 
