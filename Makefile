@@ -41,6 +41,7 @@ lint: setup
 bench: setup
 	$(BIN)/python -m bench.store_appends
 	$(BIN)/python -m bench.e2e_submit
+	$(BIN)/python -m bench.submit_api --workloads 2000
 	$(BIN)/python -m bench.replay
 	$(BIN)/python -m bench.kueue_baseline --scale 0.3
 	$(BIN)/python -m bench.kueue_baseline --services --scale 0.3
@@ -54,6 +55,7 @@ bench-full: setup  # Kueue's full baseline shape, the 100,000-pending cycle, DWS
 	$(BIN)/python -m bench.cycle_scale
 	$(BIN)/python -m bench.dws_provisioning
 	$(BIN)/python -m bench.placement --full
+	$(BIN)/python -m bench.submit_api --workloads 20000
 
 clean:
 	rm -rf $(VENV) $(DATA)

@@ -25,7 +25,7 @@ from muster.core.access.tokens import Authenticator, AuthError, Principal
 from muster.core.codec import to_plain
 from muster.core.events import Envelope, NewEvent, StreamAppend, encode_payload
 from muster.core.events.workload import WorkloadSubmitted
-from muster.core.model import manifests, parse
+from muster.core.model import kinds, manifests, parse
 from muster.core.model.fields import InvalidInput
 from muster.core.model.workload import WorkloadSpec
 from muster.core.queueing import visibility
@@ -714,11 +714,22 @@ def config_object(event: Any) -> tuple[str, str]:
 
 @dataclass(frozen=True, slots=True)
 class ObjectKind:
-    kind: str
-    plural: str
-    names: tuple[str, ...]  # what a user may type: singular, plural, short names
-    namespaced: bool
+    """A configured kind and how to read its objects from intake's state."""
+
+    resource: kinds.ResourceKind
     objects: Callable[[WorkloadsState], Iterable[dict[str, Any]]]
+
+    @property
+    def kind(self) -> str:
+        return self.resource.kind
+
+    @property
+    def plural(self) -> str:
+        return self.resource.plural
+
+    @property
+    def namespaced(self) -> bool:
+        return self.resource.namespaced
 
 
 def _obj(kind: str, spec: Any, status: dict[str, Any] | None = None) -> dict[str, Any]:
@@ -770,98 +781,43 @@ def _request_objects(state: WorkloadsState) -> Iterable[dict[str, Any]]:
         }
 
 
-KINDS: tuple[ObjectKind, ...] = (
-    ObjectKind(
-        "ResourceFlavor",
-        "resourceflavors",
-        ("resourceflavor", "resourceflavors", "rf", "flavor", "flavors"),
-        False,
-        lambda s: (_obj("ResourceFlavor", f) for f in s.queue.flavors.values()),
+_READERS: dict[str, Callable[[WorkloadsState], Iterable[dict[str, Any]]]] = {
+    "ResourceFlavor": lambda s: (_obj("ResourceFlavor", f) for f in s.queue.flavors.values()),
+    "ClusterQueue": lambda s: (
+        _obj("ClusterQueue", q, _cq_status(s, n)) for n, q in s.queue.cluster_queues.items()
     ),
-    ObjectKind(
-        "ClusterQueue",
-        "clusterqueues",
-        ("clusterqueue", "clusterqueues", "cq"),
-        False,
-        lambda s: (
-            _obj("ClusterQueue", q, _cq_status(s, n)) for n, q in s.queue.cluster_queues.items()
-        ),
+    "LocalQueue": lambda s: (
+        _obj("LocalQueue", q, _lq_status(s, q.namespace, q.name))
+        for q in s.queue.local_queues.values()
     ),
-    ObjectKind(
-        "LocalQueue",
-        "localqueues",
-        ("localqueue", "localqueues", "lq", "queue", "queues"),
-        True,
-        lambda s: (
-            _obj("LocalQueue", q, _lq_status(s, q.namespace, q.name))
-            for q in s.queue.local_queues.values()
-        ),
+    "Cohort": lambda s: (_obj("Cohort", c) for c in s.queue.cohorts.values()),
+    "PriorityClass": lambda s: (_obj(c.kind, c) for c in s.queue.priority_classes.values()),
+    "ResourceQuota": lambda s: (
+        _obj("ResourceQuota", q) for q in s.queue.namespace_quotas.values()
     ),
-    ObjectKind(
-        "Cohort",
-        "cohorts",
-        ("cohort", "cohorts"),
-        False,
-        lambda s: (_obj("Cohort", c) for c in s.queue.cohorts.values()),
+    "AdmissionCheck": lambda s: (
+        _obj("AdmissionCheck", c) for c in s.queue.admission_checks.values()
     ),
-    ObjectKind(
-        "PriorityClass",
-        "priorityclasses",
-        (
-            "priorityclass",
-            "priorityclasses",
-            "pc",
-            "workloadpriorityclass",
-            "workloadpriorityclasses",
-            "wpc",
-        ),
-        False,
-        lambda s: (_obj(c.kind, c) for c in s.queue.priority_classes.values()),
+    "ProvisioningRequestConfig": lambda s: (
+        _obj("ProvisioningRequestConfig", c) for c in s.queue.provisioning_configs.values()
     ),
-    ObjectKind(
-        "ResourceQuota",
-        "resourcequotas",
-        ("resourcequota", "resourcequotas", "quota", "quotas"),
-        True,
-        lambda s: (_obj("ResourceQuota", q) for q in s.queue.namespace_quotas.values()),
-    ),
-    ObjectKind(
-        "AdmissionCheck",
-        "admissionchecks",
-        ("admissioncheck", "admissionchecks", "ac"),
-        False,
-        lambda s: (_obj("AdmissionCheck", c) for c in s.queue.admission_checks.values()),
-    ),
-    ObjectKind(
-        "ProvisioningRequestConfig",
-        "provisioningrequestconfigs",
-        ("provisioningrequestconfig", "provisioningrequestconfigs", "prc"),
-        False,
-        lambda s: (
-            _obj("ProvisioningRequestConfig", c) for c in s.queue.provisioning_configs.values()
-        ),
-    ),
-    ObjectKind(
-        "ProvisioningRequest",
-        "provisioningrequests",
-        ("provisioningrequest", "provisioningrequests", "provreq", "provreqs"),
-        True,
-        _request_objects,
-    ),
+    "ProvisioningRequest": _request_objects,
+}
+KINDS = tuple(
+    ObjectKind(k, _READERS[k.kind]) for k in (*kinds.CONFIG_KINDS, kinds.PROVISIONING_REQUEST)
 )
-_BY_NAME = {n: k for k in KINDS for n in (*k.names, k.kind.lower())}
 
 
 def object_kind(name: str) -> ObjectKind:
-    k = _BY_NAME.get(name.lower())
-    if k is None:
+    found = kinds.resource_kind(name, tuple(k.resource for k in KINDS))
+    if found is None:
         raise ApiError(
             404,
             "UnknownKind",
-            f"unknown kind {name!r}; known: {', '.join(k.plural for k in KINDS)}",
+            f"unknown kind {name!r}; known: {kinds.known(tuple(k.resource for k in KINDS))}",
             "kind",
         )
-    return k
+    return next(k for k in KINDS if k.resource is found)
 
 
 class _Visibility:

@@ -108,7 +108,7 @@ def test_s1_and_s2_through_the_services(tmp_path: Path, capsys: pytest.CaptureFi
         out = capsys.readouterr().out
         assert done.value.code == 0, out
         rows = [line.split(None, 2) for line in out.splitlines()]
-        assert ["ProvisioningRequest", "default/pi-request", "created (Pending)"] in rows
+        assert ["ProvisioningRequest", "default/pi-request", "created"] in rows
 
         def job_done() -> Any:
             items = call("GET", f"{stack.url()}/v1/workloads?limit=10")["items"]

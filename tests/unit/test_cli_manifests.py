@@ -1,14 +1,9 @@
-"""``muster sim`` and ``muster apply -f`` with Kubernetes manifests, through the CLI's entry
-point: the multislice seed runs on a small TPU cluster, queue objects land in a real SQLite
-store (once), and workloads reach intake with ``namespace/name`` as idempotency key."""
+"""``muster sim`` with Kubernetes manifests, through the CLI's entry point: the multislice
+seed runs on a small TPU cluster. (``muster apply`` against a real intake: tests/api/test_cli.py)"""
 
 from __future__ import annotations
 
 import json
-import socket
-import threading
-from collections.abc import Iterator
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
 
@@ -16,7 +11,6 @@ import pytest
 import yaml
 
 from muster.cli.main import main
-from muster.core.model import manifests, parse
 from tests.unit.test_manifests import SEEDS
 
 # One pool of TPU v5e hosts (4 chips each) that the seed's flavor selects: 6 hosts, 24 chips.
@@ -115,124 +109,6 @@ def test_sim_refuses_a_bad_manifest_with_its_path(
     )
 
 
-class Intake(BaseHTTPRequestHandler):
-    """Answers like intake: 201 with the workload, or 422 UnknownQueue for queue ``missing``."""
-
-    received: list[tuple[str, str | None, Any]] = []
-
-    def do_POST(self) -> None:
-        body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
-        self.received.append((self.path, self.headers.get("Idempotency-Key"), body))
-        answer: dict[str, Any] = {"id": f"id-{len(self.received)}", "status": "Pending"}
-        status = 201
-        if self.path == "/v1/provisioningrequests":
-            answer = {"id": f"{body['namespace']}/{body['name']}", "status": "Accepted"}
-        elif body["queueName"] == "missing":
-            error = {"code": "UnknownQueue", "message": "no such queue", "field": "queueName"}
-            status, answer = 422, {"error": error}
-        self._answer(status, json.dumps(answer).encode())
-
-    def _answer(self, status: int, answer: bytes) -> None:
-        self.send_response(status)
-        self.send_header("Content-Type", "application/json")
-        self.send_header("Content-Length", str(len(answer)))
-        self.end_headers()
-        self.wfile.write(answer)
-
-    def log_message(self, *args: Any) -> None:
-        pass
-
-
-@pytest.fixture
-def intake() -> Iterator[tuple[str, list[tuple[str, str | None, Any]]]]:
-    received: list[tuple[str, str | None, Any]] = []
-    handler = type("Handler", (Intake,), {"received": received})
-    server = ThreadingHTTPServer(("127.0.0.1", 0), handler)
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
-    thread.start()
-    try:
-        yield f"http://127.0.0.1:{server.server_address[1]}", received
-    finally:
-        server.shutdown()
-        server.server_close()
-        thread.join()
-
-
-def test_apply_configures_queue_objects_once_and_submits_workloads(
-    files: dict[str, Path],
-    tmp_path: Path,
-    intake: tuple[str, list[tuple[str, str | None, Any]]],
-    capsys: pytest.CaptureFixture[str],
-    monkeypatch: pytest.MonkeyPatch,
-) -> None:
-    monkeypatch.delenv("MUSTER_KAFKA_BOOTSTRAP", raising=False)
-    server, received = intake
-    store = f"sqlite:///{tmp_path / 'muster.db'}"
-    assert run(["migrate", "--store-url", store], capsys)[0] == 0
-    argv = ["apply", "--store-url", store, "--server", server]
-    argv += ["-f", str(files["dws/queues.yaml"]), "-f", str(files["multislice/jobsets.yaml"])]
-    argv += ["-f", str(files["dws/provisioning-request.yaml"])]
-
-    code, out, err = run(argv, capsys)
-    assert (code, err) == (0, "")
-    rows = [line.split(None, 2) for line in out.splitlines()]
-    assert rows == [
-        ["KIND", "NAME", "RESULT"],
-        ["ResourceFlavor", "default-flavor", "configured"],
-        ["ClusterQueue", "dws-cluster-queue", "configured"],
-        ["LocalQueue", "default/dws-local-queue", "configured"],
-        ["AdmissionCheck", "dws-prov", "configured"],
-        ["ProvisioningRequestConfig", "dws-config", "configured"],
-        ["JobSet", "default/multislice-1slice", "submitted: id-1 (Pending)"],
-        ["JobSet", "default/multislice-2slice", "submitted: id-2 (Pending)"],
-        ["JobSet", "default/multislice-3slice", "submitted: id-3 (Pending)"],
-        ["ProvisioningRequest", "default/pi-request", "created (Accepted)"],
-    ]
-    assert [(path, key) for path, key, _ in received] == [
-        ("/v1/workloads", "default/multislice-1slice"),
-        ("/v1/workloads", "default/multislice-2slice"),
-        ("/v1/workloads", "default/multislice-3slice"),
-        ("/v1/provisioningrequests", None),
-    ]
-    expected = manifests.read(list(yaml.safe_load_all(SEEDS["multislice/jobsets.yaml"])))
-    assert [parse.workload(body) for _, _, body in received[:3]] == list(expected.workloads)
-    request = manifests.read(list(yaml.safe_load_all(SEEDS["dws/provisioning-request.yaml"])))
-    assert [parse.provisioning_request(received[3][2])] == [
-        r for _, r, _ in request.provisioning_requests()
-    ]
-
-    # Again: the store already holds the same queue objects.
-    code, out, _ = run(["apply", "--store-url", store, "-f", str(files["dws/queues.yaml"])], capsys)
-    assert code == 0
-    assert [line.split()[-1] for line in out.splitlines()[1:6]] == ["unchanged"] * 5
-
-
-def test_apply_fails_when_intake_is_unreachable(
-    files: dict[str, Path], capsys: pytest.CaptureFixture[str], tmp_path: Path
-) -> None:
-    # Nothing listens on a port that was just closed: the workload is not submitted.
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        port = sock.getsockname()[1]
-    code, out, _ = run(
-        ["apply", "--server", f"http://127.0.0.1:{port}", "-f", str(files["hami/sample-pod.yaml"])],
-        capsys,
-    )
-    assert code == 1
-    (row,) = [line.split(None, 2) for line in out.splitlines()[1:]]
-    assert row[:2] == ["Pod", "default/sample-pod"]
-    assert row[2].startswith(f"not submitted: http://127.0.0.1:{port}: ")
-
-
-def test_apply_needs_a_store_for_queue_objects(
-    files: dict[str, Path], capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
-) -> None:
-    monkeypatch.delenv("MUSTER_STORE_URL", raising=False)
-    code, _, err = run(["apply", "-f", str(files["multislice/kueue.yaml"])], capsys)
-    assert code == 1
-    assert "give --store-url or set MUSTER_STORE_URL" in err
-
-
 def test_apply_refuses_a_cluster_description_as_manifests(
     files: dict[str, Path], capsys: pytest.CaptureFixture[str]
 ) -> None:
@@ -243,27 +119,6 @@ def test_apply_refuses_a_cluster_description_as_manifests(
     assert code == 1
     assert "give --cluster FILE" in err
 
-
-def test_apply_reports_a_workload_intake_refuses(
-    files: dict[str, Path],
-    tmp_path: Path,
-    intake: tuple[str, list[tuple[str, str | None, Any]]],
-    capsys: pytest.CaptureFixture[str],
-) -> None:
-    server, received = intake
-    path = tmp_path / "two-pods.yaml"
-    missing = SEEDS["hami/sample-pod.yaml"].replace(
-        "  name: sample-pod\n",
-        "  name: lost-pod\n  labels: {kueue.x-k8s.io/queue-name: missing}\n",
-    )
-    path.write_text(SEEDS["hami/sample-pod.yaml"] + "---\n" + missing)
-    code, out, _ = run(["apply", "--server", server, "-f", str(path)], capsys)
-    assert code == 1
-    assert [line.split(None, 2) for line in out.splitlines()[1:]] == [
-        ["Pod", "default/sample-pod", "submitted: id-1 (Pending)"],
-        ["Pod", "default/lost-pod", "refused: HTTP 422: no such queue (queueName)"],
-    ]
-    assert len(received) == 2
 
 
 DWS_CLUSTER = """\

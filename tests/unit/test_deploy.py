@@ -283,7 +283,8 @@ def test_every_muster_variable_is_a_setting() -> None:
         keys = {k for k in _compose_env(service) if k.startswith("MUSTER_")}
         assert keys <= known, f"compose {name}: {sorted(keys - known)}"
     for _, doc in _k8s_docs():
-        if doc["kind"] in ("ConfigMap", "Secret"):
+        # Those a container takes as environment (envFrom); muster-auth is mounted as files.
+        if doc["kind"] in ("ConfigMap", "Secret") and _name(doc) in (CONFIG_MAP, SECRET):
             keys = set(doc.get("data", {})) | set(doc.get("stringData", {}))
             assert keys <= known, f"{doc['kind']}/{_name(doc)}: {sorted(keys - known)}"
 
@@ -316,6 +317,23 @@ def test_k8s_config_and_secret() -> None:
     assert "MUSTER_HTTP_PORT" not in config
     assert config.get("MUSTER_KAFKA_BOOTSTRAP")
     assert config.get("MUSTER_MIGRATE") == "false", "the migrate Job does the migration"
+
+
+def test_k8s_intake_reads_its_tokens_from_the_auth_secret() -> None:
+    """The files MUSTER_AUTH_* name are keys of the muster-auth Secret, mounted where named,
+    and the token file in it loads."""
+    from muster.core.access.tokens import parse_token_file
+
+    container = _single_container(_workload("intake"))
+    settings = load(_k8s_env(container))
+    volumes = {v["name"]: v for v in _pod_spec(_workload("intake"))["volumes"]}
+    mounts = {m["mountPath"]: volumes[m["name"]] for m in container["volumeMounts"]}
+    secret = _k8s_object("Secret", "muster-auth")["stringData"]
+    for path in (settings.auth_token_file, settings.auth_secret_file):
+        folder, _, key = path.rpartition("/")
+        assert mounts[folder]["secret"]["secretName"] == "muster-auth", path
+        assert key in secret, path
+    parse_token_file(yaml.safe_load(secret["tokens.yaml"]))
 
 
 def _check_container_env(where: str, container: Mapping[str, Any]) -> dict[str, str]:
@@ -355,7 +373,8 @@ def test_k8s_workload(name: str) -> None:
     assert settings.port_for(name) == port, f"{where}: the process would listen elsewhere"
 
     container_ports = {int(p["containerPort"]) for p in container.get("ports", [])}
-    assert container_ports == {port}, f"{where}: container ports {container_ports}"
+    expected = {port, settings.grpc_port} if name == "intake" else {port}
+    assert container_ports == expected, f"{where}: container ports {container_ports}"
     for probe in ("startupProbe", "readinessProbe", "livenessProbe"):
         if probe not in container and probe == "startupProbe":
             continue  # optional; when present it must hit /healthz on the right port
@@ -395,9 +414,10 @@ def test_k8s_service_fronts_the_workload(name: str) -> None:
     workload = _workload(name)
     container = _single_container(workload)
     ports = service["spec"]["ports"]
-    assert [p["port"] for p in ports] == [DEFAULT_PORTS[name]]
-    target = ports[0].get("targetPort", ports[0]["port"])
-    assert _resolve_port(container, target) == DEFAULT_PORTS[name]
+    grpc = [load(_k8s_env(container)).grpc_port] if name == "intake" else []
+    assert [p["port"] for p in ports] == [DEFAULT_PORTS[name], *grpc]
+    for p, want in zip(ports, [DEFAULT_PORTS[name], *grpc], strict=True):
+        assert _resolve_port(container, p.get("targetPort", p["port"])) == want
     pod_labels = workload["spec"]["template"]["metadata"]["labels"]
     assert service["spec"]["selector"].items() <= pod_labels.items()
 

@@ -14,11 +14,10 @@ from typing import Any
 
 import yaml
 
-from muster.cli.http import ApiError, call, call_status
+from muster.cli import resources
+from muster.cli.http import ApiError, call
 from muster.cli.tables import table
-from muster.core import inputs
 from muster.core.decider import Decider
-from muster.core.events import Event
 from muster.core.model import manifests, parse
 from muster.core.model.cluster import ClusterSpec
 from muster.core.model.fields import InvalidInput, parse_duration
@@ -155,79 +154,6 @@ def submit(server: str, doc: Any, key: str | None) -> int:
     return 0
 
 
-def get(
-    server: str, wid: str | None, namespace: str | None, status: str | None, output: str
-) -> int:
-    try:
-        if wid:
-            items = [call("GET", f"{server}/v1/workloads/{wid}")]
-        else:
-            query = "&".join(
-                f"{k}={v}" for k, v in (("namespace", namespace), ("status", status)) if v
-            )
-            items = call("GET", f"{server}/v1/workloads?limit=1000&{query}")["items"]
-    except ApiError as exc:
-        raise CliError(str(exc)) from None
-    if output == "json":
-        print(json.dumps(items if not wid else items[0], indent=2))
-        return 0
-    rows = [
-        (
-            w["id"],
-            w["namespace"],
-            w["name"],
-            w["queueName"],
-            w["status"],
-            w["reason"],
-            _age(w["submittedAt"]),
-        )
-        for w in items
-    ]
-    print(table(["ID", "NAMESPACE", "NAME", "QUEUE", "STATUS", "REASON", "AGE"], rows))
-    return 0
-
-
-def describe(server: str, wid: str) -> int:
-    try:
-        view = call("GET", f"{server}/v1/workloads/{wid}")
-        history = call("GET", f"{server}/v1/workloads/{wid}/events")["events"]
-    except ApiError as exc:
-        raise CliError(str(exc)) from None
-    for label, key in (
-        ("Name", "name"),
-        ("Namespace", "namespace"),
-        ("Queue", "queueName"),
-        ("ClusterQueue", "clusterQueue"),
-        ("Priority", "priority"),
-        ("Status", "status"),
-        ("Reason", "reason"),
-        ("Message", "message"),
-    ):
-        print(f"{label + ':':<14}{view.get(key)}")
-    queue = view.get("queue")
-    if queue:
-        # Computed now by a dry run of the admission cycle: the numbers are current.
-        print(
-            f"{'Position:':<14}{queue['positionInClusterQueue']} in ClusterQueue, "
-            f"{queue['positionInLocalQueue']} in LocalQueue"
-        )
-        print(f"{'Now:':<14}{queue['reason']}: {queue['message']}")
-    print("Events:")
-    start = history[0]["time"] if history else 0.0
-    rows = [
-        (
-            f"+{e['time'] - start:.1f}s",
-            e["type"],
-            e["reason"] or "",
-            e["producer"],
-            e["message"] or "",
-        )
-        for e in history
-    ]
-    print(_indent(table(["AT", "TYPE", "REASON", "FROM", "MESSAGE"], rows)))
-    return 0
-
-
 def pending(
     server: str, cluster_queue: str | None, local_queue: str | None, limit: int, output: str
 ) -> int:
@@ -263,15 +189,6 @@ def pending(
     return 0
 
 
-def cancel(server: str, wid: str) -> int:
-    try:
-        view = call("POST", f"{server}/v1/workloads/{wid}/cancel")
-    except ApiError as exc:
-        raise CliError(str(exc)) from None
-    print(f"workload {wid} cancel requested (status {view['status']})")
-    return 0
-
-
 def _age(at: float) -> str:
     seconds = max(0, int(time.time() - at))
     return f"{seconds // 60}m{seconds % 60}s" if seconds >= 60 else f"{seconds}s"
@@ -287,71 +204,26 @@ def _indent(text: str) -> str:
 def apply(
     store_url: str | None,
     cluster_path: Path | None,
-    manifest_paths: list[Path],
+    manifest_paths: list[str],
     kafka: str | None,
     server: str,
 ) -> int:
-    """Configuration into the store (cluster description, manifests' queue objects), then
-    the manifests' workloads to intake, keyed ``namespace/name`` so a re-apply is harmless."""
+    """A cluster description into the store (the operator's bootstrap), then Kubernetes
+    manifests through intake, which checks them all before appending anything."""
     if cluster_path is None and not manifest_paths:
         raise CliError("give --cluster FILE (a cluster description) and/or -f FILE (manifests)")
-    spec = load_cluster(cluster_path) if cluster_path is not None else None
-    m = manifests.combine(*(load_manifests(p) for p in manifest_paths))
-    rows: list[tuple[str, str, str]] = []
-    if spec is not None or m.queue_object_count:
+    if cluster_path is not None:
         if not store_url:
-            raise CliError("give --store-url or set MUSTER_STORE_URL (needed for queue objects)")
-        appended = asyncio.run(admin.configure(store_url, spec, kafka, m))
-        if spec is not None:
-            print(f"cluster {spec.name}: {len(appended)} configuration change(s) applied")
-        changed = {env.stream_id for env in appended}
-        for new in inputs.queue_configuration(m, 0.0):
-            kind, name = _config_object(new.event)
-            rows.append((kind, name, "configured" if new.stream_id in changed else "unchanged"))
-    ok = True
-    for source, wl in zip(m.sources, m.workloads, strict=True):
-        key = f"{wl.namespace}/{wl.name}"
-        try:
-            view = call("POST", f"{server}/v1/workloads", _to_api(wl), {"Idempotency-Key": key})
-            result = f"submitted: {view['id']} ({view['status']})"
-        except ApiError as exc:
-            ok, result = False, f"refused: {exc}"
-        except OSError as exc:
-            ok, result = False, f"not submitted: {server}: {exc}"
-        rows.append((source.kind, key, result))
+            raise CliError("--cluster writes the store: give --store-url or set MUSTER_STORE_URL")
+        spec = load_cluster(cluster_path)
+        appended = asyncio.run(admin.configure(store_url, spec, kafka))
+        print(f"cluster {spec.name}: {len(appended)} configuration change(s) applied")
+    if not manifest_paths:
+        return 0
     try:
-        requests = m.provisioning_requests()
-    except InvalidInput as exc:
+        return resources.apply(server, manifest_paths)
+    except resources.ResourceError as exc:
         raise CliError(str(exc)) from None
-    for _, request, _ in requests:
-        try:
-            view, status = call_status(
-                "POST", f"{server}/v1/provisioningrequests", _request_to_api(request)
-            )
-            result = f"{'created' if status == 201 else 'unchanged'} ({view['status']})"
-        except ApiError as exc:
-            ok, result = False, f"refused: {exc}"
-        except OSError as exc:
-            ok, result = False, f"not created: {server}: {exc}"
-        rows.append(("ProvisioningRequest", request.key, result))
-    for line in m.skipped:
-        head, _, reason = line.partition(": ")
-        kind, _, name = head.partition(" ")
-        rows.append((kind, name, f"skipped: {reason}"))
-    if rows:
-        print(table(["KIND", "NAME", "RESULT"], rows))
-    return 0 if ok else 1
-
-
-def _request_to_api(spec: ProvisioningRequestSpec) -> dict[str, Any]:
-    """A standalone request in the API's JSON form (docs/api.md)."""
-    return {
-        "name": spec.name,
-        "namespace": spec.namespace,
-        "provisioningClassName": spec.provisioning_class,
-        "parameters": dict(spec.parameters),
-        "podSets": [_pod_set_to_api(ps) for ps in spec.pod_sets],
-    }
 
 
 def provreq(server: str, name: str | None, delete: bool, everything: bool, output: str) -> int:
@@ -372,7 +244,7 @@ def provreq(server: str, name: str | None, delete: bool, everything: bool, outpu
             if output == "json":
                 print(json.dumps(view, indent=2, sort_keys=True))
                 return 0
-            _print_request(view)
+            resources.print_request(view)
             return 0
         query = "" if everything else "?standalone=1"
         items = call("GET", f"{server}/v1/provisioningrequests{query}")["items"]
@@ -397,40 +269,6 @@ def provreq(server: str, name: str | None, delete: bool, everything: bool, outpu
         )
     print(table(["NAME", "ACCEPTED", "PROVISIONED", "FAILED", "STATUS", "ZONE", "NODES"], rows))
     return 0
-
-
-def _print_request(view: dict[str, Any]) -> None:
-    print(f"Name:       {view['id']}")
-    print(f"Status:     {view['status']}")
-    if view.get("provisioningClassName"):
-        print(f"Class:      {view['provisioningClassName']}")
-    if view.get("workload"):
-        print(f"Workload:   {view['workload']}")
-    print(f"Zone:       {view.get('zone') or '-'}")
-    removed = f" (removed: {view['nodesRemoved']})" if view.get("nodesRemoved") else ""
-    print(f"Nodes:      {len(view['nodes'])}{removed}")
-    rows = [
-        (c["type"], c["status"], c["reason"], _age(c["lastTransitionTime"]), c["message"])
-        for c in view["conditions"]
-    ]
-    print("Conditions:")
-    print(_indent(table(["TYPE", "STATUS", "REASON", "AGE", "MESSAGE"], rows)))
-
-
-def _config_object(event: Event) -> tuple[str, str]:
-    """A configuration event's object as a manifest names it: (kind, [namespace/]name)."""
-    spec: Any = getattr(event, "spec", None)
-    kind = {
-        "ResourceFlavorConfigured": "ResourceFlavor",
-        "ClusterQueueConfigured": "ClusterQueue",
-        "LocalQueueConfigured": "LocalQueue",
-        "CohortConfigured": "Cohort",
-        "PriorityClassConfigured": getattr(spec, "kind", "PriorityClass"),
-        "NamespaceQuotaConfigured": "ResourceQuota",
-        "AdmissionCheckConfigured": "AdmissionCheck",
-        "ProvisioningRequestConfigConfigured": "ProvisioningRequestConfig",
-    }.get(type(event).__name__, type(event).__name__)
-    return str(kind), str(getattr(spec, "key", None) or getattr(spec, "name", ""))
 
 
 async def replay(
@@ -608,7 +446,8 @@ def demo(
         asyncio.run(admin.configure(stack.store_url, spec, stack.broker.bootstrap))
         if manifest_paths:
             print(f"  applying {', '.join(str(p) for p in manifest_paths)}")
-            if apply(stack.store_url, None, manifest_paths, stack.broker.bootstrap, stack.url()):
+            paths = [str(p) for p in manifest_paths]
+            if apply(stack.store_url, None, paths, stack.broker.bootstrap, stack.url()):
                 raise CliError("the demo's manifests were not all applied")
         ids = _submit_all(stack.url(), workloads)
         ids += _ids_of(stack.url(), [(w.namespace, w.name) for w in extra.workloads])

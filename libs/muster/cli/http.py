@@ -1,11 +1,22 @@
-"""A small JSON-over-HTTP client for the CLI (standard library only)."""
+"""A small JSON-over-HTTP client for the CLI (standard library only).
+
+The bearer token comes from ``--token`` or ``MUSTER_TOKEN``; ``configure`` sets it once.
+"""
 
 from __future__ import annotations
 
 import json
+import os
 import urllib.error
 import urllib.request
 from typing import Any
+
+_token: str | None = os.environ.get("MUSTER_TOKEN") or None
+
+
+def configure(token: str | None) -> None:
+    global _token
+    _token = token or None
 
 
 class ApiError(RuntimeError):
@@ -23,8 +34,11 @@ def call(
     body: Any = None,
     headers: dict[str, str] | None = None,
     timeout: float = 30.0,
+    *,
+    raw: bytes | None = None,
+    content_type: str = "application/json",
 ) -> Any:
-    return call_status(method, url, body, headers, timeout)[0]
+    return call_status(method, url, body, headers, timeout, raw=raw, content_type=content_type)[0]
 
 
 def call_status(
@@ -33,22 +47,24 @@ def call_status(
     body: Any = None,
     headers: dict[str, str] | None = None,
     timeout: float = 30.0,
+    *,
+    raw: bytes | None = None,
+    content_type: str = "application/json",
 ) -> tuple[Any, int]:
-    """The decoded answer and its HTTP status; ``ApiError`` for 4xx and 5xx."""
-    data = json.dumps(body).encode() if body is not None else None
-    req = urllib.request.Request(
-        url,
-        data=data,
-        method=method,
-        headers={"Content-Type": "application/json", **(headers or {})},
-    )
+    """The decoded answer and its HTTP status; ``ApiError`` for 4xx and 5xx. ``raw`` sends
+    bytes as they are (manifests as YAML) instead of ``body`` as JSON."""
+    data = raw if raw is not None else json.dumps(body).encode() if body is not None else None
+    sent = {"Content-Type": content_type, **(headers or {})}
+    if _token:
+        sent.setdefault("Authorization", f"Bearer {_token}")
+    req = urllib.request.Request(url, data=data, method=method, headers=sent)
     try:
         with urllib.request.urlopen(req, timeout=timeout) as resp:
             return json.loads(resp.read() or b"null"), resp.status
     except urllib.error.HTTPError as exc:
-        raw = exc.read()
+        payload_raw = exc.read()
         try:
-            payload = json.loads(raw)
+            payload = json.loads(payload_raw)
         except ValueError:
-            payload = raw.decode(errors="replace")
+            payload = payload_raw.decode(errors="replace")
         raise ApiError(exc.code, payload) from None

@@ -12,7 +12,7 @@ from typing import Any
 
 import yaml
 
-from muster.cli import commands
+from muster.cli import commands, http, resources
 
 
 def _store_url(value: str | None) -> str:
@@ -24,6 +24,11 @@ def _store_url(value: str | None) -> str:
 
 def build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="muster", description=__doc__)
+    p.add_argument(
+        "--token",
+        default=os.environ.get("MUSTER_TOKEN"),
+        help="bearer token for intake (default $MUSTER_TOKEN; docs/api.md, 'Access')",
+    )
     sub = p.add_subparsers(dest="command", required=True, metavar="COMMAND")
     server = os.environ.get("MUSTER_SERVER", "http://127.0.0.1:8080")
 
@@ -47,14 +52,16 @@ def build_parser() -> argparse.ArgumentParser:
 
     ap = sub.add_parser(
         "apply",
-        help="apply a cluster description and/or Kubernetes manifests",
-        description="Configure the cloud and the queues from a cluster description "
-        "(--cluster) and/or Kubernetes manifests (-f). Queue objects (Kueue ResourceFlavor, "
-        "ClusterQueue, LocalQueue, Cohort, WorkloadPriorityClass, AdmissionCheck, "
-        "ProvisioningRequestConfig; PriorityClass, ResourceQuota) are appended to the event "
-        "store, only where they changed; JobSets, Jobs and Pods are submitted to intake with "
-        "the idempotency key namespace/name, ProvisioningRequests (with their PodTemplates) "
-        "created through intake. Applying the same files twice changes nothing.",
+        help="apply Kubernetes manifests (-f FILE|-) and/or a cluster description",
+        description="Kubernetes manifests (-f, multi-document YAML; - reads standard input) go "
+        "to intake, which checks every object (fields, access, queues, conflicts) before it "
+        "appends anything: queue objects (Kueue ResourceFlavor, ClusterQueue, LocalQueue, "
+        "Cohort, WorkloadPriorityClass, AdmissionCheck, ProvisioningRequestConfig; "
+        "PriorityClass, ResourceQuota; the admin scope) where they changed; JobSets, Jobs, "
+        "Volcano Jobs and Pods submitted with the idempotency key namespace/name; "
+        "ProvisioningRequests with their PodTemplates. Applying the same files twice "
+        "changes nothing. A cluster description (--cluster: cloud, node pools, queues) is "
+        "written to the store directly, the operator's bootstrap.",
     )
     ap.add_argument(
         "--cluster",
@@ -68,36 +75,64 @@ def build_parser() -> argparse.ArgumentParser:
         dest="filenames",
         action="append",
         default=[],
-        type=Path,
         metavar="FILE",
-        help="Kubernetes manifests, multi-document YAML; repeatable, later files replace "
-        "same-named objects (docs/api.md, 'Kubernetes manifests')",
+        help="Kubernetes manifests, multi-document YAML, - for standard input; repeatable, "
+        "later files replace same-named objects (docs/api.md, 'Kubernetes manifests')",
     )
-    ap.add_argument("--store-url", help="event store URL (default $MUSTER_STORE_URL)")
+    ap.add_argument("--store-url", help="event store URL for --cluster (default $MUSTER_STORE_URL)")
     ap.add_argument(
         "--kafka-bootstrap",
         default=os.environ.get("MUSTER_KAFKA_BOOTSTRAP"),
-        help="publish the changes to this broker at once (default $MUSTER_KAFKA_BOOTSTRAP)",
+        help="publish --cluster's changes to this broker at once (default $MUSTER_KAFKA_BOOTSTRAP)",
     )
-    ap.add_argument(
-        "--server", default=server, help="intake URL for workloads from -f (default %(default)s)"
-    )
+    ap.add_argument("--server", default=server, help="intake URL (default %(default)s)")
 
     sb = sub.add_parser("submit", help="submit a workload (JSON or YAML file, or - for stdin)")
     sb.add_argument("file")
     sb.add_argument("--idempotency-key")
     sb.add_argument("--server", default=server)
 
-    get = sub.add_parser("get", help="list workloads, or show one")
-    get.add_argument("id", nargs="?")
+    types = (
+        "workloads (wl), clusterqueues (cq), localqueues (lq), resourceflavors (rf), "
+        "cohorts, priorityclasses (pc), resourcequotas (quota), admissionchecks (ac), "
+        "provisioningrequestconfigs (prc), provisioningrequests (provreq)"
+    )
+    get = sub.add_parser(
+        "get",
+        help="list objects of a type, or show one (like kubectl get)",
+        description=f"TYPE is one of {types}.",
+    )
+    get.add_argument("type", metavar="TYPE")
+    get.add_argument("name", nargs="?", metavar="NAME", help="a name (a workload's ID)")
     get.add_argument("--namespace", "-n")
-    get.add_argument("--status")
-    get.add_argument("-o", "--output", choices=["table", "json"], default="table")
+    get.add_argument("--all-namespaces", "-A", action="store_true")
+    get.add_argument("--status", help="workloads: only this status (Pending, Admitted, ...)")
+    get.add_argument("-o", "--output", choices=resources.OUTPUTS, default="table")
     get.add_argument("--server", default=server)
 
-    desc = sub.add_parser("describe", help="a workload's event history with reasons")
-    desc.add_argument("id")
+    desc = sub.add_parser(
+        "describe",
+        help="one object in detail: a workload's event history with reasons, a queue's "
+        "pending workloads, a ProvisioningRequest's conditions",
+        description=f"describe TYPE NAME, or describe ID (a workload). TYPE is one of {types}.",
+    )
+    desc.add_argument("type", metavar="TYPE|ID")
+    desc.add_argument("name", nargs="?", metavar="NAME")
+    desc.add_argument("--namespace", "-n")
     desc.add_argument("--server", default=server)
+
+    dele = sub.add_parser(
+        "delete",
+        help="cancel workloads or delete ProvisioningRequests (like kubectl delete)",
+        description="delete TYPE NAME... or delete -f FILE (the workloads and "
+        "ProvisioningRequests a manifest made). A workload is cancelled: its quota and "
+        "nodes are given back. Queue configuration is not deleted (the log keeps it).",
+    )
+    dele.add_argument("type", nargs="?", metavar="TYPE")
+    dele.add_argument("names", nargs="*", metavar="NAME")
+    dele.add_argument("-f", "--filename", dest="filenames", action="append", default=[])
+    dele.add_argument("--namespace", "-n")
+    dele.add_argument("--server", default=server)
 
     pend = sub.add_parser(
         "pending",
@@ -125,7 +160,7 @@ def build_parser() -> argparse.ArgumentParser:
     pr.add_argument("-o", "--output", choices=["table", "json"], default="table")
     pr.add_argument("--server", default=server)
 
-    cancel = sub.add_parser("cancel", help="cancel a workload")
+    cancel = sub.add_parser("cancel", help="cancel a workload (delete workload ID)")
     cancel.add_argument("id")
     cancel.add_argument("--server", default=server)
 
@@ -172,9 +207,10 @@ def build_parser() -> argparse.ArgumentParser:
 
 def main(argv: list[str] | None = None) -> None:
     args = build_parser().parse_args(argv)
+    http.configure(args.token)
     try:
         code = _dispatch(args)
-    except commands.CliError as exc:
+    except (commands.CliError, resources.ResourceError) as exc:
         print(f"muster {args.command}: {exc}", file=sys.stderr)
         code = 1
     raise SystemExit(code)
@@ -207,11 +243,23 @@ def _dispatch(args: argparse.Namespace) -> int:
         case "submit":
             return commands.submit(args.server, _read_doc(args.file), args.idempotency_key)
         case "get":
-            return commands.get(args.server, args.id, args.namespace, args.status, args.output)
+            return resources.get(
+                args.server,
+                args.type,
+                args.name,
+                args.namespace,
+                args.all_namespaces,
+                args.status,
+                args.output,
+            )
         case "describe":
-            return commands.describe(args.server, args.id)
+            return resources.describe(args.server, args.type, args.name, args.namespace)
+        case "delete":
+            return resources.delete(
+                args.server, args.type, args.names, args.namespace, args.filenames
+            )
         case "cancel":
-            return commands.cancel(args.server, args.id)
+            return resources.delete(args.server, "workload", [args.id], None, [])
         case "provreq":
             return commands.provreq(args.server, args.name, args.delete, args.all, args.output)
         case "pending":

@@ -47,12 +47,17 @@ class Stack:
             self.shards[name] = shard
         self.node_agents = node_agents
         self.ports = {name: free_port() for name in self.services}
+        self.grpc_port = free_port()  # intake's gRPC API
         self.processes: dict[str, subprocess.Popen[bytes]] = {}
         self.poll_seconds = poll_seconds
         self.extra_env = extra_env or {}
 
     def url(self, service: str = "intake") -> str:
         return f"http://127.0.0.1:{self.ports[service]}"
+
+    @property
+    def grpc_target(self) -> str:
+        return f"127.0.0.1:{self.grpc_port}"
 
     def env(self, service: str) -> dict[str, str]:
         return {
@@ -64,6 +69,7 @@ class Stack:
             "MUSTER_HTTP_PORT": str(self.ports[service]),
             "MUSTER_MIGRATE": "false",
             "MUSTER_POLL_SECONDS": str(self.poll_seconds),
+            "MUSTER_GRPC_PORT": str(self.grpc_port),
             **(
                 {
                     "MUSTER_NODE_AGENT_SHARD": str(self.shards[service]),

@@ -108,8 +108,13 @@ IGNORED: dict[tuple[str, str], str] = {
     ("", "Namespace"): "namespaces need no configuration, ignored",
 }
 _TOP_LEVEL = frozenset({"apiVersion", "kind", "metadata", "spec", "status"})
+# Kinds with no spec: their fields are top-level (value) or under template.
+_NO_SPEC = frozenset({"PriorityClass", "WorkloadPriorityClass", "PodTemplate"})
 # A shell ``sleep N`` (N seconds, or with an s/m/h/d suffix) in a container's command line.
 _SLEEP = re.compile(r"(?:^|[\s;&|(])sleep\s+([0-9]+(?:\.[0-9]+)?[smhd]?)(?=$|[\s;&|)])")
+# A whole number in a string: ASCII digits ("²".isdigit() is true, int() refuses it), at
+# most 18 (within int64; int() refuses thousands).
+_DIGITS = re.compile(r"[0-9]{1,18}")
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -271,7 +276,7 @@ class _Doc:
     version: str
     kind: str
     name: object  # validated by parse, as metadata.name
-    namespace: object
+    namespace: object  # metadata.namespace, "default" when absent
     metadata: Mapping[str, Any]
     body: Mapping[str, Any]
 
@@ -302,7 +307,10 @@ def _header(index: int, raw: object) -> _Doc:
     if not isinstance(metadata, Mapping):
         raise InvalidInput(f"{at} ({kind}).metadata", "must be an object")
     name = metadata.get("name")
-    doc = _Doc(index, "", "", kind, name, metadata.get("namespace"), metadata, raw)
+    # Absent or empty: the default namespace; anything else is checked where it is read.
+    namespace = metadata.get("namespace")
+    namespace = DEFAULT_NAMESPACE if namespace is None or namespace == "" else namespace
+    doc = _Doc(index, "", "", kind, name, namespace, metadata, raw)
     api = raw.get("apiVersion")
     if not isinstance(api, str) or not api:
         raise InvalidInput(doc.at("apiVersion"), "is required: a string such as batch/v1")
@@ -332,11 +340,13 @@ def _convert(doc: _Doc) -> Manifests:
             doc.at("apiVersion"),
             f"{doc.kind} is read from {_api(doc.group, versions)}, not {doc.api_version}",
         )
-    unknown = sorted(k for k in doc.body if k not in _TOP_LEVEL)
+    unknown = sorted((k for k in doc.body if k not in _TOP_LEVEL), key=str)
     if doc.kind == "PodTemplate":
         unknown = [k for k in unknown if k != "template"]
     if unknown and doc.kind not in ("PriorityClass", "WorkloadPriorityClass"):
         raise InvalidInput(doc.at(str(unknown[0])), "unknown field")
+    if "spec" in doc.body and doc.kind in _NO_SPEC:
+        raise InvalidInput(doc.at("spec"), f"unknown field: a {doc.kind} has no spec")
     match doc.kind:
         case "ResourceFlavor":
             return Manifests(resource_flavors=(_queue_object(doc, parse.resource_flavor),))
@@ -420,7 +430,7 @@ def _queue_object(doc: _Doc, build: Callable[[object, str], T], namespaced: bool
             raise InvalidInput(doc.at(f"spec.{key}"), f"unknown field (use metadata.{key})")
     flat: dict[str, Any] = {"name": doc.name, **spec}
     if namespaced:
-        flat["namespace"] = doc.namespace or DEFAULT_NAMESPACE
+        flat["namespace"] = doc.namespace
     return _parse(doc, build, flat, _METADATA, "spec")
 
 
@@ -438,7 +448,7 @@ def _resource_quota(doc: _Doc) -> NamespaceQuotaSpec:
     spec = _spec(doc)
     flat: dict[str, Any] = {
         "name": doc.name,
-        "namespace": doc.namespace or DEFAULT_NAMESPACE,
+        "namespace": doc.namespace,
         **spec,
     }
     annotations = _annotations(doc)
@@ -476,7 +486,7 @@ def _whole(value: object, path: str) -> int | None:
         return None
     if isinstance(value, int) and not isinstance(value, bool):
         return value
-    if isinstance(value, str) and value.strip().isdigit():
+    if isinstance(value, str) and _DIGITS.fullmatch(value.strip()):
         return int(value)
     raise InvalidInput(path, f"must be a whole number, not {value!r}")
 
@@ -591,7 +601,7 @@ def _workload(doc: _Doc) -> tuple[WorkloadSpec, float]:
     }
     flat: dict[str, Any] = {
         "name": doc.name,
-        "namespace": doc.namespace or DEFAULT_NAMESPACE,
+        "namespace": doc.namespace,
         "queueName": labels.get(QUEUE_LABEL, DEFAULT_QUEUE),
         "labels": labels,
         "podSets": [],
@@ -979,7 +989,7 @@ def _exit_codes(value: object, path: str) -> list[int] | None:
         return [value]
     if isinstance(value, str):
         items = [item.strip() for item in value.split(",")]
-        if all(item.isdigit() for item in items):
+        if all(_DIGITS.fullmatch(item) for item in items):
             return [int(item) for item in items]
     raise InvalidInput(
         path, f"must be exit codes separated by commas, such as 1,1,0, not {value!r}"
@@ -1015,11 +1025,13 @@ def _pod(data: object, path: str) -> _Pod:
     o = Obj(data, path)
     containers = [_container(c, p) for c, p in o.items("containers", required=True)]
     inits = [_container(c, p) for c, p in o.items("initContainers")]
-    selector = o.raw("nodeSelector") or {}
+    selector = o.raw("nodeSelector")
+    selector = {} if selector is None else selector  # [] or 0 is not an empty selector
     if not isinstance(selector, Mapping):
         raise InvalidInput(o.at("nodeSelector"), "must be an object of strings")
     node_selector = {**_affinity_selector(o), **selector}
-    tolerations = o.raw("tolerations") or []
+    tolerations = o.raw("tolerations")
+    tolerations = [] if tolerations is None else tolerations
     if isinstance(tolerations, list):
         # tolerationSeconds only bounds how long a NoExecute taint is tolerated: not modelled.
         tolerations = [
@@ -1133,8 +1145,8 @@ def _consumes(annotations: Mapping[str, Any]) -> str | None:
 
 
 def _pod_template(doc: _Doc) -> PodTemplateSource:
-    name = _parse(doc, _name_only, {"name": doc.name}, _METADATA, "")
-    namespace = doc.namespace or DEFAULT_NAMESPACE
+    metadata = {"name": doc.name, "namespace": doc.namespace}
+    name, namespace = _parse(doc, _name_and_namespace, metadata, _METADATA, "")
     template = Obj(doc.body.get("template"), doc.at("template"))
     pod = _pod(template.raw("spec", required=True), template.at("spec"))
     pod_path = _relative(doc, pod.path)
@@ -1153,18 +1165,22 @@ def _pod_template(doc: _Doc) -> PodTemplateSource:
     )
 
 
-def _name_only(data: object, path: str) -> str:
+def _name_and_namespace(data: object, path: str) -> tuple[str, str]:
     o = Obj(data, path)
     name = o.req_text("name", pattern=NAME, max_len=63)
+    namespace = o.req_text("namespace", pattern=NAME, max_len=63)
     o.done()
-    return name
+    return name, namespace
 
 
 def _request_source(doc: _Doc) -> RequestSource:
+    # Checked now: the namespace is where its PodTemplates are looked up.
+    metadata = {"name": doc.name, "namespace": doc.namespace}
+    name, namespace = _parse(doc, _name_and_namespace, metadata, _METADATA, "")
     spec = Obj(_spec(doc), doc.at("spec"))
     flat: dict[str, Any] = {
-        "name": doc.name,
-        "namespace": doc.namespace or DEFAULT_NAMESPACE,
+        "name": name,
+        "namespace": namespace,
         "provisioningClassName": spec.req_text("provisioningClassName"),
         "parameters": spec.raw("parameters"),
         "podSets": [],
@@ -1195,7 +1211,7 @@ def _request_source(doc: _Doc) -> RequestSource:
             raise InvalidInput(path, f"must not be before {SUBMIT_AT}")
     return RequestSource(
         where=doc.where,
-        namespace=str(flat["namespace"]),
+        namespace=namespace,
         flat=flat,
         origin=origin,
         at=at,

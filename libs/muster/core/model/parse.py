@@ -642,7 +642,7 @@ def provisioning_parameters(o: Obj, key: str) -> dict[str, str]:
 
 
 def max_run_seconds(raw: str, path: str) -> int:
-    if not raw.isdigit() or not 1 <= int(raw) <= MAX_RUN_SECONDS:
+    if not (raw.isascii() and raw.isdigit()) or not 1 <= int(raw) <= MAX_RUN_SECONDS:
         raise InvalidInput(
             path, f"must be a whole number of seconds from 1 to {MAX_RUN_SECONDS} (7 days)"
         )

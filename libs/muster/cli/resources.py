@@ -1,0 +1,443 @@
+"""``muster get``, ``describe``, ``delete`` and ``apply -f``: kubectl's verbs over intake's API.
+
+Types are named as kubectl names them (singular, plural or short: ``wl``, ``cq``, ``lq``,
+``rf``, ``pc``, ``quota``, ``provreq``); ``-o json|yaml`` prints the objects (a list as
+``kind: List``), ``-o wide`` adds columns.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from muster.cli.http import ApiError, call
+from muster.cli.tables import table
+from muster.core import inputs
+from muster.core.model import kinds, manifests
+from muster.core.model.fields import InvalidInput
+
+OUTPUTS = ("table", "wide", "json", "yaml")
+
+
+class ResourceError(RuntimeError):
+    pass
+
+
+@dataclass(frozen=True)
+class Kind:
+    resource: kinds.ResourceKind
+    columns: Callable[[dict[str, Any], bool], list[tuple[str, Any]]]  # (header, value); wide
+
+    @property
+    def kind(self) -> str:
+        return self.resource.kind
+
+    @property
+    def plural(self) -> str:
+        return self.resource.plural
+
+    @property
+    def namespaced(self) -> bool:
+        return self.resource.namespaced
+
+
+def _age(at: float | None) -> str:
+    if not at:
+        return ""
+    seconds = max(0, int(time.time() - at))
+    if seconds >= 86400:
+        return f"{seconds // 86400}d"
+    if seconds >= 3600:
+        return f"{seconds // 3600}h"
+    return f"{seconds // 60}m{seconds % 60}s" if seconds >= 60 else f"{seconds}s"
+
+
+def _workload_columns(w: dict[str, Any], wide: bool) -> list[tuple[str, Any]]:
+    cols = [
+        ("ID", w["id"]),
+        ("NAME", w["name"]),
+        ("QUEUE", w["queueName"]),
+        ("STATUS", w["status"]),
+        ("REASON", w["reason"]),
+        ("AGE", _age(w.get("submittedAt"))),
+    ]
+    if wide:
+        cols += [
+            ("CLUSTERQUEUE", w.get("clusterQueue") or ""),
+            ("PRIORITY", w["priority"]),
+            ("PODS", w["pods"]),
+            ("ATTEMPT", w["attempt"]),
+            ("MESSAGE", w["message"]),
+        ]
+    return cols
+
+
+def _request_columns(v: dict[str, Any], wide: bool) -> list[tuple[str, Any]]:
+    c = {x["type"]: x for x in v.get("conditions", [])}
+    cols = [
+        ("NAME", v["id"].partition("/")[2] or v["id"]),
+        ("ACCEPTED", c.get("Accepted", {}).get("status", "")),
+        ("PROVISIONED", c.get("Provisioned", {}).get("status", "")),
+        ("FAILED", c.get("Failed", {}).get("status", "")),
+        ("STATUS", v["status"]),
+    ]
+    if wide:
+        cols += [("ZONE", v.get("zone") or ""), ("NODES", len(v.get("nodes", [])))]
+    return cols
+
+
+def _usage(status: dict[str, Any]) -> str:
+    parts = []
+    for flavor, resources in sorted((status.get("usage") or {}).items()):
+        for resource, amount in sorted(resources.items()):
+            parts.append(f"{flavor}/{resource}={amount}")
+    return ",".join(parts)
+
+
+def _cq_columns(o: dict[str, Any], wide: bool) -> list[tuple[str, Any]]:
+    s, st = o["spec"], o["status"]
+    cols = [
+        ("NAME", o["name"]),
+        ("COHORT", s.get("cohort") or ""),
+        ("STRATEGY", s.get("queueing_strategy", "")),
+        ("PENDING WORKLOADS", st.get("pendingWorkloads", 0)),
+        ("ADMITTED WORKLOADS", st.get("admittedWorkloads", 0)),
+    ]
+    if wide:
+        cols.append(("USAGE", _usage(st)))
+    return cols
+
+
+def _lq_columns(o: dict[str, Any], wide: bool) -> list[tuple[str, Any]]:
+    return [
+        ("NAME", o["name"]),
+        ("CLUSTERQUEUE", o["spec"].get("cluster_queue", "")),
+        ("PENDING WORKLOADS", o["status"].get("pendingWorkloads", 0)),
+        ("ADMITTED WORKLOADS", o["status"].get("admittedWorkloads", 0)),
+    ]
+
+
+def _flavor_columns(o: dict[str, Any], wide: bool) -> list[tuple[str, Any]]:
+    labels = o["spec"].get("node_labels") or {}
+    cols = [("NAME", o["name"]), ("NODE LABELS", ",".join(f"{k}={v}" for k, v in labels.items()))]
+    if wide:
+        cols.append(("TAINTS", len(o["spec"].get("node_taints") or [])))
+    return cols
+
+
+def _priority_columns(o: dict[str, Any], wide: bool) -> list[tuple[str, Any]]:
+    return [("NAME", o["name"]), ("KIND", o["kind"]), ("VALUE", o["spec"].get("value"))]
+
+
+def _named(o: dict[str, Any], wide: bool) -> list[tuple[str, Any]]:
+    cols: list[tuple[str, Any]] = [("NAME", o["name"])]
+    if wide:
+        cols.append(("SPEC", json.dumps(o["spec"], sort_keys=True)[:120]))
+    return cols
+
+
+COLUMNS: dict[str, Callable[[dict[str, Any], bool], list[tuple[str, Any]]]] = {
+    "Workload": _workload_columns,
+    "ClusterQueue": _cq_columns,
+    "LocalQueue": _lq_columns,
+    "ResourceFlavor": _flavor_columns,
+    "PriorityClass": _priority_columns,
+    "ProvisioningRequest": _request_columns,
+}
+
+
+def kind_of(name: str) -> Kind:
+    k = kinds.resource_kind(name)
+    if k is None:
+        raise ResourceError(
+            f'the server doesn\'t have a resource type "{name}"; known: {kinds.known()}'
+        )
+    return Kind(k, COLUMNS.get(k.kind, _named))
+
+
+def _call(method: str, url: str, **kwargs: Any) -> Any:
+    try:
+        return call(method, url, **kwargs)
+    except ApiError as exc:
+        raise ResourceError(str(exc)) from None
+    except OSError as exc:
+        raise ResourceError(f"cannot reach {url.split('/v1/')[0]}: {exc}") from None
+
+
+def fetch(
+    server: str,
+    k: Kind,
+    name: str | None,
+    namespace: str | None,
+    status: str | None = None,
+) -> list[dict[str, Any]]:
+    """The objects ``get`` shows: one by name, or every one (following ``next`` pages)."""
+    ns = namespace
+    if k.kind == "Workload":
+        if name:
+            return [_call("GET", f"{server}/v1/workloads/{name}")]
+        query = "&".join(f"{q}={v}" for q, v in (("namespace", ns), ("status", status)) if v)
+        return _pages(f"{server}/v1/workloads?limit=1000&{query}")
+    if k.kind == "ProvisioningRequest":
+        if name:
+            return [
+                _call(
+                    "GET", f"{server}/v1/namespaces/{ns or 'default'}/provisioningrequests/{name}"
+                )
+            ]
+        query = f"?namespace={ns}" if ns else ""
+        return list(_call("GET", f"{server}/v1/provisioningrequests{query}")["items"])
+    if name:
+        where = f"/namespaces/{ns or 'default'}" if k.namespaced else ""
+        return [_call("GET", f"{server}/v1{where}/{k.plural}/{name}")]
+    where = f"/namespaces/{ns}" if k.namespaced and ns else ""
+    return _pages(f"{server}/v1{where}/{k.plural}?limit=1000")
+
+
+def _pages(url: str) -> list[dict[str, Any]]:
+    items: list[dict[str, Any]] = []
+    after: str | None = None
+    while True:
+        page = _call("GET", url + (f"&after={after}" if after else ""))
+        items += page["items"]
+        after = page.get("next")
+        if not after:
+            return items
+        if len(items) >= 10_000:
+            print(f"\r  fetched {len(items)}...", end="", file=sys.stderr, flush=True)
+
+
+def render(k: Kind, items: Sequence[dict[str, Any]], output: str, one: bool, all_ns: bool) -> str:
+    if output in ("json", "yaml"):
+        doc: Any = items[0] if one else {"apiVersion": "v1", "kind": "List", "items": list(items)}
+        if output == "json":
+            return json.dumps(doc, indent=2, sort_keys=True)
+        return yaml.safe_dump(doc, sort_keys=True).rstrip()
+    if not items:
+        return "No resources found."
+    wide = output == "wide"
+    rows = []
+    headers: list[str] = []
+    for item in items:
+        cols = k.columns(item, wide)
+        if k.namespaced and all_ns:
+            namespace = item.get("namespace") or item.get("id", "").partition("/")[0]
+            cols = [("NAMESPACE", namespace), *cols]
+        headers = [h for h, _ in cols]
+        rows.append([v for _, v in cols])
+    return table(headers, rows)
+
+
+def get(
+    server: str,
+    type_name: str,
+    name: str | None,
+    namespace: str | None,
+    all_namespaces: bool,
+    status: str | None,
+    output: str,
+) -> int:
+    k = kind_of(type_name)
+    ns = None if all_namespaces else namespace
+    items = fetch(server, k, name, ns if (k.namespaced or k.kind == "Workload") else None, status)
+    print(render(k, items, output, one=name is not None, all_ns=not name and ns is None))
+    return 0
+
+
+# -- describe ---------------------------------------------------------------------------
+
+
+def describe(server: str, type_name: str, name: str | None, namespace: str | None) -> int:
+    """``describe TYPE NAME``; ``describe ID`` alone is a workload, as before."""
+    if name is None:
+        type_name, name = "workload", type_name
+    k = kind_of(type_name)
+    obj = fetch(server, k, name, namespace)[0]
+    if k.kind == "Workload":
+        _describe_workload(server, obj)
+    elif k.kind == "ProvisioningRequest":
+        print_request(obj)
+    else:
+        _describe_object(server, k, obj)
+    return 0
+
+
+def _field(label: str, value: Any) -> None:
+    print(f"{label + ':':<14}{value}")
+
+
+def _describe_workload(server: str, view: dict[str, Any]) -> None:
+    history = _call("GET", f"{server}/v1/workloads/{view['id']}/events")["events"]
+    for label, key in (
+        ("Name", "name"),
+        ("Namespace", "namespace"),
+        ("ID", "id"),
+        ("Queue", "queueName"),
+        ("ClusterQueue", "clusterQueue"),
+        ("Priority", "priority"),
+        ("Status", "status"),
+        ("Reason", "reason"),
+        ("Message", "message"),
+    ):
+        _field(label, view.get(key))
+    queue = view.get("queue")
+    if queue:
+        # Computed now by a dry run of the admission cycle: the numbers are current.
+        _field(
+            "Position",
+            f"{queue['positionInClusterQueue']} in ClusterQueue, "
+            f"{queue['positionInLocalQueue']} in LocalQueue",
+        )
+        _field("Now", f"{queue['reason']}: {queue['message']}")
+    print("Events:")
+    start = history[0]["time"] if history else 0.0
+    rows = [
+        (
+            f"+{e['time'] - start:.1f}s",
+            e["type"],
+            e["reason"] or "",
+            e["producer"],
+            e["message"] or "",
+        )
+        for e in history
+    ]
+    print(indent(table(["AT", "TYPE", "REASON", "FROM", "MESSAGE"], rows)))
+
+
+def _describe_object(server: str, k: Kind, obj: dict[str, Any]) -> None:
+    _field("Name", obj["name"])
+    if obj.get("namespace"):
+        _field("Namespace", obj["namespace"])
+    _field("Kind", obj["kind"])
+    print("Spec:")
+    print(indent(yaml.safe_dump(obj["spec"], sort_keys=True).rstrip()))
+    if obj.get("status"):
+        print("Status:")
+        print(indent(yaml.safe_dump(obj["status"], sort_keys=True).rstrip()))
+    if k.kind in ("ClusterQueue", "LocalQueue"):
+        url = (
+            f"{server}/v1/clusterqueues/{obj['name']}/pendingworkloads?limit=20"
+            if k.kind == "ClusterQueue"
+            else f"{server}/v1/namespaces/{obj['namespace']}/localqueues/{obj['name']}"
+            "/pendingworkloads?limit=20"
+        )
+        items = _call("GET", url)["items"]
+        print("Pending (first 20, in admission order):")
+        rows = [
+            (
+                i["positionInClusterQueue"],
+                f"{i['namespace']}/{i['name']}",
+                i["reason"],
+                i["message"],
+            )
+            for i in items
+        ]
+        print(indent(table(["#", "WORKLOAD", "REASON", "MESSAGE"], rows) if rows else "<none>"))
+
+
+def print_request(view: dict[str, Any]) -> None:
+    _field("Name", view["id"])
+    _field("Status", view["status"])
+    if view.get("provisioningClassName"):
+        _field("Class", view["provisioningClassName"])
+    if view.get("workload"):
+        _field("Workload", view["workload"])
+    _field("Zone", view.get("zone") or "-")
+    removed = f" (removed: {view['nodesRemoved']})" if view.get("nodesRemoved") else ""
+    _field("Nodes", f"{len(view['nodes'])}{removed}")
+    rows = [
+        (c["type"], c["status"], c["reason"], _age(c["lastTransitionTime"]), c["message"])
+        for c in view["conditions"]
+    ]
+    print("Conditions:")
+    print(indent(table(["TYPE", "STATUS", "REASON", "AGE", "MESSAGE"], rows)))
+
+
+def indent(text: str) -> str:
+    return "\n".join("  " + line for line in text.splitlines())
+
+
+# -- delete -----------------------------------------------------------------------------
+
+
+def delete(
+    server: str, type_name: str | None, names: list[str], namespace: str | None, files: list[str]
+) -> int:
+    """``delete TYPE NAME...`` or ``delete -f FILE``: workloads are cancelled (their quota and
+    nodes are given back), ProvisioningRequests deleted. Queue objects cannot be deleted:
+    the log keeps them; change them with apply."""
+    targets: list[tuple[Kind, str, str | None]] = []
+    if files:
+        m = read_manifests(files)[1]
+        for wl, src in zip(m.workloads, m.sources, strict=True):
+            wid = inputs.workload_id(wl.namespace, f"{wl.namespace}/{wl.name}")
+            targets.append((kind_of("workload"), wid, f"{src.kind} {wl.namespace}/{wl.name}"))
+        for req in m.request_sources:
+            targets.append((kind_of("provreq"), str(req.flat["name"]), req.namespace))
+    else:
+        if type_name is None or not names:
+            raise ResourceError("give TYPE NAME... or -f FILE")
+        k = kind_of(type_name)
+        targets = [(k, n, namespace) for n in names]
+    failed = False
+    for k, name, extra in targets:
+        try:
+            if k.kind == "Workload":
+                view = _call("DELETE", f"{server}/v1/workloads/{name}")
+                label = extra if extra and files else f"workload {name}"
+                print(f"{label} deleted (cancel requested; status {view['status']})")
+            elif k.kind == "ProvisioningRequest":
+                ns = extra or "default"
+                view = _call("DELETE", f"{server}/v1/namespaces/{ns}/provisioningrequests/{name}")
+                print(f"provisioningrequest {ns}/{name} deleted (status {view['status']})")
+            else:
+                raise ResourceError(
+                    f"{k.plural} cannot be deleted: the event log keeps queue configuration; "
+                    "apply a changed object instead (for instance stopPolicy: HoldAndDrain)"
+                )
+        except ResourceError as exc:
+            failed = True
+            print(f"{k.kind} {name}: {exc}", file=sys.stderr)
+    return 1 if failed else 0
+
+
+# -- apply ---------------------------------------------------------------------------------
+
+
+def read_manifests(files: list[str]) -> tuple[str, manifests.Manifests]:
+    """The files' text (``-``: standard input), joined as one multi-document YAML, and what
+    it holds, checked here so that a mistake names its file."""
+    texts, parts = [], []
+    for f in files:
+        try:
+            text = sys.stdin.read() if f == "-" else Path(f).read_text()
+            docs = list(yaml.safe_load_all(text))
+        except (OSError, yaml.YAMLError) as exc:
+            raise ResourceError(f"cannot read {f}: {exc}") from None
+        if not manifests.is_manifests(docs):
+            raise ResourceError(
+                f"{f}: no document has a kind, so these are not Kubernetes manifests "
+                "(a cluster description goes to --cluster)"
+            )
+        try:
+            parts.append(manifests.read(docs))
+        except InvalidInput as exc:
+            raise ResourceError(f"{f}: {exc}") from None
+        texts.append(text)
+    return "\n---\n".join(texts), manifests.combine(*parts)
+
+
+def apply(server: str, files: list[str]) -> int:
+    """Send the manifests to intake, which checks all of them before it appends anything."""
+    text, _ = read_manifests(files)
+    rows = _call("POST", f"{server}/v1/apply", raw=text.encode(), content_type="application/yaml")
+    items = rows["items"]
+    print(table(["KIND", "NAME", "RESULT"], [(r["kind"], r["name"], r["result"]) for r in items]))
+    return 0

@@ -1,0 +1,258 @@
+"""``muster apply -f``, ``get``, ``describe`` and ``delete`` against a real intake (HTTP on
+loopback, a SQLite store): kubectl's verbs and outputs, every seed manifest applies
+cleanly, and a refused apply leaves nothing behind."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import io
+import json
+import socket
+import sys
+from pathlib import Path
+
+import pytest
+import yaml
+
+from muster.cli.main import main
+from muster.core.events.workload import WorkloadSubmitted
+from muster.core.model import manifests
+from tests.api.conftest import TOKENS, Api
+
+EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
+SCENARIOS = EXAMPLES / "scenarios"
+# Every seed manifest; the DWS queues and the multislice queues before their workloads.
+SEED_FILES = [
+    SCENARIOS / "dws" / "queues.yaml",
+    SCENARIOS / "dws" / "job.yaml",
+    SCENARIOS / "dws" / "provisioning-request.yaml",
+    SCENARIOS / "multislice" / "kueue.yaml",
+    SCENARIOS / "multislice" / "jobsets.yaml",
+    SCENARIOS / "multislice" / "preemption.yaml",
+    SCENARIOS / "gpu-operator" / "priority-and-quota.yaml",
+    SCENARIOS / "gpu-operator" / "model-affinity-pod.yaml",
+    SCENARIOS / "hami" / "sample-pod.yaml",
+    SCENARIOS / "volcano" / "job-regular.yaml",
+    SCENARIOS / "volcano" / "job-supernode.yaml",
+]
+
+
+def test_the_seed_list_is_every_seed_manifest() -> None:
+    assert set(SEED_FILES) == set(SCENARIOS.rglob("*.yaml"))
+
+
+async def cli(
+    api: Api, *argv: str, token: str | None = "admin", stdin: str | None = None
+) -> tuple[int, str, str]:
+    """``muster ARGV`` in a thread (the CLI is synchronous; intake serves on this loop)."""
+    server = str(api.http.make_url("")).rstrip("/")
+    full = ([f"--token={TOKENS[token]}"] if token else []) + list(argv)
+    if argv[0] in ("apply", "get", "describe", "delete", "cancel"):
+        full += ["--server", server]
+
+    def go() -> tuple[int, str, str]:
+        out, err = io.StringIO(), io.StringIO()
+        with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+            old = sys.stdin
+            sys.stdin = io.StringIO(stdin or "")
+            try:
+                main(full)
+            except SystemExit as exc:
+                return int(exc.code or 0), out.getvalue(), err.getvalue()
+            finally:
+                sys.stdin = old
+        return 0, out.getvalue(), err.getvalue()
+
+    return await asyncio.to_thread(go)
+
+
+def rows(out: str) -> list[list[str]]:
+    return [line.split(None, 2) for line in out.splitlines()[1:]]
+
+
+LQ = """apiVersion: kueue.x-k8s.io/v1beta1
+kind: LocalQueue
+metadata: {{name: {name}, namespace: {namespace}}}
+spec: {{clusterQueue: cq}}
+"""
+
+
+async def test_every_seed_manifest_applies_cleanly_and_twice_changes_nothing(
+    api_: Api, tmp_path: Path
+) -> None:
+    # The seed's Pods and Volcano Jobs name no queue or Volcano's "default", which Volcano
+    # always has; here it is a LocalQueue like any other.
+    default = tmp_path / "default-queue.yaml"
+    default.write_text(LQ.format(name="default", namespace="default"))
+    argv = ["apply", "-f", str(default)] + [a for f in SEED_FILES for a in ("-f", str(f))]
+    code, out, err = await cli(api_, *argv)
+    assert (code, err) == (0, ""), out
+    results = rows(out)
+    assert results and all(not r[2].startswith(("refused", "not")) for r in results), out
+    kinds = {r[0] for r in results}
+    assert {"ClusterQueue", "LocalQueue", "ResourceFlavor", "JobSet", "Job", "Pod"} <= kinds
+    assert {"ProvisioningRequest", "AdmissionCheck", "PriorityClass", "ResourceQuota"} <= kinds
+    # What was submitted is exactly what the manifests say.
+    m = manifests.combine(
+        *(manifests.read(list(yaml.safe_load_all(f.read_text()))) for f in SEED_FILES)
+    )
+    submitted = [
+        e.event.spec
+        for e in await api_.store.read_all(0, categories={"workload"})
+        if isinstance(e.event, WorkloadSubmitted)
+    ]
+    assert sorted(submitted, key=lambda s: (s.namespace, s.name)) == sorted(
+        m.workloads, key=lambda s: (s.namespace, s.name)
+    )
+    head = await api_.head()
+    code, out, _ = await cli(api_, *argv)
+    assert code == 0
+    assert {r[2] for r in rows(out) if not r[2].startswith("skipped")} == {"unchanged"}
+    assert await api_.head() == head
+
+
+async def test_apply_reads_standard_input(api_: Api) -> None:
+    text = (
+        (SCENARIOS / "hami" / "sample-pod.yaml")
+        .read_text()
+        .replace("name: sample-pod", "name: piped-pod")
+        .replace("  namespace: default\n", "")
+    )
+    lq = LQ.format(name="default", namespace="default")
+    code, out, err = await cli(api_, "apply", "-f", "-", stdin=lq + "---\n" + text)
+    assert code == 0, err
+    assert ["Pod", "default/piped-pod", "submitted"] in rows(out)
+
+
+async def test_a_refused_apply_leaves_nothing(api_: Api) -> None:
+    head = await api_.head()
+    pod = (SCENARIOS / "hami" / "sample-pod.yaml").read_text()
+    lost = pod.replace(
+        "name: sample-pod", "name: lost-pod\n  labels: {kueue.x-k8s.io/queue-name: missing}"
+    )
+    flavor = (
+        "apiVersion: kueue.x-k8s.io/v1beta1\nkind: ResourceFlavor\nmetadata: {name: new-flavor}\n"
+    )
+    code, _, err = await cli(api_, "apply", "-f", "-", stdin=flavor + "---\n" + lost)
+    assert code == 1
+    assert "Pod default/lost-pod: LocalQueue 'missing' does not exist" in err
+    # A tenant may not change queue objects, so nothing of the file is applied.
+    code, _, err = await cli(api_, "apply", "-f", "-", stdin=flavor, token="team-a")
+    assert code == 1 and "needs the admin scope" in err
+    assert await api_.head() == head
+
+
+async def test_apply_names_an_unreachable_server(api_: Api, tmp_path: Path) -> None:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        port = sock.getsockname()[1]
+    path = SCENARIOS / "hami" / "sample-pod.yaml"
+    out, err = io.StringIO(), io.StringIO()
+    with (
+        contextlib.redirect_stdout(out),
+        contextlib.redirect_stderr(err),
+        pytest.raises(SystemExit) as e,
+    ):
+        main(["apply", "--server", f"http://127.0.0.1:{port}", "-f", str(path)])
+    assert e.value.code == 1
+    assert f"cannot reach http://127.0.0.1:{port}" in err.getvalue()
+
+
+async def _submitted(api: Api) -> str:
+    lq = LQ.format(name="lq", namespace="team-a")
+    job = """apiVersion: batch/v1
+kind: Job
+metadata: {name: trainer, namespace: team-a, labels: {kueue.x-k8s.io/queue-name: lq}}
+spec:
+  parallelism: 2
+  template:
+    spec:
+      containers: [{name: c, image: busybox, resources: {requests: {nvidia.com/gpu: 1}}}]
+"""
+    code, out, err = await cli(api, "apply", "-f", "-", stdin=lq + "---\n" + job)
+    assert code == 0, err
+    return next(r for r in rows(out) if r[0] == "Job")[1]
+
+
+async def test_get_in_every_output(api_: Api) -> None:
+    await _submitted(api_)
+    code, out, _ = await cli(api_, "get", "cq")
+    assert code == 0
+    header, *lines = out.splitlines()
+    assert header.split()[:3] == ["NAME", "COHORT", "STRATEGY"]
+    assert lines[0].split()[0] == "cq"
+    code, out, _ = await cli(api_, "get", "clusterqueues", "-o", "wide")
+    assert "USAGE" in out.splitlines()[0]
+    code, out, _ = await cli(api_, "get", "lq", "-A")
+    assert out.splitlines()[0].split()[:2] == ["NAMESPACE", "NAME"]
+    assert {line.split()[0] for line in out.splitlines()[1:]} == {"team-a", "team-b"}
+    code, out, _ = await cli(api_, "get", "workloads", "-n", "team-a", "-o", "json")
+    listing = json.loads(out)
+    assert listing["kind"] == "List"
+    assert [w["name"] for w in listing["items"]] == ["trainer"]
+    wid = listing["items"][0]["id"]
+    code, out, _ = await cli(api_, "get", "wl", wid, "-o", "yaml")
+    assert yaml.safe_load(out)["id"] == wid
+    code, out, _ = await cli(api_, "get", "wl", "-n", "team-a", "-o", "wide")
+    assert out.splitlines()[0].split()[-5:] == [
+        "CLUSTERQUEUE",
+        "PRIORITY",
+        "PODS",
+        "ATTEMPT",
+        "MESSAGE",
+    ]
+    code, out, _ = await cli(api_, "get", "rf", "f", "-o", "json")
+    assert json.loads(out)["name"] == "f"
+    code, out, err = await cli(api_, "get", "gizmos")
+    assert code == 1 and 'resource type "gizmos"' in err
+    code, out, err = await cli(api_, "get", "cq", "nope")
+    assert code == 1 and "HTTP 404" in err
+
+
+async def test_a_tenant_sees_only_its_namespaces(api_: Api) -> None:
+    await _submitted(api_)
+    code, out, _ = await cli(api_, "get", "lq", "-A", token="team-b")
+    assert {line.split()[0] for line in out.splitlines()[1:]} == {"team-b"}
+    code, _, err = await cli(api_, "get", "wl", "-n", "team-a", token="team-b")
+    assert code == 1 and "may not read in namespace team-a" in err
+    code, _, err = await cli(api_, "get", "wl", token=None)
+    assert code == 1 and "HTTP 401" in err
+
+
+async def test_describe(api_: Api) -> None:
+    await _submitted(api_)
+    code, out, _ = await cli(api_, "get", "wl", "-n", "team-a", "-o", "json")
+    wid = json.loads(out)["items"][0]["id"]
+    for argv in (("describe", "workload", wid), ("describe", wid)):
+        code, out, err = await cli(api_, *argv)
+        assert code == 0, err
+        assert "Name:         trainer" in out and "workload.submitted" in out
+    code, out, _ = await cli(api_, "describe", "cq", "cq")
+    assert "Spec:" in out and "Pending (first 20" in out and "team-a/trainer" in out
+    code, out, _ = await cli(api_, "describe", "lq", "lq", "-n", "team-a")
+    assert "pendingWorkloads: 1" in out
+
+
+async def test_delete(api_: Api, tmp_path: Path) -> None:
+    await _submitted(api_)
+    code, out, _ = await cli(api_, "get", "wl", "-n", "team-a", "-o", "json")
+    wid = json.loads(out)["items"][0]["id"]
+    code, out, err = await cli(api_, "delete", "wl", wid, token="team-b")
+    assert code == 1 and "may not cancel in namespace team-a" in err
+    code, out, err = await cli(api_, "delete", "wl", wid, token="team-a")
+    assert code == 0, err
+    assert f"workload {wid} deleted" in out
+    code, out, _ = await cli(api_, "get", "wl", wid, "-o", "json")
+    assert json.loads(out)["cancelRequested"] is True
+    # delete -f: the workloads a manifest made, found by their namespace/name key.
+    path = tmp_path / "jobsets.yaml"
+    path.write_text((SCENARIOS / "multislice" / "jobsets.yaml").read_text())
+    queue = LQ.format(name="multislice-queue", namespace="default")
+    code, out, err = await cli(api_, "apply", "-f", "-", "-f", str(path), stdin=queue)
+    assert code == 0, err
+    code, out, err = await cli(api_, "delete", "-f", str(path))
+    assert code == 0, err
+    assert out.count("deleted") == 3 and "JobSet default/multislice-1slice deleted" in out
+    code, _, err = await cli(api_, "delete", "cq", "cq")
+    assert code == 1 and "cannot be deleted" in err
