@@ -108,8 +108,9 @@ async def timed(
         nonlocal done
         for i in todo:
             sent = time.perf_counter()
-            done += await one(i)
+            created = await one(i)  # not `done += await ...`: that reads done before awaiting
             latencies.append(time.perf_counter() - sent)
+            done += created
 
     started = time.perf_counter()
     await asyncio.gather(*(worker() for _ in range(clients)))
