@@ -250,7 +250,11 @@ async def list_requests(request: web.Request, intake: Intake, who: Principal) ->
     """Every request (``?standalone=1``: only standalone ones), oldest first."""
     return _json(
         await intake.list_requests(
-            who, request.query.get("namespace") or None, _flag(request, "standalone")
+            who,
+            request.query.get("namespace") or None,
+            _flag(request, "standalone"),
+            _int(request, "limit", 1000, 1, 1000),
+            request.query.get("after") or None,
         )
     )
 

@@ -416,6 +416,7 @@ def _paths() -> dict[str, Any]:
                 "parameters": [
                     _param("namespace"),
                     _param("standalone", schema={"type": "boolean"}),
+                    *PAGE,
                 ],
                 "responses": {"200": _answer("the requests", {"type": "object"}), **_errors()},
             },

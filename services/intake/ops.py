@@ -450,7 +450,12 @@ class Intake:
         return view.to_json() if view is not None else {"id": rid, "status": "Pending"}
 
     async def list_requests(
-        self, who: Principal, namespace: str | None = None, only_standalone: bool = False
+        self,
+        who: Principal,
+        namespace: str | None = None,
+        only_standalone: bool = False,
+        limit: int = MAX_LIST,
+        after: str | None = None,
     ) -> dict[str, Any]:
         """Every request, standalone and made for queued workloads, oldest first. Those of
         queued workloads belong to no namespace: only a caller that sees all sees them."""
@@ -458,13 +463,13 @@ class Intake:
             self.require(who, Action.READ, namespace)
         await self.loop.step()
         items = [
-            v.to_json()
+            v
             for v in self.state.requests.values()
             if (v.spec is not None or not only_standalone)
             and (namespace is None or (v.spec is not None and v.spec.namespace == namespace))
             and self._visible(who, v.spec.namespace if v.spec is not None else None)
         ]
-        return {"items": items[:MAX_LIST]}
+        return _page(items, limit, after, key=lambda v: v.id, render=lambda v: v.to_json())
 
     async def get_request(self, who: Principal, namespace: str, name: str) -> dict[str, Any]:
         self.require(who, Action.READ, namespace)

@@ -96,7 +96,7 @@ def _key(obj: JsonObj) -> tuple[str, str]:
 
 def _rv(obj: JsonObj) -> int | None:
     raw = (obj.get("metadata") or {}).get("resourceVersion")
-    return int(raw) if isinstance(raw, str) and raw.isdigit() else None
+    return int(raw) if isinstance(raw, str) and raw.isascii() and raw.isdigit() else None
 
 
 def _uid(obj: JsonObj) -> str:

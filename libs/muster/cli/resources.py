@@ -192,8 +192,7 @@ def fetch(
                     "GET", f"{server}/v1/namespaces/{ns or 'default'}/provisioningrequests/{name}"
                 )
             ]
-        query = f"?namespace={ns}" if ns else ""
-        return list(_call("GET", f"{server}/v1/provisioningrequests{query}")["items"])
+        return _pages(f"{server}/v1/provisioningrequests?limit=1000&namespace={ns or ''}")
     if name:
         where = f"/namespaces/{ns or 'default'}" if k.namespaced else ""
         return [_call("GET", f"{server}/v1{where}/{k.plural}/{name}")]

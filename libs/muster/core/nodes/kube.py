@@ -150,7 +150,7 @@ def observe_pod(obj: Mapping[str, Any], *, deleted: bool = False) -> ObservedPod
 
 
 def _count(raw: object) -> int | None:
-    return int(raw) if isinstance(raw, str) and raw.isdigit() else None
+    return int(raw) if isinstance(raw, str) and raw.isascii() and raw.isdigit() else None
 
 
 def _dicts(raw: object) -> list[dict[str, Any]]:

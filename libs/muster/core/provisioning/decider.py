@@ -136,7 +136,7 @@ def release(state: ProvisionerState) -> list[Decision]:
 def max_run_seconds(wanted: Wanted) -> float | None:
     """maxRunDurationSeconds: a DWS request's nodes live at most (and by default) 7 days."""
     raw = wanted.parameters.get("maxRunDurationSeconds")
-    if raw is not None and raw.isdigit():
+    if raw is not None and raw.isascii() and raw.isdigit():
         return float(min(int(raw), MAX_RUN_SECONDS))
     return float(MAX_RUN_SECONDS) if wanted.provisioning_class == DWS_CLASS else None
 
