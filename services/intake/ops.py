@@ -282,7 +282,11 @@ class Intake:
         view = self._own_workload(who, wid, Action.CANCEL)
         if view.status in TERMINAL:
             raise ApiError(409, "AlreadyFinished", f"workload {wid} is already {view.status}")
-        new = inputs.cancellation(wid, time.time())
+        await self._record(inputs.cancellation(wid, time.time()))
+        return self._workload_json(wid)
+
+    async def _record(self, new: NewEvent) -> None:
+        """Append a request (cancel, delete) at any stream version, and fold it."""
         await self.loop.store.append(
             [StreamAppend(new.stream_id, None, [new])],
             producer=inputs.INTAKE,
@@ -290,7 +294,6 @@ class Intake:
         )
         self.loop.appended()
         await self.loop.step()
-        return self._workload_json(wid)
 
     # -- events -------------------------------------------------------------------
 
@@ -489,14 +492,7 @@ class Intake:
             raise not_found(f"ProvisioningRequest {rid}")
         if view.deleted:
             raise ApiError(409, "AlreadyDeleted", f"ProvisioningRequest {rid} is already deleted")
-        new = inputs.provisioning_deletion(rid, time.time())
-        await self.loop.store.append(
-            [StreamAppend(new.stream_id, None, [new])],
-            producer=inputs.INTAKE,
-            recorded_at=time.time(),
-        )
-        self.loop.appended()
-        await self.loop.step()
+        await self._record(inputs.provisioning_deletion(rid, time.time()))
         return self._request_json(rid)
 
     # -- manifests ------------------------------------------------------------------
@@ -718,23 +714,10 @@ def config_object(event: Any) -> tuple[str, str]:
 
 
 @dataclass(frozen=True, slots=True)
-class ObjectKind:
+class ObjectKind(kinds.ResourceKind):
     """A configured kind and how to read its objects from intake's state."""
 
-    resource: kinds.ResourceKind
-    objects: Callable[[WorkloadsState], Iterable[dict[str, Any]]]
-
-    @property
-    def kind(self) -> str:
-        return self.resource.kind
-
-    @property
-    def plural(self) -> str:
-        return self.resource.plural
-
-    @property
-    def namespaced(self) -> bool:
-        return self.resource.namespaced
+    objects: Callable[[WorkloadsState], Iterable[dict[str, Any]]] = lambda s: ()
 
 
 def _obj(kind: str, spec: Any, status: dict[str, Any] | None = None) -> dict[str, Any]:
@@ -809,20 +792,17 @@ _READERS: dict[str, Callable[[WorkloadsState], Iterable[dict[str, Any]]]] = {
     "ProvisioningRequest": _request_objects,
 }
 KINDS = tuple(
-    ObjectKind(k, _READERS[k.kind]) for k in (*kinds.CONFIG_KINDS, kinds.PROVISIONING_REQUEST)
+    ObjectKind(k.kind, k.plural, k.short, k.namespaced, _READERS[k.kind])
+    for k in (*kinds.CONFIG_KINDS, kinds.PROVISIONING_REQUEST)
 )
 
 
 def object_kind(name: str) -> ObjectKind:
-    found = kinds.resource_kind(name, tuple(k.resource for k in KINDS))
+    found = kinds.resource_kind(name, KINDS)
     if found is None:
-        raise ApiError(
-            404,
-            "UnknownKind",
-            f"unknown kind {name!r}; known: {kinds.known(tuple(k.resource for k in KINDS))}",
-            "kind",
-        )
-    return next(k for k in KINDS if k.resource is found)
+        raise ApiError(404, "UnknownKind", f"unknown kind {name!r}; known: {kinds.known(KINDS)}")
+    assert isinstance(found, ObjectKind)
+    return found
 
 
 class _Visibility:

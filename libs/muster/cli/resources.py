@@ -30,22 +30,11 @@ class ResourceError(RuntimeError):
     pass
 
 
-@dataclass(frozen=True)
-class Kind:
-    resource: kinds.ResourceKind
-    columns: Callable[[dict[str, Any], bool], list[tuple[str, Any]]]  # (header, value); wide
+@dataclass(frozen=True, slots=True)
+class Kind(kinds.ResourceKind):
+    """A kind and its table columns: (header, value) pairs, more of them when wide."""
 
-    @property
-    def kind(self) -> str:
-        return self.resource.kind
-
-    @property
-    def plural(self) -> str:
-        return self.resource.plural
-
-    @property
-    def namespaced(self) -> bool:
-        return self.resource.namespaced
+    columns: Callable[[dict[str, Any], bool], list[tuple[str, Any]]] = lambda o, wide: []
 
 
 def _age(at: float | None) -> str:
@@ -159,7 +148,7 @@ def kind_of(name: str) -> Kind:
         raise ResourceError(
             f'the server doesn\'t have a resource type "{name}"; known: {kinds.known()}'
         )
-    return Kind(k, COLUMNS.get(k.kind, _named))
+    return Kind(k.kind, k.plural, k.short, k.namespaced, COLUMNS.get(k.kind, _named))
 
 
 def _call(method: str, url: str, **kwargs: Any) -> Any:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 
@@ -41,10 +42,11 @@ ALL = (WORKLOAD, *CONFIG_KINDS, PROVISIONING_REQUEST)
 _BY_NAME = {n: k for k in ALL for n in k.names}
 
 
-def resource_kind(name: str, among: tuple[ResourceKind, ...] = ALL) -> ResourceKind | None:
+def resource_kind(name: str, among: Sequence[ResourceKind] = ALL) -> ResourceKind | None:
+    """The kind a user means by ``name``, of those in ``among`` (matched by kind)."""
     k = _BY_NAME.get(name.lower())
-    return k if k in among else None
+    return next((a for a in among if k is not None and a.kind == k.kind), None)
 
 
-def known(among: tuple[ResourceKind, ...] = ALL) -> str:
+def known(among: Sequence[ResourceKind] = ALL) -> str:
     return ", ".join(f"{k.plural} ({k.short[0]})" if k.short else k.plural for k in among)
