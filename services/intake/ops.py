@@ -504,6 +504,8 @@ class Intake:
         m, requests = _read_manifests(text)
         if m.queue_object_count:
             self.require(who, Action.ADMIN)
+            await self.loop.step()
+            self._check_references(m)
         for wl in m.workloads:
             self.require(who, Action.SUBMIT, wl.namespace, wl.queue_name or None)
         for _, req, _ in requests:
@@ -560,6 +562,35 @@ class Intake:
             rows.append(_row(kind, name, f"skipped: {reason}"))
         await self.loop.step()
         return rows
+
+    def _check_references(self, m: manifests.Manifests) -> None:
+        """Flavors and ClusterQueues named must exist, or come in the same apply. (Kueue
+        would accept and mark the queue inactive; a typo is better refused at once.)"""
+        q = self.state.queue
+        flavors = set(q.flavors) | {f.name for f in m.resource_flavors}
+        queues = set(q.cluster_queues) | {c.name for c in m.cluster_queues}
+        owners = [("ClusterQueue", c.name, c.resource_groups) for c in m.cluster_queues]
+        owners += [("Cohort", c.name, c.resource_groups) for c in m.cohorts]
+        for kind, name, groups in owners:
+            for gi, group in enumerate(groups):
+                for fi, fq in enumerate(group.flavors):
+                    if fq.name not in flavors:
+                        raise ApiError(
+                            422,
+                            "UnknownFlavor",
+                            f"{kind} {name}: ResourceFlavor {fq.name!r} does not exist "
+                            "(apply it first, or in the same file)",
+                            f"{kind} {name}.spec.resourceGroups[{gi}].flavors[{fi}].name",
+                        )
+        for lq in m.local_queues:
+            if lq.cluster_queue not in queues:
+                raise ApiError(
+                    422,
+                    "UnknownQueue",
+                    f"LocalQueue {lq.namespace}/{lq.name}: ClusterQueue {lq.cluster_queue!r} "
+                    "does not exist (apply it first, or in the same file)",
+                    f"LocalQueue {lq.namespace}/{lq.name}.spec.clusterQueue",
+                )
 
     async def _create_parsed(self, spec: Any) -> tuple[dict[str, Any], bool]:
         new = inputs.provisioning_request(spec, time.time())

@@ -21,6 +21,22 @@ kind: LocalQueue
 metadata: {{name: lq-{t}, namespace: team-a}}
 spec: {{clusterQueue: cq}}
 """
+RF_YAML = """
+apiVersion: kueue.x-k8s.io/v1beta1
+kind: ResourceFlavor
+metadata: {{name: rf-{t}}}
+"""
+CQ_YAML = """
+apiVersion: kueue.x-k8s.io/v1beta1
+kind: ClusterQueue
+metadata: {{name: cq-{t}}}
+spec:
+  resourceGroups:
+  - coveredResources: [cpu]
+    flavors:
+    - name: {flavor}
+      resources: [{{name: cpu, nominalQuota: 8}}]
+"""
 JOB_YAML = """
 apiVersion: batch/v1
 kind: Job
@@ -294,6 +310,38 @@ CASES = [
         },
         *INVALID,
         "doc[0] (LocalQueue lq-{t}).spec.colour",
+    ),
+    Case(
+        "apply a ClusterQueue with an unknown flavor",
+        "admin",
+        "apply",
+        lambda ids, t: {"manifests": CQ_YAML.format(t=t, flavor="no-such-flavor")},
+        422,
+        C.FAILED_PRECONDITION,
+        "UnknownFlavor",
+        "ClusterQueue cq-{t}.spec.resourceGroups[0].flavors[0].name",
+    ),
+    Case(
+        "apply a ClusterQueue and its flavor together",
+        "admin",
+        "apply",
+        lambda ids, t: {
+            "manifests": RF_YAML.format(t=t) + "---\n" + CQ_YAML.format(t=t, flavor=f"rf-{t}")
+        },
+        200,
+        C.OK,
+    ),
+    Case(
+        "apply a LocalQueue of an unknown ClusterQueue",
+        "admin",
+        "apply",
+        lambda ids, t: {
+            "manifests": LQ_YAML.format(t=t).replace("clusterQueue: cq", "clusterQueue: nope")
+        },
+        422,
+        C.FAILED_PRECONDITION,
+        "UnknownQueue",
+        "LocalQueue team-a/lq-{t}.spec.clusterQueue",
     ),
     Case(
         "get a ClusterQueue",
