@@ -16,7 +16,7 @@ from aiohttp import web
 from muster.core.access.tokens import Authenticator, Principal
 from muster.runtime.loop import DeciderLoop
 from services.intake import openapi
-from services.intake.errors import ApiError, error
+from services.intake.errors import ApiError
 from services.intake.ops import KINDS, Intake, Scope
 
 INTAKE = web.AppKey("intake", Intake)
@@ -310,6 +310,3 @@ async def replay(request: web.Request, intake: Intake, who: Principal) -> web.Re
     if until is not None and (isinstance(until, bool) or not isinstance(until, int)):
         raise ApiError(422, "InvalidField", "must be a position (an integer)", "untilPosition")
     return _json(await intake.replay(who, until))
-
-
-__all__ = ["INTAKE", "error", "routes"]

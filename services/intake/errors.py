@@ -30,14 +30,14 @@ class ApiError(Exception):
             body["field"] = self.field
         return {"error": body}
 
+    def retry_after_header(self) -> str | None:
+        """Whole seconds, rounded up (HTTP's Retry-After; gRPC's retry-after metadata)."""
+        return None if self.retry_after is None else str(max(1, math.ceil(self.retry_after)))
+
     def response(self) -> web.Response:
         headers = {}
-        if self.retry_after is not None:
-            headers["Retry-After"] = str(max(1, math.ceil(self.retry_after)))
+        if (retry := self.retry_after_header()) is not None:
+            headers["Retry-After"] = retry
         if self.status == 401:
             headers["WWW-Authenticate"] = 'Bearer realm="muster"'
         return web.json_response(self.to_json(), status=self.status, headers=headers)
-
-
-def error(status: int, code: str, message: str, field: str | None = None) -> web.Response:
-    return ApiError(status, code, message, field).response()

@@ -55,8 +55,8 @@ async def _abort(context: aio.ServicerContext[Any, Any], exc: ApiError) -> NoRet
     metadata: list[tuple[str, str]] = [("muster-error-code", exc.code)]
     if exc.field:
         metadata.append(("muster-error-field", exc.field))
-    if exc.retry_after is not None:
-        metadata.append(("retry-after", exc.response().headers["Retry-After"]))
+    if (retry := exc.retry_after_header()) is not None:
+        metadata.append(("retry-after", retry))
     await context.abort(status_of(exc), exc.message, trailing_metadata=tuple(metadata))
     raise AssertionError("abort returns only by raising")
 

@@ -22,9 +22,8 @@ from typing import Any
 import orjson
 import structlog
 from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, ConsumerRecord
-from aiokafka.admin import AIOKafkaAdminClient, NewTopic
-from aiokafka.errors import TopicAlreadyExistsError
 
+from muster.bus.kafka import ensure_topics
 from muster.runtime.settings import Settings
 from services.intake.errors import ApiError
 from services.intake.ops import Intake
@@ -36,21 +35,6 @@ MAX_RATE_WAIT = 30.0  # seconds one message waits for its tenant's rate before a
 
 def replies_topic(topic: str) -> str:
     return f"{topic}.replies"
-
-
-async def ensure(bootstrap: str, topic: str, partitions: int = 3) -> None:
-    admin = AIOKafkaAdminClient(bootstrap_servers=bootstrap)
-    await admin.start()
-    try:
-        existing = set(await admin.list_topics())
-        wanted = [
-            NewTopic(t, partitions, 1) for t in (topic, replies_topic(topic)) if t not in existing
-        ]
-        if wanted:
-            with contextlib.suppress(TopicAlreadyExistsError):
-                await admin.create_topics(wanted)
-    finally:
-        await admin.close()
 
 
 async def handle(intake: Intake, record: ConsumerRecord[bytes, bytes]) -> dict[str, Any]:
@@ -87,7 +71,9 @@ async def handle(intake: Intake, record: ConsumerRecord[bytes, bytes]) -> dict[s
 async def consume(intake: Intake, settings: Settings) -> None:
     """Run until cancelled (a routine of the intake service, restarted if the broker goes)."""
     topic = settings.ingest_topic
-    await ensure(settings.kafka_bootstrap, topic)
+    await ensure_topics(
+        settings.kafka_bootstrap, settings.topic_prefix, extra=(topic, replies_topic(topic))
+    )
     consumer = AIOKafkaConsumer(
         topic,
         bootstrap_servers=settings.kafka_bootstrap,

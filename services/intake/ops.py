@@ -27,7 +27,7 @@ from muster.core.events import Envelope, NewEvent, StreamAppend, encode_payload
 from muster.core.events.workload import WorkloadSubmitted
 from muster.core.model import kinds, manifests, parse
 from muster.core.model.fields import InvalidInput
-from muster.core.model.workload import WorkloadSpec
+from muster.core.model.workload import ProvisioningRequestSpec, WorkloadSpec
 from muster.core.queueing import visibility
 from muster.core.queueing.decider import QueueDecider
 from muster.core.views.workloads import TERMINAL, WorkloadsState, submitted_view
@@ -435,6 +435,12 @@ class Intake:
             raise invalid(exc) from None
         self.require(who, Action.SUBMIT, spec.namespace)
         self._rate(who, 1)
+        created = await self._create(spec)
+        await self.loop.step()
+        return self._request_json(spec.key), created
+
+    async def _create(self, spec: ProvisioningRequestSpec) -> bool:
+        """Append a request's creation; False when the same spec was created before."""
         new = inputs.provisioning_request(spec, time.time())
         try:
             await self.committer.append(StreamAppend(new.stream_id, 0, [new]))
@@ -442,11 +448,9 @@ class Intake:
             first = (await self.loop.store.read_stream(new.stream_id))[0].event
             if getattr(first, "spec", None) != spec:
                 raise _request_exists(spec.key) from None
-            await self.loop.step()
-            return self._request_json(spec.key), False
+            return False
         self.loop.appended()
-        await self.loop.step()
-        return self._request_json(spec.key), True
+        return True
 
     def _request_json(self, rid: str) -> dict[str, Any]:
         view = self.state.requests.get(rid)
@@ -504,13 +508,12 @@ class Intake:
         m, requests = _read_manifests(text)
         if m.queue_object_count:
             self.require(who, Action.ADMIN)
-            await self.loop.step()
-            self._check_references(m)
         for wl in m.workloads:
             self.require(who, Action.SUBMIT, wl.namespace, wl.queue_name or None)
         for _, req, _ in requests:
             self.require(who, Action.SUBMIT, req.namespace)
         await self.loop.step()
+        self._check_references(m)
         defined = {f"{q.namespace}/{q.name}" for q in m.local_queues}
         for i, wl in enumerate(m.workloads):
             if wl.consumes is None and f"{wl.namespace}/{wl.queue_name}" not in (
@@ -554,7 +557,7 @@ class Intake:
             result = "submitted" if done.created else "unchanged"
             rows.append(_row(src.kind, f"{wl.namespace}/{wl.name}", result, wid))
         for _, req, _ in requests:
-            _, created = await self._create_parsed(req)
+            created = await self._create(req)
             rows.append(_row("ProvisioningRequest", req.key, "created" if created else "unchanged"))
         for line in m.skipped:
             head, _, reason = line.partition(": ")
@@ -591,15 +594,6 @@ class Intake:
                     "does not exist (apply it first, or in the same file)",
                     f"LocalQueue {lq.namespace}/{lq.name}.spec.clusterQueue",
                 )
-
-    async def _create_parsed(self, spec: Any) -> tuple[dict[str, Any], bool]:
-        new = inputs.provisioning_request(spec, time.time())
-        try:
-            await self.committer.append(StreamAppend(new.stream_id, 0, [new]))
-        except ConcurrencyConflict:
-            return self._request_json(spec.key), False
-        self.loop.appended()
-        return self._request_json(spec.key), True
 
     # -- configured objects -----------------------------------------------------------
 
@@ -762,28 +756,41 @@ def _obj(kind: str, spec: Any, status: dict[str, Any] | None = None) -> dict[str
     return out
 
 
-def _cq_status(state: WorkloadsState, name: str) -> dict[str, Any]:
-    q = state.queue
-    lqs = {k for k, lq in q.local_queues.items() if lq.cluster_queue == name}
-    pending = admitted = 0
-    for v in state.workloads.values():
-        if f"{v.namespace}/{v.queue_name}" in lqs:
-            pending += v.status == "Pending"
-            admitted += v.status in ("QuotaReserved", "Admitted", "Running")
-    return {
-        "pendingWorkloads": pending,
-        "admittedWorkloads": admitted,
-        "usage": to_plain(q.usage.get(name, {})),
-    }
+_HOLDING = frozenset({"QuotaReserved", "Admitted", "Running"})
 
 
-def _lq_status(state: WorkloadsState, ns: str, name: str) -> dict[str, Any]:
-    pending = admitted = 0
+def _queue_counts(state: WorkloadsState) -> dict[str, tuple[int, int]]:
+    """(pending, admitted) workloads per LocalQueue "namespace/name", in one pass."""
+    counts: dict[str, tuple[int, int]] = {}
     for v in state.workloads.values():
-        if v.namespace == ns and v.queue_name == name:
-            pending += v.status == "Pending"
-            admitted += v.status in ("QuotaReserved", "Admitted", "Running")
-    return {"pendingWorkloads": pending, "admittedWorkloads": admitted}
+        key = f"{v.namespace}/{v.queue_name}"
+        pending, admitted = counts.get(key, (0, 0))
+        counts[key] = (pending + (v.status == "Pending"), admitted + (v.status in _HOLDING))
+    return counts
+
+
+def _local_queues(state: WorkloadsState) -> Iterable[dict[str, Any]]:
+    counts = _queue_counts(state)
+    for key, q in state.queue.local_queues.items():
+        pending, admitted = counts.get(key, (0, 0))
+        yield _obj("LocalQueue", q, {"pendingWorkloads": pending, "admittedWorkloads": admitted})
+
+
+def _cluster_queues(state: WorkloadsState) -> Iterable[dict[str, Any]]:
+    per_cq: dict[str, tuple[int, int]] = {}
+    for key, (pending, admitted) in _queue_counts(state).items():
+        lq = state.queue.local_queues.get(key)
+        if lq is not None:
+            p, a = per_cq.get(lq.cluster_queue, (0, 0))
+            per_cq[lq.cluster_queue] = (p + pending, a + admitted)
+    for name, q in state.queue.cluster_queues.items():
+        pending, admitted = per_cq.get(name, (0, 0))
+        status = {
+            "pendingWorkloads": pending,
+            "admittedWorkloads": admitted,
+            "usage": to_plain(state.queue.usage.get(name, {})),
+        }
+        yield _obj("ClusterQueue", q, status)
 
 
 def _request_objects(state: WorkloadsState) -> Iterable[dict[str, Any]]:
@@ -802,13 +809,8 @@ def _request_objects(state: WorkloadsState) -> Iterable[dict[str, Any]]:
 
 _READERS: dict[str, Callable[[WorkloadsState], Iterable[dict[str, Any]]]] = {
     "ResourceFlavor": lambda s: (_obj("ResourceFlavor", f) for f in s.queue.flavors.values()),
-    "ClusterQueue": lambda s: (
-        _obj("ClusterQueue", q, _cq_status(s, n)) for n, q in s.queue.cluster_queues.items()
-    ),
-    "LocalQueue": lambda s: (
-        _obj("LocalQueue", q, _lq_status(s, q.namespace, q.name))
-        for q in s.queue.local_queues.values()
-    ),
+    "ClusterQueue": _cluster_queues,
+    "LocalQueue": _local_queues,
     "Cohort": lambda s: (_obj("Cohort", c) for c in s.queue.cohorts.values()),
     "PriorityClass": lambda s: (_obj(c.kind, c) for c in s.queue.priority_classes.values()),
     "ResourceQuota": lambda s: (

@@ -48,7 +48,7 @@ async def cli(
     """``muster ARGV`` in a thread (the CLI is synchronous; intake serves on this loop)."""
     server = str(api.http.make_url("")).rstrip("/")
     full = ([f"--token={TOKENS[token]}"] if token else []) + list(argv)
-    if argv[0] in ("apply", "get", "describe", "delete", "cancel"):
+    if argv[0] in ("apply", "get", "describe", "delete", "cancel", "provreq"):
         full += ["--server", server]
 
     def go() -> tuple[int, str, str]:
@@ -256,3 +256,19 @@ async def test_delete(api_: Api, tmp_path: Path) -> None:
     assert out.count("deleted") == 3 and "JobSet default/multislice-1slice deleted" in out
     code, _, err = await cli(api_, "delete", "cq", "cq")
     assert code == 1 and "cannot be deleted" in err
+
+
+async def test_provreq_lists_describes_and_deletes(api_: Api) -> None:
+    code, _, err = await cli(
+        api_, "apply", "-f", str(SCENARIOS / "dws" / "provisioning-request.yaml")
+    )
+    assert code == 0, err
+    code, out, _ = await cli(api_, "provreq")
+    assert rows(out)[0][0] == "default"  # NAMESPACE, then the request's name
+    assert "pi-request" in out
+    code, out, _ = await cli(api_, "provreq", "pi-request")
+    assert "Name:         default/pi-request" in out and "Conditions:" in out
+    code, out, _ = await cli(api_, "provreq", "default/pi-request", "-o", "json")
+    assert json.loads(out)["id"] == "default/pi-request"
+    code, out, _ = await cli(api_, "provreq", "pi-request", "--delete")
+    assert code == 0 and "provisioningrequest default/pi-request deleted" in out

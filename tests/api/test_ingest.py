@@ -16,6 +16,7 @@ import pytest
 from aiokafka import AIOKafkaConsumer, AIOKafkaProducer
 
 from muster.bus.broker import EmbeddedBroker
+from muster.bus.kafka import ensure_topics
 from muster.store import SqlEventStore
 from services.intake import ingest
 from tests.api.conftest import TOKENS, Api, serve, workload
@@ -76,7 +77,9 @@ async def test_ingest_validates_answers_and_dedupes(
     fed: tuple[Api, str], broker: EmbeddedBroker
 ) -> None:
     api, topic = fed
-    await ingest.ensure(broker.bootstrap, topic)
+    await ensure_topics(
+        broker.bootstrap, api.settings.topic_prefix, extra=(topic, ingest.replies_topic(topic))
+    )
     good = orjson.dumps({**workload("from-kafka"), "idempotencyKey": "k1"})
     await _send(
         broker.bootstrap,

@@ -13,6 +13,7 @@ import time
 from pathlib import Path
 from typing import Any
 
+import grpc
 import pytest
 
 from muster.cli.commands import deciders
@@ -93,6 +94,32 @@ def _submit(stack: Stack, indices: range) -> list[str]:
     ]
 
 
+def _submit_grpc(stack: Stack, indices: range) -> list[str]:
+    """The same submissions as one gRPC batch, to the intake process's gRPC server."""
+    from google.protobuf import json_format
+
+    from muster.api.v1 import muster_pb2 as pb
+    from muster.api.v1 import muster_pb2_grpc as rpc
+
+    def spec(i: int) -> pb.WorkloadSpec:
+        b = body(i)
+        for ps in b["podSets"]:  # quantities are strings in the .proto ("1", "700m")
+            ps["requests"] = {k: str(v) for k, v in ps["requests"].items()}
+        return json_format.ParseDict(b, pb.WorkloadSpec())
+
+    items = [pb.SubmitRequest(workload=spec(i), idempotency_key=f"k{i}") for i in indices]
+
+    async def send() -> list[str]:
+        async with grpc.aio.insecure_channel(stack.grpc_target) as channel:
+            reply = await rpc.SubmissionsStub(channel).SubmitBatch(
+                pb.SubmitBatchRequest(items=items), timeout=30
+            )
+        assert all(item.created for item in reply.items)
+        return [item.workload.id for item in reply.items]
+
+    return asyncio.run(send())
+
+
 def _finished(stack: Stack) -> int:
     items = call("GET", f"{stack.url()}/v1/workloads?limit=1000")["items"]
     return sum(1 for w in items if w["status"] in ("Succeeded", "Failed", "Cancelled", "Rejected"))
@@ -168,8 +195,8 @@ def _run(tmp_path: Path, fault: str) -> tuple[Stack, list[Envelope], dict[str, A
             ids += _submit(stack, range(WORKLOADS // 2, WORKLOADS))
             time.sleep(1.0)  # the broker is away for a while: nothing may depend on it
             stack.broker.start()
-        else:
-            ids += _submit(stack, range(WORKLOADS // 2, WORKLOADS))
+        else:  # the second half over gRPC: the service's own gRPC server, end to end
+            ids += _submit_grpc(stack, range(WORKLOADS // 2, WORKLOADS))
         # A retried submission returns the original and appends nothing.
         assert _submit(stack, range(3)) == ids[:3]
         _wait_finished(stack, WORKLOADS)

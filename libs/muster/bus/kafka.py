@@ -41,16 +41,17 @@ def decode(value: bytes) -> Envelope:
     return Envelope.from_wire(orjson.loads(value))
 
 
-async def ensure_topics(bootstrap: str, prefix: str, partitions: int = 3) -> None:
+async def ensure_topics(
+    bootstrap: str, prefix: str, partitions: int = 3, *, extra: Iterable[str] = ()
+) -> None:
+    """Create the category topics (and ``extra`` ones, e.g. intake's ingest topic) that
+    do not exist yet."""
     admin = AIOKafkaAdminClient(bootstrap_servers=bootstrap)
     await admin.start()
     try:
         existing = set(await admin.list_topics())
-        wanted = [
-            NewTopic(topic(prefix, c), partitions, 1)
-            for c in (*CATEGORIES, HEARTBEAT)
-            if topic(prefix, c) not in existing
-        ]
+        names = [topic(prefix, c) for c in (*CATEGORIES, HEARTBEAT)] + list(extra)
+        wanted = [NewTopic(name, partitions, 1) for name in names if name not in existing]
         if wanted:
             with contextlib.suppress(TopicAlreadyExistsError):
                 await admin.create_topics(wanted)

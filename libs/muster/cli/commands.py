@@ -189,15 +189,6 @@ def pending(
     return 0
 
 
-def _age(at: float) -> str:
-    seconds = max(0, int(time.time() - at))
-    return f"{seconds // 60}m{seconds % 60}s" if seconds >= 60 else f"{seconds}s"
-
-
-def _indent(text: str) -> str:
-    return "\n".join("  " + line for line in text.splitlines())
-
-
 # -- the store ----------------------------------------------------------------------
 
 
@@ -227,47 +218,24 @@ def apply(
 
 
 def provreq(server: str, name: str | None, delete: bool, everything: bool, output: str) -> int:
-    """List requests, show one with its conditions, or delete one."""
-    if name is not None and "/" not in name:
-        name = f"default/{name}"
+    """``get``/``describe``/``delete provreq`` in one command: list the standalone requests
+    (``--all``: those of queued workloads too), show one with its conditions, delete one."""
+    ns, _, n = (name or "").rpartition("/")
+    ns = ns or "default"
     try:
         if delete:
-            if name is None:
+            if not n:
                 raise CliError("--delete needs NAMESPACE/NAME")
-            ns, _, n = name.partition("/")
-            view = call("DELETE", f"{server}/v1/namespaces/{ns}/provisioningrequests/{n}")
-            print(f"provisioningrequest {name} deleted (status {view['status']})")
-            return 0
-        if name is not None:
-            ns, _, n = name.partition("/")
-            view = call("GET", f"{server}/v1/namespaces/{ns}/provisioningrequests/{n}")
-            if output == "json":
-                print(json.dumps(view, indent=2, sort_keys=True))
-                return 0
-            resources.print_request(view)
-            return 0
-        query = "" if everything else "?standalone=1"
-        items = call("GET", f"{server}/v1/provisioningrequests{query}")["items"]
-    except ApiError as exc:
+            return resources.delete(server, "provreq", [n], ns, [])
+        if n and output == "table":
+            return resources.describe(server, "provreq", n, ns)
+        kind = resources.kind_of("provreq")
+        items = resources.fetch(server, kind, n or None, ns if n else None)
+        if not n and not everything:
+            items = [v for v in items if not v.get("workload")]
+        print(resources.render(kind, items, output, one=bool(n), all_ns=not n))
+    except resources.ResourceError as exc:
         raise CliError(str(exc)) from None
-    if output == "json":
-        print(json.dumps(items, indent=2, sort_keys=True))
-        return 0
-    rows = []
-    for v in items:
-        conditions = {c["type"]: c for c in v["conditions"]}
-        rows.append(
-            (
-                v["id"],
-                conditions.get("Accepted", {}).get("status", ""),
-                conditions.get("Provisioned", {}).get("status", ""),
-                conditions.get("Failed", {}).get("status", ""),
-                v["status"],
-                v.get("zone") or "",
-                str(len(v["nodes"])),
-            )
-        )
-    print(table(["NAME", "ACCEPTED", "PROVISIONED", "FAILED", "STATUS", "ZONE", "NODES"], rows))
     return 0
 
 

@@ -157,7 +157,7 @@ def build_parser() -> argparse.ArgumentParser:
     pr.add_argument("name", nargs="?", metavar="NAMESPACE/NAME")
     pr.add_argument("--delete", action="store_true", help="delete it (cancel if not provisioned)")
     pr.add_argument("--all", action="store_true", help="also the requests of queued workloads")
-    pr.add_argument("-o", "--output", choices=["table", "json"], default="table")
+    pr.add_argument("-o", "--output", choices=resources.OUTPUTS, default="table")
     pr.add_argument("--server", default=server)
 
     cancel = sub.add_parser("cancel", help="cancel a workload (delete workload ID)")
