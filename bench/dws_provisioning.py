@@ -44,9 +44,9 @@ cloud is configured, so every request waits for the first step; a zone's steps a
 ``--real-step-seconds`` apart (default 2), the provisioning delay ``--real-delay`` (1 s).
 The same replay runs on commit times (``recorded_at``). Full size (1,000 requests) takes
 about a minute on 2 cores; ``--services-scale`` reduces it. ``--binary-steps`` puts the
-step times on multiples of 1/64 s, which sidesteps a floating-point rounding in the
-provisioner's capacity check (a step can be ignored when its own timer fires: see
-bench/README.md), to compare.
+step times on multiples of 1/64 s, where ``(T + at) - T == at`` for a wall-clock T. The
+provisioner's capacity check once lost a step to that rounding when the step's own timer
+fired; it compares absolute times now, so the option is only kept to compare.
 
     python -m bench.dws_provisioning [--scale 1.0] [--services-scale 1.0] [--profile N]
 """
@@ -72,7 +72,7 @@ import aiohttp
 import orjson
 
 from bench import machine, per_second, ratio
-from bench.kueue_baseline import Timed, cpu_seconds
+from bench.kueue_baseline import Timed, cpu_seconds, follow_log
 from muster.core.events import Envelope
 from muster.core.events import provisioning as pev
 from muster.core.events import queue as qev
@@ -80,6 +80,7 @@ from muster.core.model import parse
 from muster.core.model.cluster import ClusterSpec
 from muster.core.model.queues import DWS_CLASS
 from muster.core.nodes.decider import NodeAgentDecider
+from muster.core.provisioning import plan
 from muster.core.provisioning.decider import ProvisionerDecider
 from muster.core.queueing.decider import QueueDecider
 from muster.core.sim import harness as sim
@@ -110,7 +111,7 @@ class Shape:
     active_requests: int
     all_at_start: bool = False  # every zone's final capacity at t=0 (the baseline)
     # Step times on multiples of 1/64 s: then (T + at) - T == at in floating point for a
-    # wall-clock T, which the provisioner's capacity check needs (see bench/README.md).
+    # wall-clock T (the capacity check compares absolute times and no longer needs it).
     binary_steps: bool = False
 
     def zone_capacity(self) -> dict[str, int]:
@@ -369,9 +370,7 @@ def replay(
             elif isinstance(ev, pev.ProvisioningAccepted):
                 out.accepted[ev.request_id] = t
                 out.created.setdefault(ev.request_id, t)  # queued workloads: no request event
-                need: dict[str, int] = {}
-                for ps in ev.pod_sets:
-                    need[ps.pool] = need.get(ps.pool, 0) + ps.nodes
+                need = plan.nodes_per_pool(ev.pod_sets)
                 key = (tuple(sorted(need.items())), ev.zones or spec.zones)
                 g = groups.get(key)
                 if g is None:
@@ -587,18 +586,23 @@ def profiled_run(shape: Shape, sizes_: list[int], top: int) -> str:
     return text.getvalue()
 
 
+def sized(scale: float, seed: int, **timing: Any) -> tuple[Shape, list[int]]:
+    """1,000 x ``scale`` requests on 10 nodes of cloud each, and their sizes (drawn with
+    ``seed``); ``timing``: the rest of the Shape (steps, step_seconds, delay, ...)."""
+    n = max(1, round(1000 * scale))
+    shape = Shape(requests=n, nodes=NODES_PER_REQUEST * n, active_requests=max(n, 100), **timing)
+    return shape, sizes(n, seed)
+
+
 def virtual(args: argparse.Namespace) -> None:
-    n = max(1, round(1000 * args.scale))
-    nodes = NODES_PER_REQUEST * n
-    sizes_ = sizes(n, args.seed)
-    shape = Shape(
-        requests=n,
-        nodes=nodes,
+    shape, sizes_ = sized(
+        args.scale,
+        args.seed,
         steps=args.steps,
         step_seconds=args.step_seconds,
         delay=args.delay,
-        active_requests=max(n, 100),
     )
+    n, nodes = shape.requests, shape.nodes
     print(
         f"virtual time: {n:,} requests ({sum(sizes_):,} nodes asked, sizes 1-{MAX_SIZE}, "
         f"median {percentile([float(s) for s in sizes_], 50):.0f}; seed {args.seed}), cloud of "
@@ -671,31 +675,15 @@ async def post_all(
 
 async def follow_requests(store_url: str, ids: set[str], timeout: float) -> list[Envelope]:
     """The log's cloud and provisioning events until every request is Provisioned or failed."""
-    from muster.store import SqlEventStore
 
-    store = SqlEventStore(store_url)
-    envs: list[Envelope] = []
-    done: set[str] = set()
-    position = 0
-    deadline = time.monotonic() + timeout
-    try:
-        while time.monotonic() < deadline:
-            batch = await store.read_all(position, categories={"provisioning", "cloud"})
-            for env in batch:
-                envs.append(env)
-                rid = getattr(env.event, "request_id", None)
-                if rid in ids and isinstance(
-                    env.event, pev.ProvisioningProvisioned | pev.ProvisioningFailed
-                ):
-                    done.add(rid)
-            if batch:
-                position = batch[-1].position
-            if len(done) >= len(ids):
-                break
-            await asyncio.sleep(0.25)
-    finally:
-        await store.close()
-    return envs
+    def ended(env: Envelope) -> str | None:
+        if isinstance(env.event, pev.ProvisioningProvisioned | pev.ProvisioningFailed):
+            return env.event.request_id
+        return None
+
+    return await follow_log(
+        store_url, {"provisioning", "cloud"}, ids, ended, timeout, poll_seconds=0.25
+    )
 
 
 def histogram_sums(base: str, names: tuple[str, ...]) -> dict[str, tuple[float, float]]:
@@ -722,18 +710,15 @@ def services(args: argparse.Namespace) -> None:
     from muster.runtime import admin
     from muster.runtime.stack import Stack
 
-    n = max(1, round(1000 * args.services_scale))
-    nodes = NODES_PER_REQUEST * n
-    sizes_ = sizes(n, args.seed)
-    shape = Shape(
-        requests=n,
-        nodes=nodes,
+    shape, sizes_ = sized(
+        args.services_scale,
+        args.seed,
         steps=args.steps,
         step_seconds=args.real_step_seconds,
         delay=args.real_delay,
-        active_requests=max(n, 100),
         binary_steps=args.binary_steps,
     )
+    n, nodes = shape.requests, shape.nodes
     bodies = [request_body(i, s) for i, s in enumerate(sizes_)]
     ids = {pev.standalone_id(NAMESPACE, b["name"]) for b in bodies}
     spec = parse.cluster(cluster_doc(shape))
@@ -851,8 +836,8 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument(
         "--binary-steps",
         action="store_true",
-        help="real time: put step times on multiples of 1/64 s (sidesteps a float rounding "
-        "in the provisioner's capacity check; see bench/README.md)",
+        help="real time: put step times on multiples of 1/64 s (float-safe step times; the "
+        "provisioner's capacity check compares absolute times, so only to compare)",
     )
     p.add_argument("--clients", type=int, default=32, help="real time: concurrent POSTs")
     p.add_argument(

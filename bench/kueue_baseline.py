@@ -491,32 +491,58 @@ async def submit_on_time(
     return ids, lags, statuses, started
 
 
-async def follow_until_done(store_url: str, ids: set[str], timeout: float) -> list[Envelope]:
-    """The log's workload and admission events until every workload has ended."""
+async def follow_log(
+    store_url: str,
+    categories: set[str],
+    ids: set[str],
+    ended: Callable[[Envelope], str | None],
+    timeout: float,
+    *,
+    keep: Callable[[Envelope], bool] = lambda env: True,
+    poll_seconds: float = 0.5,
+) -> list[Envelope]:
+    """The log's events of ``categories`` that ``keep`` takes, read until every id in ``ids``
+    has ended (``ended``: the id an event ends, if any) or ``timeout`` has passed."""
     from muster.store import SqlEventStore
 
     store = SqlEventStore(store_url)
     envs: list[Envelope] = []
-    ended: set[str] = set()
+    done: set[str] = set()
     position = 0
     deadline = time.monotonic() + timeout
     try:
         while time.monotonic() < deadline:
-            batch = await store.read_all(position, categories={"workload", "admission"})
+            batch = await store.read_all(position, categories=categories)
             for env in batch:
-                wid = getattr(env.event, "workload_id", None)
-                if wid in ids:
-                    envs.append(env)
-                    if isinstance(env.event, ENDED):
-                        ended.add(wid)
+                if not keep(env):
+                    continue
+                envs.append(env)
+                if (which := ended(env)) in ids:
+                    done.add(which)
             if batch:
                 position = batch[-1].position
-            if len(ended) >= len(ids):
+            if len(done) >= len(ids):
                 break
-            await asyncio.sleep(0.5)
+            await asyncio.sleep(poll_seconds)
     finally:
         await store.close()
     return envs
+
+
+async def follow_until_done(store_url: str, ids: set[str], timeout: float) -> list[Envelope]:
+    """The log's workload and admission events until every workload has ended."""
+
+    def workload(env: Envelope) -> str | None:
+        return getattr(env.event, "workload_id", None)
+
+    return await follow_log(
+        store_url,
+        {"workload", "admission"},
+        ids,
+        lambda env: workload(env) if isinstance(env.event, ENDED) else None,
+        timeout,
+        keep=lambda env: workload(env) in ids,
+    )
 
 
 def services(

@@ -31,10 +31,10 @@ import structlog
 from kubernetes_asyncio.client import ApiClient, CoreV1Api
 from kubernetes_asyncio.client.exceptions import ApiException
 
-from muster.core.events import Event, NewEvent, StreamAppend
+from muster.core.events import Event, NewEvent
 from muster.core.events import node as nev
 from muster.core.nodes import kube
-from muster.runtime.kube import Backoff, Cursor, Reconciler, connect
+from muster.runtime.kube import Backoff, Cursor, Reconciler, connect, object_key
 from muster.runtime.loop import DeciderLoop
 from muster.runtime.settings import Settings
 
@@ -50,11 +50,6 @@ async def kube_pods(loop: DeciderLoop, settings: Settings) -> None:
         await PodWatcher(loop, client, poll_seconds=settings.poll_seconds).run()
     finally:
         await client.close()
-
-
-def _key(obj: JsonObj) -> tuple[str, str]:
-    meta = obj.get("metadata") or {}
-    return str(meta.get("namespace") or ""), str(meta.get("name") or "")
 
 
 class PodWatcher(Reconciler):
@@ -117,14 +112,14 @@ class PodWatcher(Reconciler):
         fresh: dict[tuple[str, str], kube.ObservedPod] = {}
         for item in listed.get("items") or ():
             if isinstance(item, dict) and (seen := kube.observe_pod(item)) is not None:
-                fresh[_key(item)] = seen
+                fresh[object_key(item)] = seen
         for key, last in self.cache.items():  # deleted (maybe re-created) while unwatched
             if key not in fresh or fresh[key].uid != last.uid:
                 self._bury(last)
         self.cache = fresh
 
     def _apply(self, type_: str, obj: JsonObj) -> None:
-        key = _key(obj)
+        key = object_key(obj)
         if type_ == "DELETED":
             last = kube.observe_pod(obj)
             self.cache.pop(key, None)
@@ -150,35 +145,22 @@ class PodWatcher(Reconciler):
 
     async def reconcile(self) -> list[tuple[str, Event]]:
         """One pass: fold what is new, plan, append."""
-        try:
-            await self.loop.step()
-            if not self.pods.synced:
-                return []
-            state = self.loop.runner.state
-            at = max(time.time(), state.now)
-            events = kube.plan_events(state, self.observed(), at)
-            if events:
-                # Built before any await: the versions are those the plan was made from.
-                await self._append(self._appends(events, at))
-            return events
-        finally:
-            self.passes += 1
-            self._signal()
-
-    def _appends(self, events: list[tuple[str, Event]], at: float) -> list[StreamAppend]:
-        runner = self.loop.runner
-        by_stream: dict[str, list[NewEvent]] = {}
-        for node, event in events:
-            stream = nev.stream(node)
-            by_stream.setdefault(stream, []).append(
+        await self.loop.step()
+        if not self.pods.synced:
+            return []
+        state = self.loop.runner.state
+        at = max(time.time(), state.now)
+        events = kube.plan_events(state, self.observed(), at)
+        if events:
+            news = [
                 NewEvent(
-                    stream_id=stream,
+                    stream_id=nev.stream(node),
                     event=event,
                     occurred_at=at,
                     correlation_id=getattr(event, "workload_id", None) or None,
                 )
-            )
-        return [
-            StreamAppend(stream, runner.versions.get(stream, 0), news)
-            for stream, news in by_stream.items()
-        ]
+                for node, event in events
+            ]
+            # Built before any await: the versions are those the plan was made from.
+            await self._append(self.loop.runner.appends(news))
+        return events

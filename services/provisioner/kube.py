@@ -40,7 +40,7 @@ from muster.core.events import Event, NewEvent, StreamAppend
 from muster.core.events import provisioning as pev
 from muster.core.provisioning import kube
 from muster.core.provisioning.state import correlation_id
-from muster.runtime.kube import Backoff, Cursor, Reconciler, connect
+from muster.runtime.kube import Backoff, Cursor, Reconciler, connect, object_key
 from muster.runtime.loop import DeciderLoop
 from muster.runtime.settings import Settings
 
@@ -87,11 +87,6 @@ class Informer(Cursor):
     """One kind's cache, filled by list + watch."""
 
     cache: dict[tuple[str, str], JsonObj] = field(default_factory=dict)
-
-
-def _key(obj: JsonObj) -> tuple[str, str]:
-    meta = obj.get("metadata") or {}
-    return str(meta.get("namespace") or ""), str(meta.get("name") or "")
 
 
 def _rv(obj: JsonObj) -> int | None:
@@ -184,7 +179,7 @@ class KubeBackend(Reconciler):
 
     def _replace(self, informer: Informer, listed: JsonObj) -> None:
         items = [i for i in listed.get("items") or () if isinstance(i, dict)]
-        fresh = {_key(i): i for i in items}
+        fresh = {object_key(i): i for i in items}
         if informer is self.requests:
             for key in set(informer.cache) - set(fresh):
                 self._gone(informer.cache[key], key)
@@ -192,7 +187,7 @@ class KubeBackend(Reconciler):
         informer.cache = fresh
 
     def _apply(self, informer: Informer, type_: str, obj: JsonObj) -> None:
-        key = _key(obj)
+        key = object_key(obj)
         if type_ == "DELETED":
             gone = informer.cache.pop(key, None)
             if informer is self.requests:
@@ -202,7 +197,7 @@ class KubeBackend(Reconciler):
 
     def _store(self, informer: Informer, obj: JsonObj) -> None:
         """Cache ``obj`` unless what is cached is newer (our own write can overtake its event)."""
-        key = _key(obj)
+        key = object_key(obj)
         if informer is self.requests and self._deleting.get(key) == _uid(obj):
             return  # an older view of one we deleted
         cached = informer.cache.get(key)
@@ -239,26 +234,20 @@ class KubeBackend(Reconciler):
 
     async def reconcile(self) -> kube.Actions:
         """One pass: fold what is new, plan, append, then create and delete."""
-        try:
-            await self.loop.step()
-            if not (self.requests.synced and self.nodes.synced):
-                return kube.Actions()
-            state = self.loop.runner.state
-            self._forget(state)
-            actions = kube.plan_actions(
-                state, self.observed(), self.options, self.loop.runner.versions
-            )
-            if actions.events:
-                # Built before any await: the versions are those the plan was made from.
-                await self._append(self._appends(actions.events))
-            for obs in actions.delete:
-                await self._guarded("delete", obs.request_id, self.delete(obs))
-            for desired in actions.create:
-                await self._guarded("create", desired.request_id, self.create(desired))
-            return actions
-        finally:
-            self.passes += 1
-            self._signal()
+        await self.loop.step()
+        if not (self.requests.synced and self.nodes.synced):
+            return kube.Actions()
+        state = self.loop.runner.state
+        self._forget(state)
+        actions = kube.plan_actions(state, self.observed(), self.options, self.loop.runner.versions)
+        if actions.events:
+            # Built before any await: the versions are those the plan was made from.
+            await self._append(self._appends(actions.events))
+        for obs in actions.delete:
+            await self._guarded("delete", obs.request_id, self.delete(obs))
+        for desired in actions.create:
+            await self._guarded("create", desired.request_id, self.create(desired))
+        return actions
 
     def _forget(self, state: Any) -> None:
         """Drop memories the state no longer needs."""
@@ -289,21 +278,17 @@ class KubeBackend(Reconciler):
         runner = self.loop.runner
         state = runner.state
         at = max(time.time(), state.now)
-        by_stream: dict[str, list[NewEvent]] = {}
-        for rid, event in events:
-            stream = pev.request_stream(rid)
-            by_stream.setdefault(stream, []).append(
+        return runner.appends(
+            [
                 NewEvent(
-                    stream_id=stream,
+                    stream_id=pev.request_stream(rid),
                     event=event,
                     occurred_at=at,
                     correlation_id=correlation_id(state, rid),
                 )
-            )
-        return [
-            StreamAppend(stream, runner.versions.get(stream, 0), news)
-            for stream, news in by_stream.items()
-        ]
+                for rid, event in events
+            ]
+        )
 
     # ------------------------------------------------------------------ objects
 

@@ -9,15 +9,12 @@ each step awaits the backend's own progress (``KubeBackend.wait_until``), bounde
 from __future__ import annotations
 
 import asyncio
-import contextlib
-import time
 from collections.abc import AsyncIterator, Callable
 from typing import Any
 
 import pytest
-from kubernetes_asyncio.client import ApiClient, Configuration
 
-from muster.core.events import Event, NewEvent, StreamAppend
+from muster.core.events import Event
 from muster.core.events import provisioning as pev
 from muster.core.events import queue as qev
 from muster.core.events import workload as wev
@@ -26,12 +23,10 @@ from muster.core.model.workload import PodSet, ProvisioningRequestSpec, Workload
 from muster.core.provisioning import kube
 from muster.core.provisioning.decider import ProvisionerDecider
 from muster.core.provisioning.state import ProvisionerState
-from muster.runtime.loop import DeciderLoop
-from muster.runtime.metrics import ServiceMetrics
-from muster.runtime.settings import load
 from muster.store import SqlEventStore
 from muster.testing.kube_api import FakeKubeApi
 from services.provisioner.kube import KubeBackend
+from tests.integration.kube_env import KubeEnv, kube_env
 
 GPU = "nvidia.com/gpu"
 W = "feedfacefeedface"
@@ -43,23 +38,12 @@ LABEL = kube.DEFAULT_NODE_LABEL
 ZONE = "us-central1-b"
 
 
-class Env:
-    """One store and one fake cluster; backends (replicas, restarts) come and go over them."""
-
-    def __init__(self, store: SqlEventStore, api: FakeKubeApi, client: ApiClient) -> None:
-        self.store = store
-        self.api = api
-        self.client = client
-        self.settings = load({}, store_url=store.url, kafka_bootstrap="127.0.0.1:9")
-        self.running: dict[KubeBackend, asyncio.Task[None]] = {}
+class Env(KubeEnv):
+    """Provisioner backends (replicas, restarts) over one store and one fake cluster."""
 
     async def start(self, **options: Any) -> KubeBackend:
-        loop = DeciderLoop(
-            ProvisionerDecider(simulated=False), self.store, self.settings, ServiceMetrics()
-        )
-        await loop.restore()
         backend = KubeBackend(
-            loop,
+            await self.loop(ProvisionerDecider(simulated=False)),
             self.client,
             kube.KubeOptions(**options),
             poll_seconds=0.2,
@@ -69,21 +53,6 @@ class Env:
         self.running[backend] = asyncio.create_task(backend.run())
         await backend.wait_until(lambda: backend.requests.synced and backend.nodes.synced)
         return backend
-
-    async def stop(self, backend: KubeBackend) -> None:
-        task = self.running.pop(backend)
-        task.cancel()
-        with contextlib.suppress(asyncio.CancelledError):
-            await task
-
-    async def append(self, stream: str, *events: Event) -> None:
-        version = await self.store.stream_version(stream)
-        news = [NewEvent(stream_id=stream, event=e, occurred_at=time.time()) for e in events]
-        await self.store.append(
-            [StreamAppend(stream, version, news)], producer="test", recorded_at=time.time()
-        )
-        for backend in self.running:
-            backend.wake()
 
     async def reserve(
         self, *pod_sets: PodSet, ask: qev.ProvisioningAsk | None = None, **kw: Any
@@ -148,18 +117,8 @@ def owners(api: FakeKubeApi, template: str) -> list[dict[str, Any]]:
 
 @pytest.fixture
 async def env(sqlite_store: SqlEventStore) -> AsyncIterator[Env]:
-    # Bookmarks every 50 ms; a watch's timeoutSeconds lasts 5% as long.
-    async with (
-        FakeKubeApi(bookmark_interval=0.05, timeout_seconds_scale=0.05) as api,
-        ApiClient(Configuration(host=api.url)) as client,
-    ):
-        e = Env(sqlite_store, api, client)
-        try:
-            async with asyncio.timeout(10):
-                yield e
-        finally:
-            for backend in list(e.running):
-                await e.stop(backend)
+    async with kube_env(Env, sqlite_store, timeout=10) as e:
+        yield e
 
 
 async def provisioned(env: Env, backend: KubeBackend, nodes: int = 2) -> None:

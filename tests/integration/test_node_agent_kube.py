@@ -11,17 +11,15 @@ watcher's own progress (``PodWatcher.wait_until``), bounded by a timeout.
 from __future__ import annotations
 
 import asyncio
-import contextlib
-import time
 from collections import Counter
 from collections.abc import AsyncIterator
 from typing import Any, cast
 
 import pytest
-from kubernetes_asyncio.client import ApiClient, Configuration, CoreV1Api
+from kubernetes_asyncio.client import ApiClient, CoreV1Api
 from kubernetes_asyncio.client.exceptions import ApiException
 
-from muster.core.events import Envelope, Event, NewEvent, StreamAppend
+from muster.core.events import Envelope
 from muster.core.events import node as nev
 from muster.core.events import queue as qev
 from muster.core.events import workload as wev
@@ -29,12 +27,10 @@ from muster.core.model.workload import PodSet, WorkloadSpec
 from muster.core.nodes import kube
 from muster.core.nodes.decider import NodeAgentDecider
 from muster.core.nodes.state import NodeAgentState
-from muster.runtime.loop import DeciderLoop
-from muster.runtime.metrics import ServiceMetrics
-from muster.runtime.settings import load
 from muster.store import SqlEventStore
 from muster.testing.kube_api import MERGE_PATCH, FakeKubeApi, KubeApiError
 from services.node_agent.kube import PodWatcher
+from tests.integration.kube_env import KubeEnv, kube_env
 
 W = "feedfacefeedface"
 NS = "team"
@@ -99,43 +95,24 @@ def ended_status(code: int, container_reason: str, **extra: Any) -> dict[str, An
     }
 
 
-class Env:
-    """One store and one fake cluster; watchers (replicas, restarts) come and go over them."""
+class Env(KubeEnv):
+    """Pod watchers (replicas, restarts) over one store and one fake cluster."""
 
     def __init__(self, store: SqlEventStore, api: FakeKubeApi, client: ApiClient) -> None:
-        self.store = store
-        self.api = api
-        self.client = client
+        super().__init__(store, api, client)
         self.core = CoreV1Api(client)
-        self.settings = load({}, store_url=store.url, kafka_bootstrap="127.0.0.1:9")
-        self.running: dict[PodWatcher, asyncio.Task[None]] = {}
 
     async def start(self) -> PodWatcher:
-        loop = DeciderLoop(
-            NodeAgentDecider(simulated=False), self.store, self.settings, ServiceMetrics()
-        )
-        await loop.restore()
         watcher = PodWatcher(
-            loop, self.client, poll_seconds=0.2, backoff_first=0.01, backoff_cap=0.05
+            await self.loop(NodeAgentDecider(simulated=False)),
+            self.client,
+            poll_seconds=0.2,
+            backoff_first=0.01,
+            backoff_cap=0.05,
         )
         self.running[watcher] = asyncio.create_task(watcher.run())
         await watcher.wait_until(lambda: watcher.pods.synced)
         return watcher
-
-    async def stop(self, watcher: PodWatcher) -> None:
-        task = self.running.pop(watcher)
-        task.cancel()
-        with contextlib.suppress(asyncio.CancelledError):
-            await task
-
-    async def append(self, stream: str, *events: Event) -> None:
-        version = await self.store.stream_version(stream)
-        news = [NewEvent(stream_id=stream, event=e, occurred_at=time.time()) for e in events]
-        await self.store.append(
-            [StreamAppend(stream, version, news)], producer="test", recorded_at=time.time()
-        )
-        for watcher in self.running:
-            watcher.wake()
 
     async def place(self, placements: dict[str, str] = PLACEMENTS, attempt: int = 1) -> None:
         """Register the nodes, submit W, reserve and admit it with its pods placed."""
@@ -218,18 +195,8 @@ async def settled(env: Env, watcher: PodWatcher, passes: int = 2) -> None:
 
 @pytest.fixture
 async def env(sqlite_store: SqlEventStore) -> AsyncIterator[Env]:
-    # Bookmarks every 50 ms; a watch's timeoutSeconds lasts 5% as long.
-    async with (
-        FakeKubeApi(bookmark_interval=0.05, timeout_seconds_scale=0.05) as api,
-        ApiClient(Configuration(host=api.url)) as client,
-    ):
-        e = Env(sqlite_store, api, client)
-        try:
-            async with asyncio.timeout(15):
-                yield e
-        finally:
-            for watcher in list(e.running):
-                await e.stop(watcher)
+    async with kube_env(Env, sqlite_store, timeout=15) as e:
+        yield e
 
 
 # --------------------------------------------------------------------------- the fake's pods

@@ -28,6 +28,12 @@ from muster.store import ConcurrencyConflict
 JsonObj = dict[str, Any]
 
 
+def object_key(obj: JsonObj) -> tuple[str, str]:
+    """``(namespace, name)`` of an object (JSON); "" for what it lacks."""
+    meta = obj.get("metadata") or {}
+    return str(meta.get("namespace") or ""), str(meta.get("name") or "")
+
+
 async def api_client(settings: Settings) -> ApiClient:
     """``MUSTER_KUBE_API_URL`` if set; else the pod's service account, else ``~/.kube/config``
     (or ``$KUBECONFIG``)."""
@@ -110,7 +116,8 @@ class Reconciler:
         self.conflicts = 0
 
     async def reconcile(self) -> object:
-        """One pass: fold what is new, plan, append (and act)."""
+        """One pass: fold what is new, plan, append (and act). Counted in ``passes`` and
+        signalled to ``wait_until`` by the loop that runs it, whether it succeeds or not."""
         raise NotImplementedError
 
     def wake(self) -> None:
@@ -229,7 +236,11 @@ class Reconciler:
             self._changed.clear()
             if due:
                 last_poll = now
-            await self.reconcile()
+            try:
+                await self.reconcile()
+            finally:
+                self.passes += 1
+                self._signal()
             backoff.reset()
             last_position = self.loop.runner.position
 

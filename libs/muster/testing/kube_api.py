@@ -81,6 +81,12 @@ class FieldError:
     def invalid(path: str, value: Any, detail: str) -> FieldError:
         return FieldError(path, "FieldValueInvalid", f"Invalid value: {_go_repr(value)}: {detail}")
 
+    @staticmethod
+    def wrong_type(path: str, value: Any, want: str) -> FieldError:
+        """The OpenAPI schema's type check: ``<path> in body must be of type <want>``."""
+        got = _json_type(value)
+        return FieldError.invalid(path, got, f'{path} in body must be of type {want}: "{got}"')
+
 
 class KubeApiError(Exception):
     """A failure with the ``Status`` object the real API server would answer with."""
@@ -217,40 +223,31 @@ class ResourceType:
 
 
 def _validate_podtemplate(obj: JsonObj, old: JsonObj | None) -> list[FieldError]:
-    errors: list[FieldError] = []
     template = obj.get("template")
-    spec = template.get("spec") if isinstance(template, dict) else None
-    containers = spec.get("containers") if isinstance(spec, dict) else None
-    if not isinstance(containers, list) or not containers:
-        return [FieldError.required("template.spec.containers")]
-    for i, c in enumerate(containers):
-        path = f"template.spec.containers[{i}]"
-        if not isinstance(c, dict):
-            errors.append(FieldError.invalid(path, c, "must be an object"))
-            continue
-        if not c.get("name"):
-            errors.append(FieldError.required(f"{path}.name"))
-        if not c.get("image"):
-            errors.append(FieldError.required(f"{path}.image"))
-    return errors
+    return _validate_pod_spec(
+        template.get("spec") if isinstance(template, dict) else None, "template.spec"
+    )
 
 
 def _validate_pod(obj: JsonObj, old: JsonObj | None) -> list[FieldError]:
+    return _validate_pod_spec(obj.get("spec"), "spec")
+
+
+def _validate_pod_spec(spec: Any, path: str) -> list[FieldError]:
     """Only what muster's tests rely on: containers, each with a name and an image."""
-    spec = obj.get("spec")
     containers = spec.get("containers") if isinstance(spec, dict) else None
     if not isinstance(containers, list) or not containers:
-        return [FieldError.required("spec.containers")]
+        return [FieldError.required(f"{path}.containers")]
     errors: list[FieldError] = []
     for i, c in enumerate(containers):
-        path = f"spec.containers[{i}]"
+        item = f"{path}.containers[{i}]"
         if not isinstance(c, dict):
-            errors.append(FieldError.invalid(path, c, "must be an object"))
+            errors.append(FieldError.invalid(item, c, "must be an object"))
             continue
         if not c.get("name"):
-            errors.append(FieldError.required(f"{path}.name"))
+            errors.append(FieldError.required(f"{item}.name"))
         if not c.get("image"):
-            errors.append(FieldError.required(f"{path}.image"))
+            errors.append(FieldError.required(f"{item}.image"))
     return errors
 
 
@@ -278,13 +275,7 @@ def _validate_provreq(obj: JsonObj, old: JsonObj | None) -> list[FieldError]:
     if spec is None:
         errors.append(FieldError.required("spec"))
     elif not isinstance(spec, dict):
-        errors.append(
-            FieldError.invalid(
-                "spec",
-                _json_type(spec),
-                f'spec in body must be of type object: "{_json_type(spec)}"',
-            )
-        )
+        errors.append(FieldError.wrong_type("spec", spec, "object"))
     else:
         errors.extend(_validate_provreq_spec(spec))
         old_spec = old.get("spec") if old is not None else None
@@ -312,13 +303,7 @@ def _validate_provreq_spec(spec: JsonObj) -> list[FieldError]:
     if pod_sets is None:
         errors.append(FieldError.required("spec.podSets"))
     elif not isinstance(pod_sets, list):
-        errors.append(
-            FieldError.invalid(
-                "spec.podSets",
-                _json_type(pod_sets),
-                f'spec.podSets in body must be of type array: "{_json_type(pod_sets)}"',
-            )
-        )
+        errors.append(FieldError.wrong_type("spec.podSets", pod_sets, "array"))
     elif not pod_sets:
         errors.append(
             FieldError.invalid(
@@ -379,13 +364,7 @@ def _validate_conditions(conditions: Any, path: str) -> list[FieldError]:
     if conditions is None:
         return []
     if not isinstance(conditions, list):
-        return [
-            FieldError.invalid(
-                path,
-                _json_type(conditions),
-                f'{path} in body must be of type array: "{_json_type(conditions)}"',
-            )
-        ]
+        return [FieldError.wrong_type(path, conditions, "array")]
     errors: list[FieldError] = []
     seen: set[str] = set()
     for i, c in enumerate(conditions):

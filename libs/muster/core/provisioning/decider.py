@@ -171,7 +171,7 @@ def accept(state: ProvisionerState, cloud: ClusterSpec) -> list[Decision]:
                 wanted.tolerations,
             )
         except plan.Unplannable as exc:
-            out.append((rid, _unplannable(rid, "InvalidRequest", exc)))
+            out.append((rid, unplannable(rid, "InvalidRequest", exc)))
             continue
         try:
             pod_sets, zones = plan.plan(
@@ -182,7 +182,7 @@ def accept(state: ProvisionerState, cloud: ClusterSpec) -> list[Decision]:
                 wanted.tolerations,
             )
         except plan.Unplannable as exc:
-            out.append((rid, _unplannable(rid, "NoSuitableNodePool", exc)))
+            out.append((rid, unplannable(rid, "NoSuitableNodePool", exc)))
             continue
         nodes = sum(p.nodes for p in pod_sets)
         pools = sorted({p.pool for p in pod_sets})
@@ -206,7 +206,8 @@ def accept(state: ProvisionerState, cloud: ClusterSpec) -> list[Decision]:
     return out
 
 
-def _unplannable(rid: str, reason: str, exc: plan.Unplannable) -> pev.ProvisioningFailed:
+def unplannable(rid: str, reason: str, exc: plan.Unplannable) -> pev.ProvisioningFailed:
+    """A request that can never succeed as it is: failed, not to be retried."""
     return pev.ProvisioningFailed(request_id=rid, reason=reason, message=str(exc), retryable=False)
 
 
@@ -328,10 +329,8 @@ class _Room:
         self.in_use[(pool, zone)] = self.in_use.get((pool, zone), 0) + 1
         self.per_pool[pool] = self.per_pool.get(pool, 0) + 1
 
-    def fits(self, cloud: ClusterSpec, req: Request, zone: str) -> bool:
-        need: dict[str, int] = {}
-        for p in req.pod_sets:
-            need[p.pool] = need.get(p.pool, 0) + p.nodes
+    def fits(self, cloud: ClusterSpec, need: dict[str, int], zone: str) -> bool:
+        """Whether ``zone`` has room now for ``need`` (nodes per pool)."""
         for pool_name, count in need.items():
             pool = cloud.pool(pool_name)
             if pool is None or zone not in pool.zones_or(cloud.zones):
@@ -368,8 +367,9 @@ def _try_zones(
         return pev.ProvisioningWaiting(
             request_id=req.id, reason="QuotaExceeded", message=quota_problem
         )
+    need = plan.nodes_per_pool(req.pod_sets)
     for zone in req.zones or cloud.zones:
-        if not room.fits(cloud, req, zone):
+        if not room.fits(cloud, need, zone):
             continue
         delay = max(
             (
@@ -384,14 +384,11 @@ def _try_zones(
             nodes=plan.make_nodes(cloud, req.id, zone, req.pod_sets),
             ready_at=state.now + delay,
         )
-    per_pool: dict[str, int] = {}
-    for p in req.pod_sets:
-        per_pool[p.pool] = per_pool.get(p.pool, 0) + p.nodes
-    need = ", ".join(f"{n} x {pool}" for pool, n in per_pool.items())
+    wanted = ", ".join(f"{n} x {pool}" for pool, n in need.items())
     return pev.ProvisioningWaiting(
         request_id=req.id,
         reason="NotProvisioned",
-        message=f"waiting for capacity: no single zone has room for {need}",
+        message=f"waiting for capacity: no single zone has room for {wanted}",
     )
 
 

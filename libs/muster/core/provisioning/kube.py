@@ -44,7 +44,7 @@ from muster.core.model import resources
 from muster.core.model.queues import DWS_CLASS
 from muster.core.model.workload import PodSet, Toleration
 from muster.core.provisioning import plan
-from muster.core.provisioning.decider import max_run_seconds
+from muster.core.provisioning.decider import max_run_seconds, unplannable
 from muster.core.provisioning.state import ProvisionerState, Request, Wanted
 
 JsonObj = dict[str, Any]
@@ -113,8 +113,9 @@ def dns1123(text: str) -> str:
 
 
 def limit_name(full: str) -> str:
-    """Kueue's ``limitObjectName``: names over 253 characters keep their first 247 and end in
-    ``-`` and 5 hex digits of the full name's SHA-1 (so distinct long names stay distinct)."""
+    """Kueue's ``limitObjectName``: names over 247 characters keep their first 247 (less
+    trailing ``.`` or ``-``) and end in ``-`` and 5 hex digits of the full name's SHA-1 (so
+    distinct long names stay distinct, and the result is at most 253)."""
     if len(full) <= MAX_NAME - HASH_LENGTH - 1:
         return full
     digest = hashlib.sha1(full.encode()).hexdigest()[:HASH_LENGTH]
@@ -422,17 +423,7 @@ def plan_actions(
             try:
                 create.append(desired_objects(state, rid, options))
             except plan.Unplannable as exc:
-                events.append(
-                    (
-                        rid,
-                        pev.ProvisioningFailed(
-                            request_id=rid,
-                            reason="InvalidRequest",
-                            message=str(exc),
-                            retryable=False,
-                        ),
-                    )
-                )
+                events.append((rid, unplannable(rid, "InvalidRequest", exc)))
             continue
         events += [(rid, ev) for ev in events_for(state, rid, observed, options)]
     return Actions(create=tuple(create), delete=tuple(delete), events=tuple(events))

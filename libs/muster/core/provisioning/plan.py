@@ -88,9 +88,7 @@ def _check_servable(
     pod_sets: tuple[pev.PodSetNodes, ...],
 ) -> tuple[str, ...]:
     """Refuse at once what this cloud can never serve, rather than wait forever."""
-    need: dict[str, int] = {}
-    for p in pod_sets:
-        need[p.pool] = need.get(p.pool, 0) + p.nodes
+    need = nodes_per_pool(pod_sets)
     for name, count in need.items():
         pool = cloud.pool(name)
         assert pool is not None
@@ -105,6 +103,14 @@ def _check_servable(
             "their node selectors pin): the request's nodes must all come up in one zone"
         )
     return zones
+
+
+def nodes_per_pool(pod_sets: tuple[pev.PodSetNodes, ...]) -> dict[str, int]:
+    """How many nodes a request needs of each pool, in the order its pod sets name them."""
+    need: dict[str, int] = {}
+    for p in pod_sets:
+        need[p.pool] = need.get(p.pool, 0) + p.nodes
+    return need
 
 
 def zones_for(

@@ -129,7 +129,7 @@ def bind(state: QueueState, wl: WorkloadEntry) -> Event | None:
     say (on change) why its pods cannot be scheduled."""
     if wl.spec.consumes is None or wl.status != "Pending" or wl.problem is not None:
         return None
-    rid = f"{wl.spec.namespace}/{wl.spec.consumes}"
+    rid = pev.standalone_id(wl.spec.namespace, wl.spec.consumes)
     req = state.requests.get(rid)
     waiting: tuple[str, str]
     if req is None or req.deleted or req.status in ("Failed", "Cancelled", "Gone"):
