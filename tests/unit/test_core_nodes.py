@@ -15,7 +15,7 @@ from muster.core.events import provisioning as pev
 from muster.core.events import queue as qev
 from muster.core.model import parse
 from muster.core.nodes.decider import NodeAgentDecider
-from muster.core.nodes.state import owns
+from muster.core.nodes.state import evolve, owns
 from muster.core.provisioning.decider import ProvisionerDecider
 from muster.core.queueing.decider import QueueDecider
 from muster.core.sim.harness import Harness, build
@@ -256,3 +256,47 @@ def test_only_the_owning_shard_removes_a_node_and_only_after_its_pods_ended() ->
     for env, ev in removed:
         assert env.producer == f"node-agent-{owner[ev.node]}"
         assert env.position > pod_ends[ev.node]
+
+
+def test_each_replacement_is_the_next_run_even_when_the_last_never_started() -> None:
+    """On a real cluster a replacement can fail before it starts (no ``PodStarted``): the
+    next one is still a new run, not that failed pod again."""
+    state = NodeAgentDecider(simulated=False).initial()
+    key = ("w1", 1, "main-0")
+    events: list[Event] = [
+        nev.NodeRegistered(node="n1", allocatable={GPU: 8}, agent=state.agent),
+        qev.WorkloadAdmitted(
+            workload_id="w1", cluster_queue="cq", attempt=1, placements={"main-0": "n1"}, message=""
+        ),
+    ]
+    for _ in range(2):  # fails (never having started), replaced
+        events += [
+            nev.PodFailed(
+                node="n1", workload_id="w1", attempt=1, pod="main-0", exit_code=1, reason="Error"
+            ),
+            qev.PodReplaced(
+                workload_id="w1", attempt=1, pod="main-0", node="n1", failures=1, message=""
+            ),
+        ]
+    runs = []
+    for i, ev in enumerate(events, 1):
+        evolve(
+            state,
+            Envelope(
+                position=i,
+                event_id=f"e{i}",
+                stream_id=nev.stream("n1"),
+                stream_version=i,
+                type=ev.TYPE,
+                schema_version=ev.VERSION,
+                occurred_at=0.0,
+                recorded_at=0.0,
+                causation_id=None,
+                correlation_id=None,
+                producer="test",
+                event=ev,
+            ),
+        )
+        if isinstance(ev, qev.PodReplaced):
+            runs.append(state.pods[key].run)
+    assert runs == [1, 2]

@@ -348,32 +348,18 @@ def test_s5_a_64_gpu_group_goes_in_one_dragonfly_that_holds_64_or_waits() -> Non
 
 def test_required_level_keeps_a_pod_set_in_one_domain() -> None:
     book = supernodes()
-    spec = workload(
-        podSets=[
-            {
-                "count": 6,
-                "requests": {GPU: 8},
-                "topology": {"required": "topology.muster.dev/dragonfly"},
-            }
-        ]
-    )
-    got = try_place(book, spec)
+    pod_sets = [
+        {
+            "count": 6,
+            "requests": {GPU: 8},
+            "topology": {"required": "topology.muster.dev/dragonfly"},
+        }
+    ]
+    got = try_place(book, workload(podSets=pod_sets))
     assert isinstance(got, Placement)
     # best fit: the tightest dragonfly that holds 6 nodes is df1 (df2/df3 hold 4)
     assert {n[0] for n in got.nodes.values()} == {"a"}
-    again = try_place(
-        book,
-        workload(
-            "w2",
-            podSets=[
-                {
-                    "count": 6,
-                    "requests": {GPU: 8},
-                    "topology": {"required": "topology.muster.dev/dragonfly"},
-                }
-            ],
-        ),
-    )
+    again = try_place(book, workload("w2", podSets=pod_sets))
     assert isinstance(again, NoPlacement)
 
 

@@ -69,6 +69,33 @@ def held_nodes(log: Iterable[Envelope]) -> list[tuple[float, dict[str, set[str]]
     return out
 
 
+def one_queue(name: str, flavor: str, quotas: dict[str, int]) -> dict[str, Any]:
+    """The queue part of a cluster description: a flavor, a ClusterQueue ``name`` with
+    ``quotas`` of it, and the LocalQueue default/default that feeds it."""
+    return {
+        "resourceFlavors": [{"name": flavor}],
+        "clusterQueues": [
+            {
+                "name": name,
+                "resourceGroups": [
+                    {
+                        "coveredResources": list(quotas),
+                        "flavors": [
+                            {
+                                "name": flavor,
+                                "resources": [
+                                    {"name": r, "nominalQuota": q} for r, q in quotas.items()
+                                ],
+                            }
+                        ],
+                    }
+                ],
+            }
+        ],
+        "localQueues": [{"namespace": "default", "name": "default", "clusterQueue": name}],
+    }
+
+
 # -- S3: each slice owns a whole node pool -----------------------------------------------
 
 
@@ -172,28 +199,7 @@ def sgpu_cluster() -> ClusterSpec:
                     "gpus": {"count": 1, "model": "MXC500", "memory": "64Gi", "split": 16},
                 }
             ],
-            "resourceFlavors": [{"name": "sgpu"}],
-            "clusterQueues": [
-                {
-                    "name": "shared",
-                    "resourceGroups": [
-                        {
-                            "coveredResources": list(SHARED),
-                            "flavors": [
-                                {
-                                    "name": "sgpu",
-                                    "resources": [
-                                        {"name": "metax-tech.com/sgpu", "nominalQuota": 16},
-                                        {"name": "metax-tech.com/vcore", "nominalQuota": 1600},
-                                        {"name": "metax-tech.com/vmemory", "nominalQuota": 1024},
-                                    ],
-                                }
-                            ],
-                        }
-                    ],
-                }
-            ],
-            "localQueues": [{"namespace": "default", "name": "default", "clusterQueue": "shared"}],
+            **one_queue("shared", "sgpu", dict(zip(SHARED, (16, 1600, 1024), strict=True))),
         }
     )
 
@@ -294,24 +300,7 @@ def model_cluster() -> ClusterSpec:
             "name": "models",
             "zones": ["z"],
             "nodes": [group("a100", "A100-SXM4-80GB", 3), group("v100", "Tesla-V100", 1)],
-            "resourceFlavors": [{"name": "gpu"}],
-            "clusterQueues": [
-                {
-                    "name": "gpus",
-                    "resourceGroups": [
-                        {
-                            "coveredResources": ["nvidia.com/gpu"],
-                            "flavors": [
-                                {
-                                    "name": "gpu",
-                                    "resources": [{"name": "nvidia.com/gpu", "nominalQuota": 16}],
-                                }
-                            ],
-                        }
-                    ],
-                }
-            ],
-            "localQueues": [{"namespace": "default", "name": "default", "clusterQueue": "gpus"}],
+            **one_queue("gpus", "gpu", {"nvidia.com/gpu": 16}),
         }
     )
 
@@ -376,26 +365,7 @@ def supernode_cluster() -> ClusterSpec:
             "zones": ["z"],
             "nodes": [{"name": "big", "count": 8, **node}, {"name": "small", "count": 8, **node}],
             "topology": {"hyperNodes": tree},
-            "resourceFlavors": [{"name": "mx"}],
-            "clusterQueues": [
-                {
-                    "name": "mx",
-                    "resourceGroups": [
-                        {
-                            "coveredResources": ["metax-tech.com/gpu"],
-                            "flavors": [
-                                {
-                                    "name": "mx",
-                                    "resources": [
-                                        {"name": "metax-tech.com/gpu", "nominalQuota": 128}
-                                    ],
-                                }
-                            ],
-                        }
-                    ],
-                }
-            ],
-            "localQueues": [{"namespace": "default", "name": "default", "clusterQueue": "mx"}],
+            **one_queue("mx", "mx", {"metax-tech.com/gpu": 128}),
         }
     )
 
@@ -436,39 +406,21 @@ def test_s5_all_8_pods_start_together_inside_one_64_gpu_group_or_wait() -> None:
 # -- S6: restart after eviction, Failed after maxRetry -------------------------------------
 
 
+TWO_MX_NODES = {
+    "name": "node",
+    "count": 2,
+    "allocatable": {"metax-tech.com/gpu": 2},
+    "gpus": {"count": 2, "model": "MXC500", "memory": "64Gi"},
+}
+
+
 def two_gpu_nodes() -> ClusterSpec:
     return parse.cluster(
         {
             "name": "regular",
             "zones": ["z"],
-            "nodes": [
-                {
-                    "name": "node",
-                    "count": 2,
-                    "allocatable": {"metax-tech.com/gpu": 2},
-                    "gpus": {"count": 2, "model": "MXC500", "memory": "64Gi"},
-                }
-            ],
-            "resourceFlavors": [{"name": "mx"}],
-            "clusterQueues": [
-                {
-                    "name": "mx",
-                    "resourceGroups": [
-                        {
-                            "coveredResources": ["metax-tech.com/gpu"],
-                            "flavors": [
-                                {
-                                    "name": "mx",
-                                    "resources": [
-                                        {"name": "metax-tech.com/gpu", "nominalQuota": 4}
-                                    ],
-                                }
-                            ],
-                        }
-                    ],
-                }
-            ],
-            "localQueues": [{"namespace": "default", "name": "default", "clusterQueue": "mx"}],
+            "nodes": [TWO_MX_NODES],
+            **one_queue("mx", "mx", {"metax-tech.com/gpu": 4}),
         }
     )
 
@@ -549,46 +501,17 @@ def test_node_figures_show_lost_nodes_and_what_is_free() -> None:
 def test_workloads_no_existing_node_could_hold_go_to_the_provisioner() -> None:
     """A mixed cluster: MetaX nodes on premises, an A100 pool in the cloud. A workload
     asking for A100s (which no existing node offers, whatever is free) gets new nodes."""
-    base = two_gpu_nodes()
     cluster = parse.cluster(
         {
             "name": "mixed",
             "zones": ["z"],
-            "nodes": [
-                {
-                    "name": "node",
-                    "count": 2,
-                    "allocatable": {"metax-tech.com/gpu": 2},
-                    "gpus": {"count": 2, "model": "MXC500", "memory": "64Gi"},
-                }
-            ],
+            "nodes": [TWO_MX_NODES],
             "nodePools": [
                 {"name": "a100", "machineType": "a2", "allocatable": {"nvidia.com/gpu": 8}}
             ],
-            "resourceFlavors": [{"name": "any"}],
-            "clusterQueues": [
-                {
-                    "name": "q",
-                    "resourceGroups": [
-                        {
-                            "coveredResources": ["metax-tech.com/gpu", "nvidia.com/gpu"],
-                            "flavors": [
-                                {
-                                    "name": "any",
-                                    "resources": [
-                                        {"name": "metax-tech.com/gpu", "nominalQuota": 4},
-                                        {"name": "nvidia.com/gpu", "nominalQuota": 16},
-                                    ],
-                                }
-                            ],
-                        }
-                    ],
-                }
-            ],
-            "localQueues": [{"namespace": "default", "name": "default", "clusterQueue": "q"}],
+            **one_queue("q", "any", {"metax-tech.com/gpu": 4, "nvidia.com/gpu": 16}),
         }
     )
-    assert base.nodes[0].allocatable == cluster.nodes[0].allocatable
 
     def wl(name: str, resource: str, n: int) -> Any:
         return parse.workload(

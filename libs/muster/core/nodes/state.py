@@ -53,7 +53,7 @@ class NodeAgentState:
     nodes: set[str] = field(default_factory=set)  # registered, not yet removed or lost
     declared: dict[str, NodeInventory] = field(default_factory=dict)  # existing, owned
     lost: set[str] = field(default_factory=set)  # declared nodes declared lost
-    runs: dict[tuple[str, int, str], int] = field(default_factory=dict)  # pod -> last run
+    runs: dict[tuple[str, int, str], int] = field(default_factory=dict)  # pod -> replacements
     doomed: dict[str, str] = field(default_factory=dict)  # node -> why it goes away
     creating: dict[str, tuple[pev.NodeSpec, ...]] = field(default_factory=dict)  # request -> nodes
     pods: dict[tuple[str, int, str], Pod] = field(default_factory=dict)  # to start or running
@@ -142,7 +142,7 @@ def _(event: nev.AgentStarted, state: NodeAgentState) -> None:
 def _(event: qev.PodReplaced, state: NodeAgentState) -> None:
     if mine(event.node, state):
         key = (event.workload_id, event.attempt, event.pod)
-        run = state.runs.get(key, 0) + 1
+        run = state.runs[key] = state.runs.get(key, 0) + 1
         state.pods[key] = Pod(event.workload_id, event.attempt, event.pod, event.node, run=run)
 
 
@@ -207,12 +207,9 @@ def _(event: qev.WorkloadFinished, state: NodeAgentState) -> None:
 
 @_apply.register
 def _(event: nev.PodStarted, state: NodeAgentState) -> None:
-    key = (event.workload_id, event.attempt, event.pod)
-    pod = state.pods.get(key)
+    pod = state.pods.get((event.workload_id, event.attempt, event.pod))
     if pod is not None:
         pod.finishes_at = event.finishes_at
-        if event.run:
-            state.runs[key] = event.run
 
 
 def _end_pod(state: NodeAgentState, workload_id: str, attempt: int, name: str) -> None:

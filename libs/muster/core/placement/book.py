@@ -143,10 +143,8 @@ def _unused(node: NodeState, ask: DeviceAsk) -> int:
 
 class NodeBook:
     def __init__(self, topology: TopologySpec | None = None) -> None:
-        self.levels: tuple[str, ...] = tuple(
-            lv for lv in (topology.levels if topology else ()) if lv != HOSTNAME
-        )
-        self.topology = topology
+        self.topology: TopologySpec | None = None
+        self.levels: tuple[str, ...] = ()
         self.nodes: dict[str, NodeState] = {}
         self.exclusive: dict[tuple[str, str], str] = {}
         self.held: dict[str, Held] = {}
@@ -154,6 +152,7 @@ class NodeBook:
         self._domains: dict[str, dict[tuple[str, ...], list[NodeState]]] = {}
         self._room: dict[tuple[str, tuple[str, ...]], dict[object, int]] = {}
         self._eligible: dict[object, frozenset[str]] = {}
+        self.set_topology(topology)
 
     # -- the node set -------------------------------------------------------------------
 
@@ -194,9 +193,8 @@ class NodeBook:
         if node is not None and not node.pods:
             del self.nodes[name]
             self._changed_set()
-        elif node is not None:
-            node.ready = False
-            self._changed_set()
+        else:
+            self.lose(name)  # its pods' usage stays charged until they are released
 
     def _path(self, inv: NodeInventory) -> tuple[str, ...]:
         return tuple(inv.labels.get(lv, "") for lv in self.levels)
@@ -420,6 +418,10 @@ class NodeBook:
             pod = pods.get(pod_name)
             if node is not None and pod is not None:
                 self._seat(node, workload, pod, placement.devices.get(pod_name, ()))
+        self.keep(workload, placement, pods)
+
+    def keep(self, workload: str, placement: Placement, pods: Mapping[str, PodAsk]) -> None:
+        """Record a placement whose pods are charged: what ``release`` gives back."""
         for key in placement.exclusive:
             self.exclusive[key] = workload
         self.held[workload] = Held(placement, dict(pods))

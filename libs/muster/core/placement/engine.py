@@ -26,7 +26,6 @@ from muster.core.model.inventory import HOSTNAME, WHOLE_DEVICE
 from muster.core.model.workload import PlacementPolicy, PodSet, Toleration, WorkloadSpec
 from muster.core.placement import devices as dev
 from muster.core.placement.book import (
-    Held,
     NodeBook,
     NodeState,
     Placement,
@@ -160,15 +159,19 @@ class _Search:
             return "node(s) had no device of an allowed type or UUID"
         return None
 
-    def room(self, key: str, value: tuple[str, ...], members: list[NodeState], d: Demand) -> int:
-        cached = self.book.room(key, value, d.shape)
-        if cached is not None:
-            return cached
+    def fits(self, members: Sequence[NodeState], d: Demand) -> int:
+        """How many more of ``d``'s pods the members it may use take."""
         allowed = self.eligible(d)
         pod = d.pods[0]
-        room = sum(self.book.fit_count(n, pod) for n in members if n.name in allowed)
-        self.book.remember_room(key, value, d.shape, room)
-        return room
+        return sum(self.book.fit_count(n, pod) for n in members if n.name in allowed)
+
+    def room(self, key: str, value: tuple[str, ...], members: list[NodeState], d: Demand) -> int:
+        """``fits`` for a whole domain, cached in the book until a node in it changes."""
+        cached = self.book.room(key, value, d.shape)
+        if cached is None:
+            cached = self.fits(members, d)
+            self.book.remember_room(key, value, d.shape, cached)
+        return cached
 
     # -- placing ----------------------------------------------------------------------------
 
@@ -176,14 +179,16 @@ class _Search:
         """Each pod on the fullest node it fits (binpack), the emptiest (spread), or the
         first (first fit), among ``members``; raises when one fits nowhere."""
         allowed = self.eligible(d)
-        candidates = [n for n in members if n.name in allowed]
+        fences = bool(self.book.exclusive)  # unchanged while the search runs
+        candidates = [
+            n
+            for n in members
+            if n.name in allowed and not (fences and self.book.fenced(n, self.workload))
+        ]
         for pod in pods:
             best: NodeState | None = None
             best_key: tuple[int, int] | None = None
-            fences = bool(self.book.exclusive)
             for node in candidates:
-                if fences and self.book.fenced(node, self.workload):
-                    continue
                 n = self.book.fit_count(node, pod)
                 if n == 0 or self.book.why_not(node, pod) is not None:
                     continue
@@ -233,9 +238,7 @@ class _Search:
                 members = [n for n in members if n.name in within]
                 if not members:
                     continue
-                room = sum(
-                    self.book.fit_count(n, d.pods[0]) for n in members if n.name in self.eligible(d)
-                )
+                room = self.fits(members, d)
             else:
                 room = self.room(key, value, members, d)
             if room >= need:
@@ -382,9 +385,7 @@ def place(
     placement = Placement(
         nodes=dict(search.nodes), devices=dict(search.shares), exclusive=tuple(search.exclusive)
     )
-    for key in placement.exclusive:
-        book.exclusive[key] = workload
-    book.held[workload] = Held(placement, {p.name: p for d in want for p in d.pods})
+    book.keep(workload, placement, {p.name: p for d in want for p in d.pods})
     return placement
 
 

@@ -323,11 +323,10 @@ class Cycle:
         if over is not None:
             return Verdict(wl, cq.name, over)
         if outcome.mode == FIT:
-            placed = self._place(cq, wl, outcome, {})
-            if isinstance(placed, Unassignable):
-                return self._partial(cq, wl) or Verdict(wl, cq.name, placed)
-            self._admit(cq, wl, outcome, {})
-            return Verdict(wl, cq.name, outcome, placement=placed)
+            v = self._place_and_admit(cq, wl, outcome, {})
+            if isinstance(v.outcome, Unassignable):
+                return self._partial(cq, wl) or v
+            return v
         excluded: frozenset[str] = frozenset()
         while True:
             victims = pre.victims(
@@ -345,11 +344,7 @@ class Cycle:
             if isinstance(retry, Assignment) and retry.mode == FIT:
                 if self.namespace_excess(wl) is not None:
                     break
-                placed = self._place(cq, wl, retry, {})
-                if isinstance(placed, Unassignable):
-                    return Verdict(wl, cq.name, placed)
-                self._admit(cq, wl, retry, {})
-                return Verdict(wl, cq.name, retry, placement=placed)
+                return self._place_and_admit(cq, wl, retry, {})
             if not isinstance(retry, Assignment):
                 break
             outcome = retry
@@ -369,6 +364,17 @@ class Cycle:
         # "Does not fit" verdicts of this cycle are kept although quota moved: a workload
         # that the evictions made room for gets in next cycle, right after they are folded.
         return Verdict(wl, cq.name, outcome, victims)
+
+    def _place_and_admit(
+        self, cq: ClusterQueueSpec, wl: WorkloadEntry, outcome: Assignment, counts: dict[str, int]
+    ) -> Verdict:
+        """Admit a fitting assignment once its gang has a place on existing nodes (if it
+        goes there), or say why it has none."""
+        placed = self._place(cq, wl, outcome, counts)
+        if isinstance(placed, Unassignable):
+            return Verdict(wl, cq.name, placed)
+        self._admit(cq, wl, outcome, counts)
+        return Verdict(wl, cq.name, outcome, pod_counts=counts, placement=placed)
 
     def _admit(
         self,
@@ -408,11 +414,7 @@ class Cycle:
         counts = {ps.name: best[0]}
         if self.namespace_excess(wl, counts) is not None:
             return None
-        placed = self._place(cq, wl, best[1], counts)
-        if isinstance(placed, Unassignable):
-            return Verdict(wl, cq.name, placed)
-        self._admit(cq, wl, best[1], counts)
-        return Verdict(wl, cq.name, best[1], pod_counts=counts, placement=placed)
+        return self._place_and_admit(cq, wl, best[1], counts)
 
     def _placeable(self, cq: ClusterQueueSpec, wl: WorkloadEntry, a: Assignment, n: int) -> bool:
         ps = next(p for p in wl.spec.pod_sets if p.min_count is not None)

@@ -64,7 +64,7 @@ def try_place(
     cluster_queue: str,
     outcome: Assignment,
     counts: Mapping[str, int],
-    routes: dict[tuple[object, ...], bool] | None = None,
+    routes: dict[tuple[object, ...], bool],
 ) -> Placement | Unassignable | None:
     """The workload's placement (the book holds it), why there is none, or None when the
     provisioner will make its nodes. ``routes`` memoises where each shape goes (one
@@ -76,11 +76,9 @@ def try_place(
         tuple(sorted((p, tuple(sorted(s.items()))) for p, s in outcome.node_selectors.items())),
         tuple(sorted(tolerations.items())),
     )
-    routed = routes.get(key) if routes is not None else None
+    routed = routes.get(key)
     if routed is None:
-        routed = on_nodes(state, wl, outcome.node_selectors, tolerations)
-        if routes is not None:
-            routes[key] = routed
+        routed = routes[key] = on_nodes(state, wl, outcome.node_selectors, tolerations)
     if not routed:
         return None
     cq = state.cluster_queues[cluster_queue]

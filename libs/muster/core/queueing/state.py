@@ -441,32 +441,37 @@ def _(event: pev.ProvisioningDeleteRequested, state: QueueState) -> None:
         req.deleted = True
 
 
+def _report(
+    state: QueueState, rid: str, status: str | None, message: str
+) -> StandaloneRequest | None:
+    """What a standalone request reports: its status (None: unchanged) and message. None
+    when ``rid`` is not a standalone request (a workload's own, or unknown)."""
+    req = state.requests.get(rid)
+    if req is not None:
+        req.status = status or req.status
+        req.message = message
+    return req
+
+
 @_apply.register
 def _(event: pev.ProvisioningAccepted, state: QueueState) -> None:
-    req = state.requests.get(event.request_id)
-    if req is not None:
-        req.status, req.message = "Accepted", event.message
+    _report(state, event.request_id, "Accepted", event.message)
 
 
 @_apply.register
 def _(event: pev.ProvisioningWaiting, state: QueueState) -> None:
-    req = state.requests.get(event.request_id)
-    if req is not None:
-        req.message = f"{event.reason}: {event.message}"
+    _report(state, event.request_id, None, f"{event.reason}: {event.message}")
 
 
 @_apply.register
 def _(event: pev.ProvisioningCancelled, state: QueueState) -> None:
-    req = state.requests.get(event.request_id)
-    if req is not None:
-        req.status, req.message = "Cancelled", event.message
+    _report(state, event.request_id, "Cancelled", event.message)
 
 
 @_apply.register
 def _(event: pev.ProvisioningProvisioned, state: QueueState) -> None:
-    req = state.requests.get(event.request_id)
+    req = _report(state, event.request_id, "Provisioned", event.message)
     if req is not None:
-        req.status, req.message = "Provisioned", event.message
         req.slots = list(event.assignments.values())
         return
     wl = _attempt_of(state, event.request_id)
@@ -478,11 +483,8 @@ def _check_event(
     state: QueueState, rid: str, condition: str, reason: str, message: str, retryable: bool = True
 ) -> None:
     """Record what ends a request on the workload(s) it serves; settle acts on it."""
-    req = state.requests.get(rid)
+    req = _report(state, rid, "Failed" if condition == "Failed" else None, f"{reason}: {message}")
     if req is not None:
-        if condition == "Failed":
-            req.status = "Failed"
-        req.message = f"{reason}: {message}"
         for wid in req.taken:
             consumer = state.workloads[wid]
             if condition == "CapacityRevoked" and consumer.holds_quota:
@@ -512,9 +514,7 @@ def _(event: pev.ProvisioningCapacityRevoked, state: QueueState) -> None:
 
 @_apply.register
 def _(event: pev.NodesDeleted, state: QueueState) -> None:
-    req = state.requests.get(event.request_id)
-    if req is not None:
-        req.status, req.message = "Gone", f"nodes removed ({event.reason}): {event.message}"
+    _report(state, event.request_id, "Gone", f"nodes removed ({event.reason}): {event.message}")
 
 
 @_apply.register
