@@ -12,12 +12,15 @@ Two bugs it found are kept as explicit examples (a livelock and an ignored polic
 from __future__ import annotations
 
 import copy
+import json
 import pickle
 from collections.abc import Iterable, Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
+import pytest
 from hypothesis import example, given
 from hypothesis import strategies as st
 
@@ -885,3 +888,20 @@ def test_reclaim_within_cohort_policy_is_respected(sc: Scenario) -> None:
                 subs.priority[by],
                 subs.priority[victim],
             )
+
+
+def test_known_livelock_in_cohort_reclaim() -> None:
+    """A case hypothesis found (seed 59792243566459834123495221614061829233): two pools,
+    a cohort, reclaim and fair sharing, no existing nodes; the queue finds no fixed point
+    at t=71. Present since before issue 5; kept here so the fix has its test and CI stays
+    honest about it (the day the queue settles, this fails and should become a check)."""
+    raw = json.loads((Path(__file__).parent / "cases" / "reclaim_livelock.json").read_text())
+    sc = Scenario(
+        raw["cluster"],
+        tuple((at, wid, doc) for at, wid, doc in raw["workloads"]),
+        tuple((at, wid) for at, wid in raw["cancels"]),
+        raw["shards"],
+        raw["feasible"],
+    )
+    with pytest.raises(Exception, match="no fixed point"):
+        run(sc)
