@@ -30,3 +30,19 @@ def test_beats_never_go_back_in_time() -> None:
     w.beat("a", 3.0)  # a late message
     assert w.last_beat["a"] == 10.0
     assert w.lapsed(["a"], now=14.0) == []
+
+
+def test_a_node_lapses_with_its_agent() -> None:
+    """An agent killed mid-round: a's beat is a round older than b's. When a lapses, b
+    (same agent, two rounds silent) goes with it; c (another agent) and d (same agent,
+    beating) stay."""
+    w = Watch(grace=2.0, interval=0.3)
+    w.lapsed(["a", "b", "c", "d"], now=0.0)
+    w.beat("a", 10.0, "agent-0")
+    w.beat("b", 10.3, "agent-0")
+    w.beat("c", 10.3, "agent-1")
+    w.beat("d", 12.2, "agent-0")
+    assert w.lapsed(["a", "b", "c", "d"], now=12.1) == ["a", "b"]
+    # Without the interval, only the per-node rule applies.
+    w.interval = None
+    assert w.lapsed(["a", "b", "c", "d"], now=12.1) == ["a"]

@@ -30,7 +30,7 @@ log = structlog.get_logger()
 
 
 async def node_monitor(loop: DeciderLoop, settings: Settings) -> None:
-    watch = Watch(grace=settings.node_grace_seconds)
+    watch = Watch(grace=settings.node_grace_seconds, interval=settings.heartbeat_seconds)
     async with asyncio.TaskGroup() as group:
         group.create_task(_listen(watch, settings))
         group.create_task(_check(loop, watch, settings))
@@ -51,7 +51,8 @@ async def _listen(watch: Watch, settings: Settings) -> None:
             async for msg in consumer:
                 with contextlib.suppress(ValueError, KeyError, TypeError):
                     # Received, not sent: the watch's clock is the only one that matters.
-                    watch.beat(str(orjson.loads(msg.value)["node"]), time.time())
+                    beat = orjson.loads(msg.value)
+                    watch.beat(str(beat["node"]), time.time(), str(beat.get("agent") or ""))
         except KafkaError as exc:
             log.warning("heartbeat consumer failed; reconnecting", error=str(exc))
             await asyncio.sleep(1.0)
@@ -68,11 +69,16 @@ async def _check(loop: DeciderLoop, watch: Watch, settings: Settings) -> None:
 
 
 async def check_once(loop: DeciderLoop, watch: Watch, now: float) -> list[str]:
-    """Declare lost the watched nodes that lapsed; returns their names."""
+    """Declare lost the watched nodes that lapsed; returns their names.
+
+    The nodes that lapsed together are appended in one transaction, so the queue folds
+    them together: an agent that died takes all its nodes at once, and a gang evicted from
+    one of them is never re-placed on another that is about to be declared lost.
+    """
     await loop.step()
     state = loop.runner.state
     watched = [n.name for n in state.book.ready_nodes()]
-    lost = []
+    news: list[tuple[str, float, StreamAppend]] = []
     for node in watch.lapsed(watched, now):
         last = watch.last_beat.get(node)
         silent = now - (last if last is not None else watch.watched_since[node])
@@ -83,17 +89,26 @@ async def check_once(loop: DeciderLoop, watch: Watch, now: float) -> list[str]:
             last_heartbeat_at=last,
         )
         stream = nev.stream(node)
-        try:
-            await loop.store.append(
-                [StreamAppend(stream, loop.runner.versions.get(stream, 0), [new])],
-                producer=inputs.MONITOR,
-                recorded_at=time.time(),
-            )
-        except ConcurrencyConflict:
-            continue  # another replica, or the node re-registered: look again next time
+        item = StreamAppend(stream, loop.runner.versions.get(stream, 0), [new])
+        news.append((node, silent, item))
+    lost: list[tuple[str, float]] = []
+    try:
+        await _append([item for _, _, item in news], loop)
+        lost = [(node, silent) for node, silent, _ in news]
+    except ConcurrencyConflict:
+        # Another replica, or a node re-registered: each on its own, the rest next time.
+        for node, silent, item in news:
+            with contextlib.suppress(ConcurrencyConflict):
+                await _append([item], loop)
+                lost.append((node, silent))
+    for node, silent in lost:
         log.warning("node lost", node=node, silent_seconds=round(silent, 1))
-        lost.append(node)
     if lost:
         loop.appended()
         await loop.step()
-    return lost
+    return [node for node, _ in lost]
+
+
+async def _append(items: list[StreamAppend], loop: DeciderLoop) -> None:
+    if items:
+        await loop.store.append(items, producer=inputs.MONITOR, recorded_at=time.time())

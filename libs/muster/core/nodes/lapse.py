@@ -13,25 +13,42 @@ from dataclasses import dataclass, field
 @dataclass(slots=True)
 class Watch:
     """Last heartbeat per node, and since when each node has been watched: a node that
-    (re)appears gets a full grace period before it can be declared lost."""
+    (re)appears gets a full grace period before it can be declared lost.
+
+    With ``interval`` (the agents' heartbeat period), a node lapses with its agent: when
+    one node of an agent lapses, its other nodes that have missed two rounds go too. An
+    agent killed mid-round leaves its nodes' last beats up to a round apart, and the
+    nodes it beat last must not stay placeable for that round after the first is lost.
+    """
 
     grace: float
+    interval: float | None = None
     last_beat: dict[str, float] = field(default_factory=dict)
     watched_since: dict[str, float] = field(default_factory=dict)
+    agent_of: dict[str, str] = field(default_factory=dict)
 
-    def beat(self, node: str, at: float) -> None:
+    def beat(self, node: str, at: float, agent: str | None = None) -> None:
         self.last_beat[node] = max(at, self.last_beat.get(node, at))
+        if agent:
+            self.agent_of[node] = agent
 
     def lapsed(self, watched: Iterable[str], now: float) -> list[str]:
-        """The watched nodes silent for longer than the grace period, by name."""
+        """The watched nodes silent for longer than the grace period (or gone with their
+        agent), by name."""
         current = set(watched)
         for node in list(self.watched_since):
             if node not in current:
                 del self.watched_since[node]
-        out = []
-        for node in sorted(current):
+        silent = {}
+        for node in current:
             since = self.watched_since.setdefault(node, now)
-            last = max(self.last_beat.get(node, since), since)
-            if now - last > self.grace:
-                out.append(node)
-        return out
+            silent[node] = now - max(self.last_beat.get(node, since), since)
+        out = {node for node, s in silent.items() if s > self.grace}
+        if self.interval is not None:
+            gone = {self.agent_of[n] for n in out if n in self.agent_of}
+            out |= {
+                node
+                for node, s in silent.items()
+                if s > 2 * self.interval and self.agent_of.get(node) in gone
+            }
+        return sorted(out)
