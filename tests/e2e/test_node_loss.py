@@ -95,7 +95,8 @@ def wait_log(
         if hit:
             return hit
         if time.monotonic() > deadline:
-            raise TimeoutError(f"no {what} after {timeout}s")
+            tail = "\n".join(f"{e.position} {e.stream_id} {e.event}" for e in log[-25:])
+            raise TimeoutError(f"no {what} after {timeout}s; the log ends with:\n{tail}")
         time.sleep(0.2)
 
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import time
 import uuid
 
 import orjson
@@ -13,9 +14,11 @@ from muster.bus.kafka import HEARTBEAT, Publisher, ensure_topics, topic
 from muster.core.events import NewEvent, StreamAppend
 from muster.core.events import node as nev
 from muster.core.nodes.decider import NodeAgentDecider
+from muster.core.nodes.lapse import Hearing, Watch
 from muster.runtime.heartbeats import beat_once
 from muster.runtime.loop import DeciderLoop
 from muster.runtime.metrics import ServiceMetrics
+from muster.runtime.node_monitor import listen, send_probes
 from muster.runtime.settings import load
 from muster.store import SqlEventStore
 
@@ -70,3 +73,43 @@ async def test_heartbeats_follow_the_nodes_an_agent_runs(
     assert sorted((b["node"], b["position"]) for b in beats) == [("n-a", 2), ("n-b", 2), ("n-b", 3)]
     assert {b["agent"] for b in beats} == {"node-agent"}
     assert loop.metrics.heartbeats.labels("node-agent")._value.get() == 3
+
+
+async def test_the_watch_hears_beats_and_its_own_probes_back_over_the_broker(
+    broker: EmbeddedBroker,
+) -> None:
+    """The queue's watch reads beats and counts how far it has heard from its own probes
+    read back on every partition; another replica's probes do not move its count."""
+    prefix = f"w{uuid.uuid4().hex[:6]}."
+    await ensure_topics(broker.bootstrap, prefix)
+    settings = load(
+        {}, store_url="sqlite+aiosqlite://", kafka_bootstrap=broker.bootstrap, topic_prefix=prefix
+    )
+    watch, hearing, other = Watch(grace=2.0), Hearing(), Hearing()
+    publisher = Publisher(broker.bootstrap, prefix)
+    await publisher.start()
+    async with asyncio.TaskGroup() as group:
+        tasks = [
+            group.create_task(listen(watch, hearing, "mine", settings)),
+            group.create_task(listen(Watch(grace=2.0), other, "theirs", settings)),
+            group.create_task(send_probes(hearing, "mine", 0.1, settings)),
+        ]
+        try:
+            async with asyncio.timeout(20):
+                while hearing.through() is None:
+                    await asyncio.sleep(0.05)
+                started = time.time()
+                first = hearing.through()
+                assert first is not None and first <= started
+                while (hearing.through() or 0.0) < started:  # probes keep coming back
+                    await asyncio.sleep(0.05)
+                while "n-b" not in watch.last_beat:
+                    await publisher.heartbeats(["n-a", "n-b"], "agent-0", time.time(), 1)
+                    await asyncio.sleep(0.1)
+        finally:
+            for task in tasks:
+                task.cancel()
+            await publisher.stop()
+    assert hearing.partitions == frozenset({0, 1, 2})
+    assert watch.agent_of == {"n-a": "agent-0", "n-b": "agent-0"}
+    assert other.heard == {}  # "theirs" sent nothing

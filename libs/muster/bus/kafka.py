@@ -88,12 +88,32 @@ class Publisher:
         ]
         await asyncio.gather(*futures)
 
-    async def heartbeat(self, node: str, agent: str, sent_at: float, position: int) -> None:
-        """One node's liveness, keyed by node so a node's beats stay in order."""
-        value = orjson.dumps(
-            {"node": node, "agent": agent, "sentAt": sent_at, "position": position}
-        )
-        await self._producer.send_and_wait(topic(self.prefix, HEARTBEAT), value, key=node.encode())
+    async def heartbeats(
+        self, nodes: Sequence[str], agent: str, sent_at: float, position: int
+    ) -> None:
+        """One round: each node's liveness, keyed by node so a node's beats stay in order,
+        sent together so a slow broker delays the round once, not once per node."""
+        name = topic(self.prefix, HEARTBEAT)
+        futures = [
+            await self._producer.send(
+                name,
+                orjson.dumps({"node": n, "agent": agent, "sentAt": sent_at, "position": position}),
+                key=n.encode(),
+            )
+            for n in nodes
+        ]
+        await asyncio.gather(*futures)
+
+    async def probe(self, probe: str, sent_at: float) -> frozenset[int]:
+        """A watch's own marker on every partition of the heartbeat topic; read back, it
+        tells the watch it has heard every beat sent before ``sent_at``. Returns the
+        partitions."""
+        name = topic(self.prefix, HEARTBEAT)
+        partitions = frozenset(await self._producer.partitions_for(name))
+        value = orjson.dumps({"probe": probe, "sentAt": sent_at})
+        futures = [await self._producer.send(name, value, partition=p) for p in partitions]
+        await asyncio.gather(*futures)
+        return partitions
 
 
 class Doorbell:

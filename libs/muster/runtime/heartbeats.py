@@ -30,8 +30,7 @@ async def heartbeats(loop: DeciderLoop, settings: Settings) -> None:
 async def beat_once(loop: DeciderLoop, publisher: Publisher) -> int:
     nodes = beating(loop.runner.state)
     now = time.time()
-    for node in nodes:
-        await publisher.heartbeat(node, loop.name, now, loop.runner.position)
+    await publisher.heartbeats(nodes, loop.name, now, loop.runner.position)
     loop.metrics.heartbeats.labels(loop.name).inc(len(nodes))
     loop.rounds_beaten += 1
     return len(nodes)

@@ -4,6 +4,11 @@ It reads the ``muster.heartbeat`` topic (no consumer group: every queue replica 
 every beat) and, for the existing nodes the queue places on, appends ``node.lost`` on
 the node's stream with the version the queue has folded: a second replica that saw the
 same lapse conflicts and drops it.
+
+Silence is measured up to the time the watch has heard everything: the replica probes
+every partition of the topic with its own marker and counts to the send time of the
+latest marker read back (``lapse.Hearing``). A stalled consumer or broker then freezes
+every silence instead of declaring every node lost at once.
 """
 
 from __future__ import annotations
@@ -11,17 +16,19 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import time
+import uuid
+from typing import Any
 
 import orjson
 import structlog
 from aiokafka import AIOKafkaConsumer
 from aiokafka.errors import KafkaError
 
-from muster.bus.kafka import HEARTBEAT, ensure_topics, topic
+from muster.bus.kafka import HEARTBEAT, Publisher, ensure_topics, topic
 from muster.core import inputs
 from muster.core.events import StreamAppend
 from muster.core.events import node as nev
-from muster.core.nodes.lapse import Watch
+from muster.core.nodes.lapse import Hearing, Watch
 from muster.runtime.loop import DeciderLoop
 from muster.runtime.settings import Settings
 from muster.store.errors import ConcurrencyConflict
@@ -31,13 +38,17 @@ log = structlog.get_logger()
 
 async def node_monitor(loop: DeciderLoop, settings: Settings) -> None:
     watch = Watch(grace=settings.node_grace_seconds, interval=settings.heartbeat_seconds)
-    async with asyncio.TaskGroup() as group:
-        group.create_task(_listen(watch, settings))
-        group.create_task(_check(loop, watch, settings))
-
-
-async def _listen(watch: Watch, settings: Settings) -> None:
+    hearing = Hearing()
+    probe = uuid.uuid4().hex  # this replica's own markers, told apart from another's
+    every = min(settings.heartbeat_seconds, settings.node_grace_seconds / 4)
     await ensure_topics(settings.kafka_bootstrap, settings.topic_prefix)
+    async with asyncio.TaskGroup() as group:
+        group.create_task(listen(watch, hearing, probe, settings))
+        group.create_task(send_probes(hearing, probe, every, settings))
+        group.create_task(_check(loop, watch, hearing, every))
+
+
+async def listen(watch: Watch, hearing: Hearing, probe: str, settings: Settings) -> None:
     while True:
         consumer = AIOKafkaConsumer(
             topic(settings.topic_prefix, HEARTBEAT),
@@ -50,9 +61,7 @@ async def _listen(watch: Watch, settings: Settings) -> None:
             await consumer.start()
             async for msg in consumer:
                 with contextlib.suppress(ValueError, KeyError, TypeError):
-                    # Received, not sent: the watch's clock is the only one that matters.
-                    beat = orjson.loads(msg.value)
-                    watch.beat(str(beat["node"]), time.time(), str(beat.get("agent") or ""))
+                    heard(watch, hearing, probe, msg.partition, orjson.loads(msg.value))
         except KafkaError as exc:
             log.warning("heartbeat consumer failed; reconnecting", error=str(exc))
             await asyncio.sleep(1.0)
@@ -61,15 +70,41 @@ async def _listen(watch: Watch, settings: Settings) -> None:
                 await consumer.stop()
 
 
-async def _check(loop: DeciderLoop, watch: Watch, settings: Settings) -> None:
-    every = min(settings.heartbeat_seconds, settings.node_grace_seconds / 4)
+def heard(
+    watch: Watch, hearing: Hearing, probe: str, partition: int, message: dict[str, Any]
+) -> None:
+    """One message read from the heartbeat topic: a node's beat, or a probe."""
+    if "probe" in message:
+        if message["probe"] == probe:
+            hearing.back(partition, float(message["sentAt"]))
+        return
+    # A beat counts when received, not sent: the watch's clock is the only one that matters.
+    watch.beat(str(message["node"]), time.time(), str(message.get("agent") or ""))
+
+
+async def send_probes(hearing: Hearing, probe: str, every: float, settings: Settings) -> None:
+    publisher = Publisher(settings.kafka_bootstrap, settings.topic_prefix)
+    await publisher.start()
+    try:
+        while True:
+            with contextlib.suppress(KafkaError):
+                hearing.partitions = await publisher.probe(probe, time.time())
+            await asyncio.sleep(every)
+    finally:
+        await publisher.stop()
+
+
+async def _check(loop: DeciderLoop, watch: Watch, hearing: Hearing, every: float) -> None:
     while True:
         await asyncio.sleep(every)
-        await check_once(loop, watch, time.time())
+        through = hearing.through()
+        if through is not None:
+            await check_once(loop, watch, through)
 
 
 async def check_once(loop: DeciderLoop, watch: Watch, now: float) -> list[str]:
-    """Declare lost the watched nodes that lapsed; returns their names.
+    """Declare lost the watched nodes that lapsed by ``now`` (the time up to which the
+    watch has heard every beat); returns their names.
 
     The nodes that lapsed together are appended in one transaction, so the queue folds
     them together: an agent that died takes all its nodes at once, and a gang evicted from

@@ -52,3 +52,27 @@ class Watch:
                 if s > 2 * self.interval and self.agent_of.get(node) in gone
             }
         return sorted(out)
+
+
+@dataclass(slots=True)
+class Hearing:
+    """Up to when the watch has heard every beat: the send time of its own latest probe
+    read back from each partition of the heartbeat topic (beats and probes share a
+    partition's order, and the probe's time is the watch's own clock).
+
+    A silence is measured up to ``through()``, never to the wall clock: a stalled
+    consumer or broker freezes every silence instead of making every node look dead.
+    Until a probe came back on every partition the watch has heard nothing, and declares
+    nothing.
+    """
+
+    partitions: frozenset[int] = frozenset()
+    heard: dict[int, float] = field(default_factory=dict)
+
+    def back(self, partition: int, sent_at: float) -> None:
+        self.heard[partition] = max(sent_at, self.heard.get(partition, sent_at))
+
+    def through(self) -> float | None:
+        if not self.partitions or not self.partitions <= self.heard.keys():
+            return None
+        return min(self.heard[p] for p in self.partitions)
