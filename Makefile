@@ -8,8 +8,17 @@ DATA   ?= .muster
 .PHONY: setup demo test unit lint bench bench-full migrate clean
 
 GEN    := libs/muster/api/v1/muster_pb2.py
+PYC    := $(VENV)/.compiled
 
-setup: $(STAMP) $(GEN)
+# Byte-code is checked by hash, not file time, and compiled ahead: every test stack starts
+# five service processes, and where PYTHONDONTWRITEBYTECODE is set (or file times moved
+# after install) each would otherwise compile every module it imports, every start.
+setup: $(STAMP) $(GEN) $(PYC)
+	$(BIN)/python -m compileall -q -j0 --invalidation-mode checked-hash libs services
+
+$(PYC): $(STAMP)
+	$(BIN)/python -m compileall -q -j0 --invalidation-mode checked-hash $(VENV)/lib
+	touch $(PYC)
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)

@@ -102,7 +102,7 @@ class Stack:
         proc.kill()
         proc.wait()
 
-    def wait_healthy(self, names: list[str] | None = None, timeout: float = 60.0) -> None:
+    def wait_healthy(self, names: list[str] | None = None, timeout: float = 120.0) -> None:
         deadline = time.monotonic() + timeout
         for name in names or list(self.services):
             while True:
