@@ -38,27 +38,35 @@ pytestmark = pytest.mark.e2e
 
 SEEDS = Path(__file__).resolve().parents[2] / "examples" / "scenarios" / "dws"
 GPU = "nvidia.com/gpu"
-CLUSTER = parse.cluster(
-    {
-        "name": "dws-e2e",
-        "region": "us-central1",
-        "zones": ["us-central1-a", "us-central1-b"],
-        "bookingSeconds": 3,
-        "nodePools": [
-            {
-                "name": "dws-pool",
-                "machineType": "g2-standard-8",
-                "allocatable": {"cpu": 8, "memory": "32Gi", GPU: 1},
-                "taints": [{"key": GPU, "value": "present", "effect": "NoSchedule"}],
-                "provisioningDelaySeconds": 0.5,
-                "capacity": [
-                    {"at": 0, "zones": {"us-central1-a": 0, "us-central1-b": 0}},
-                    {"at": 2, "zones": {"us-central1-a": 3}},
-                    {"at": 6, "zones": {"us-central1-b": 4}},
-                ],
-            }
-        ],
-    }
+
+
+def _cluster(capacity: list[dict[str, Any]]) -> Any:
+    return parse.cluster(
+        {
+            "name": "dws-e2e",
+            "region": "us-central1",
+            "zones": ["us-central1-a", "us-central1-b"],
+            "bookingSeconds": 3,
+            "nodePools": [
+                {
+                    "name": "dws-pool",
+                    "machineType": "g2-standard-8",
+                    "allocatable": {"cpu": 8, "memory": "32Gi", GPU: 1},
+                    "taints": [{"key": GPU, "value": "present", "effect": "NoSchedule"}],
+                    "provisioningDelaySeconds": 0.5,
+                    "capacity": capacity,
+                }
+            ],
+        }
+    )
+
+
+NONE = {"at": 0, "zones": {"us-central1-a": 0, "us-central1-b": 0}}
+# First no capacity anywhere, so both requests are seen waiting however slow the machine;
+# then the cloud is described again: 3 nodes in zone a 2 s later, 4 in zone b at 6 s.
+DRY = _cluster([NONE])
+CLUSTER = _cluster(
+    [NONE, {"at": 2, "zones": {"us-central1-a": 3}}, {"at": 6, "zones": {"us-central1-b": 4}}]
 )
 
 
@@ -88,7 +96,7 @@ def test_s1_and_s2_through_the_services(tmp_path: Path, capsys: pytest.CaptureFi
     job_path = tmp_path / "job.yaml"
     job_path.write_text(yaml.safe_dump(job))
     with Stack(tmp_path / "stack", poll_seconds=0.3) as stack:
-        asyncio.run(admin.configure(stack.store_url, CLUSTER, stack.broker.bootstrap))
+        asyncio.run(admin.configure(stack.store_url, DRY, stack.broker.bootstrap))
         with pytest.raises(SystemExit) as done:
             main(
                 [
@@ -109,6 +117,16 @@ def test_s1_and_s2_through_the_services(tmp_path: Path, capsys: pytest.CaptureFi
         assert done.value.code == 0, out
         rows = [line.split(None, 2) for line in out.splitlines()]
         assert ["ProvisioningRequest", "default/pi-request", "created"] in rows
+
+        def both_waiting() -> bool:
+            log = asyncio.run(_log(stack.store_url))
+            waiting = {
+                e.event.request_id for e in log if isinstance(e.event, pev.ProvisioningWaiting)
+            }
+            return len(waiting) == 2 and "default/pi-request" in waiting
+
+        _wait("both requests to wait for capacity", both_waiting)
+        asyncio.run(admin.configure(stack.store_url, CLUSTER, stack.broker.bootstrap))
 
         def job_done() -> Any:
             items = call("GET", f"{stack.url()}/v1/workloads?limit=10")["items"]

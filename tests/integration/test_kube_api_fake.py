@@ -102,7 +102,7 @@ def status_body(e: pytest.ExceptionInfo[ApiException]) -> dict[str, Any]:
 async def collect(n: int, func: Any, *args: Any, **kwargs: Any) -> list[dict[str, Any]]:
     """The first ``n`` events of a watch (fewer if the server ends it first)."""
     out: list[dict[str, Any]] = []
-    async with asyncio.timeout(2), watch.Watch() as w:
+    async with asyncio.timeout(10), watch.Watch() as w:
         async for ev in w.stream(func, *args, **kwargs):
             out.append(ev)
             if len(out) == n:
@@ -521,7 +521,7 @@ async def test_bookmarks_arrive_when_asked_for_and_carry_a_resumable_version(
     start = str(kube.resource_version)
     kube.add_node("n1")  # another kind moves the global version on
 
-    async with asyncio.timeout(2), watch.Watch() as w:
+    async with asyncio.timeout(10), watch.Watch() as w:
         stream = w.stream(
             crd.list_namespaced_custom_object,
             GROUP,
@@ -608,7 +608,7 @@ async def test_a_cleanly_ended_watch_is_resumed_by_the_client(
 ) -> None:
     start = str(kube.resource_version)
     await crd.create_namespaced_custom_object(GROUP, VERSION, NS, PLURAL, provreq("a"))
-    async with asyncio.timeout(2), watch.Watch() as w:
+    async with asyncio.timeout(10), watch.Watch() as w:
         stream = w.stream(
             crd.list_namespaced_custom_object, GROUP, VERSION, NS, PLURAL, resource_version=start
         )
