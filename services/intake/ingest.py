@@ -16,14 +16,13 @@ tenant's rate, the consumer waits (Kafka is the buffer) instead of refusing.
 from __future__ import annotations
 
 import asyncio
-import contextlib
 from typing import Any
 
 import orjson
 import structlog
 from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, ConsumerRecord
 
-from muster.bus.kafka import ensure_topics
+from muster.bus.kafka import close, ensure_topics
 from muster.runtime.settings import Settings
 from services.intake.errors import ApiError
 from services.intake.ops import Intake
@@ -85,10 +84,10 @@ async def consume(intake: Intake, settings: Settings) -> None:
     producer = AIOKafkaProducer(
         bootstrap_servers=settings.kafka_bootstrap, enable_idempotence=False, acks=1
     )
-    await consumer.start()
-    await producer.start()
-    log.info("ingest started", topic=topic)
     try:
+        await consumer.start()
+        await producer.start()
+        log.info("ingest started", topic=topic)
         while True:
             batches = await consumer.getmany(timeout_ms=1000, max_records=500)
             for messages in batches.values():
@@ -107,7 +106,4 @@ async def consume(intake: Intake, settings: Settings) -> None:
             if batches:
                 await consumer.commit()
     finally:
-        with contextlib.suppress(Exception):
-            await consumer.stop()
-        with contextlib.suppress(Exception):
-            await producer.stop()
+        await close(consumer, producer)

@@ -59,6 +59,16 @@ async def ensure_topics(
         await admin.close()
 
 
+async def close(*clients: AIOKafkaConsumer | AIOKafkaProducer, timeout: float = 10.0) -> None:
+    """Stop consumers and producers, each within ``timeout`` and whatever it raises: a
+    group consumer's stop can wait forever on its coordinator (aiokafka #773), and a
+    shutdown must not."""
+    for client in clients:
+        with contextlib.suppress(Exception):
+            async with asyncio.timeout(timeout):
+                await client.stop()
+
+
 class Publisher:
     """An aiokafka producer; idempotence stays off (the embedded broker lacks it)."""
 
@@ -153,5 +163,4 @@ class Doorbell:
                 log.warning("kafka consumer failed; reconnecting", error=str(exc))
                 await asyncio.sleep(1.0)
             finally:
-                with contextlib.suppress(Exception):
-                    await consumer.stop()
+                await close(consumer)

@@ -24,7 +24,7 @@ import structlog
 from aiokafka import AIOKafkaConsumer
 from aiokafka.errors import KafkaError
 
-from muster.bus.kafka import HEARTBEAT, Publisher, ensure_topics, topic
+from muster.bus.kafka import HEARTBEAT, Publisher, close, ensure_topics, topic
 from muster.core import inputs
 from muster.core.events import StreamAppend
 from muster.core.events import node as nev
@@ -66,8 +66,7 @@ async def listen(watch: Watch, hearing: Hearing, probe: str, settings: Settings)
             log.warning("heartbeat consumer failed; reconnecting", error=str(exc))
             await asyncio.sleep(1.0)
         finally:
-            with contextlib.suppress(Exception):
-                await consumer.stop()
+            await close(consumer)
 
 
 def heard(
