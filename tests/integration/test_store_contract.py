@@ -3,7 +3,10 @@
 from __future__ import annotations
 
 import asyncio
+import sqlite3
+import threading
 from dataclasses import dataclass
+from pathlib import Path
 
 import pytest
 from sqlalchemy import text
@@ -12,6 +15,7 @@ from muster.core.events import Event, NewEvent, StreamAppend, decode_payload, ev
 from muster.core.events import timer as tev
 from muster.store import ConcurrencyConflict, SqlEventStore, Tracking
 from muster.store.migrate import upgrade_async
+from muster.store.sql import switch_to_wal
 
 
 def timer(stream: str, deadline: float = 1.0, correlation: str | None = None) -> NewEvent:
@@ -147,11 +151,34 @@ async def test_racing_appends_to_one_stream_let_exactly_one_win(store_url: str) 
         results = await asyncio.gather(
             *(put(s, "timer-race", 0) for s in stores), return_exceptions=True
         )
-        assert sum(isinstance(r, list) for r in results) == 1
-        assert sum(isinstance(r, ConcurrencyConflict) for r in results) == 2
+        assert sum(isinstance(r, list) for r in results) == 1, results
+        assert sum(isinstance(r, ConcurrencyConflict) for r in results) == 2, results
     finally:
         for s in stores:
             await s.close()
+
+
+def test_the_switch_to_wal_waits_out_a_lock_the_busy_timeout_would_not(tmp_path: Path) -> None:
+    """A migrated file is not in WAL yet, and connections switching it together deadlock;
+    SQLite answers one "database is locked" at once, as with no busy timeout (here: none
+    set, and another connection reading). The switch waits for the lock to go instead."""
+    path = tmp_path / "fresh.db"
+    asyncio.run(upgrade_async(f"sqlite:///{path}"))
+    reader = sqlite3.connect(path, isolation_level=None, check_same_thread=False)
+    switcher = sqlite3.connect(path, isolation_level=None, timeout=0)
+    try:
+        reader.execute("BEGIN")
+        reader.execute("SELECT count(*) FROM events").fetchall()  # holds a shared lock
+        with pytest.raises(sqlite3.OperationalError, match="locked"):
+            switch_to_wal(switcher.cursor(), attempts=1)
+        released = threading.Timer(0.2, reader.rollback)
+        released.start()
+        switch_to_wal(switcher.cursor())
+        released.join()
+        assert switcher.execute("PRAGMA journal_mode").fetchone()[0] == "wal"
+    finally:
+        reader.close()
+        switcher.close()
 
 
 async def test_events_are_never_updated_or_deleted(store: SqlEventStore) -> None:

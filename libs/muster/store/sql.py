@@ -15,6 +15,8 @@ event loop and the database instead of one per statement.
 from __future__ import annotations
 
 import asyncio
+import sqlite3
+import time
 import uuid
 from collections.abc import Callable, Iterable, Sequence
 from concurrent.futures import ThreadPoolExecutor
@@ -217,13 +219,9 @@ def _sqlite_engine(url: Any, *, begin: str) -> Engine:
         cursor = dbapi_connection.cursor()
         for pragma in SQLITE_PRAGMAS:
             if pragma == "journal_mode=WAL":
-                # WAL is kept in the file: switching needs an exclusive lock that the busy
-                # timeout does not wait for, so a new connection beside busy ones could fail
-                # with "database is locked". Switch only when not yet in WAL.
-                (mode,) = cursor.execute("PRAGMA journal_mode").fetchone()
-                if str(mode).lower() == "wal":
-                    continue
-            cursor.execute(f"PRAGMA {pragma}")
+                switch_to_wal(cursor)
+            else:
+                cursor.execute(f"PRAGMA {pragma}")
         cursor.close()
 
     @sa_event.listens_for(engine, "begin")
@@ -231,6 +229,25 @@ def _sqlite_engine(url: Any, *, begin: str) -> Engine:
         conn.exec_driver_sql(begin)
 
     return engine
+
+
+def switch_to_wal(cursor: Any, attempts: int = 60) -> None:
+    """WAL is kept in the file, so only a file not yet in WAL is switched. The switch needs
+    an exclusive lock; connections switching together (services starting on a fresh file
+    after ``migrate``) deadlock on it, and SQLite answers one of them "database is locked"
+    at once, without the busy timeout. So the switch is retried, for up to about 18 s."""
+    for attempt in range(attempts):
+        try:
+            (mode,) = cursor.execute("PRAGMA journal_mode").fetchone()
+            if str(mode).lower() != "wal":
+                (mode,) = cursor.execute("PRAGMA journal_mode=WAL").fetchone()
+            if str(mode).lower() == "wal":
+                return
+        except sqlite3.OperationalError as exc:
+            if "locked" not in str(exc) or attempt == attempts - 1:
+                raise
+        time.sleep(0.01 * (attempt + 1))
+    raise sqlite3.OperationalError("could not switch the SQLite file to WAL")
 
 
 async def _in_thread(pool: ThreadPoolExecutor, engine: Engine, fn: Callable[[Connection], T]) -> T:
