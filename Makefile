@@ -5,7 +5,7 @@ BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
 DATA   ?= .muster
 
-.PHONY: setup demo test unit lint bench bench-full migrate clean
+.PHONY: setup demo test fuzz unit lint bench bench-full migrate clean
 
 GEN    := libs/muster/api/v1/muster_pb2.py
 PYC    := $(VENV)/.compiled
@@ -39,6 +39,10 @@ demo: setup
 
 test: setup
 	$(BIN)/python -m pytest -q -p no:cacheprovider $(PYTEST_ARGS)
+
+# Property tests with fresh random examples each run (`make test` draws the same ones).
+fuzz: setup
+	MUSTER_HYPOTHESIS_PROFILE=fuzz $(BIN)/python -m pytest -q -p no:cacheprovider tests/property $(PYTEST_ARGS)
 
 unit: setup
 	$(BIN)/python -m pytest -q tests/unit

@@ -8,6 +8,7 @@ from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
 
 import pytest
+from hypothesis import Phase, settings
 from sqlalchemy.engine import make_url
 
 from muster.bus.broker import EmbeddedBroker
@@ -15,6 +16,14 @@ from muster.store import SqlEventStore
 from muster.store.migrate import upgrade_async
 
 POSTGRES_URL = os.environ.get("MUSTER_TEST_POSTGRES_URL")
+
+# Property tests draw the same examples on every run (derandomized from each test's name),
+# so `make test` and CI fail on a change, not on a lucky draw; `make fuzz` explores new
+# ones. No explain phase: its tracing made a found failure take minutes to report.
+_PHASES = [p for p in Phase if p is not Phase.explain]
+settings.register_profile("muster", derandomize=True, phases=_PHASES)
+settings.register_profile("fuzz", derandomize=False, phases=_PHASES)
+settings.load_profile(os.environ.get("MUSTER_HYPOTHESIS_PROFILE", "muster"))
 
 
 @pytest.fixture(scope="session")

@@ -6,7 +6,7 @@ policies and flavor fungibility, fed random workloads and cancellations, run thr
 the virtual-time harness. Quota is checked against the event log with a small model of
 Kueue's arithmetic of its own (reference §1.3), never with ``quota.available``;
 preemption's minimal set (§1.6) is checked by calling ``preemption.victims`` directly.
-Two bugs it found are kept as explicit examples (a livelock and an ignored policy).
+Bugs it found are kept as explicit examples (two livelocks and an ignored policy).
 """
 
 from __future__ import annotations
@@ -20,7 +20,6 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-import pytest
 from hypothesis import example, given
 from hypothesis import strategies as st
 
@@ -375,6 +374,21 @@ def bounded_rounds(rounds: int = ROUNDS_PER_INSTANT) -> Iterator[None]:
         harness.MAX_ROUNDS_PER_INSTANT = saved
 
 
+def _reclaim_livelock() -> Scenario:
+    raw = json.loads((Path(__file__).parent / "cases" / "reclaim_livelock.json").read_text())
+    return Scenario(
+        raw["cluster"],
+        tuple((at, wid, doc) for at, wid, doc in raw["workloads"]),
+        tuple((at, wid) for at, wid in raw["cancels"]),
+        raw["shards"],
+        raw["feasible"],
+    )
+
+
+# Found by hypothesis; see test_fair_sharing_victims_keep_their_queue_at_the_preemptor_s_share.
+RECLAIM_LIVELOCK = _reclaim_livelock()
+
+
 def run(sc: Scenario) -> Harness:
     """Run to the end (a livelock fails the property); every runner then folds the log."""
     h = sc.harness()
@@ -694,6 +708,7 @@ def preemptions(h: Harness) -> Iterator[qev.WorkloadEvicted]:
 
 
 @SETTINGS
+@example(RECLAIM_LIVELOCK)
 @given(cohort_scenarios())
 def test_lifecycle_and_preemption_rules(sc: Scenario) -> None:
     h = run(sc)
@@ -833,6 +848,7 @@ LIVELOCK = Scenario(
 
 @SETTINGS
 @example(LIVELOCK)
+@example(RECLAIM_LIVELOCK)
 @given(cohort_scenarios())
 def test_runs_reach_a_fixed_point(sc: Scenario) -> None:
     h = sc.harness()
@@ -890,18 +906,15 @@ def test_reclaim_within_cohort_policy_is_respected(sc: Scenario) -> None:
             )
 
 
-def test_known_livelock_in_cohort_reclaim() -> None:
-    """A case hypothesis found (seed 59792243566459834123495221614061829233): two pools,
-    a cohort, reclaim and fair sharing, no existing nodes; the queue finds no fixed point
-    at t=71. Present since before issue 5; kept here so the fix has its test and CI stays
-    honest about it (the day the queue settles, this fails and should become a check)."""
-    raw = json.loads((Path(__file__).parent / "cases" / "reclaim_livelock.json").read_text())
-    sc = Scenario(
-        raw["cluster"],
-        tuple((at, wid, doc) for at, wid, doc in raw["workloads"]),
-        tuple((at, wid) for at, wid in raw["cancels"]),
-        raw["shards"],
-        raw["feasible"],
-    )
-    with pytest.raises(Exception, match="no fixed point"):
-        run(sc)
+def test_fair_sharing_victims_keep_their_queue_at_the_preemptor_s_share() -> None:
+    """A case hypothesis found (seed 59792243566459834123495221614061829233): fair sharing,
+    a cohort, no existing nodes. job6 (cq1) took job1 from cq2 by LessThanOrEqualToFinalShare
+    (cq2 kept job5, so its share stayed above cq1's), then job5 by LessThanInitialShare,
+    leaving cq2 below cq1; job1 took job6 back, job5 fitted again, and the queue found no
+    fixed point at t=71. A queue that gave a LessThanOrEqualToFinalShare victim is no longer
+    taken below the preemptor's share: job6 waits, and the run settles."""
+    h = run(RECLAIM_LIVELOCK)
+    fair = [e for e in preemptions(h) if e.preemption_reason == "InCohortFairSharing"]
+    assert fair, "the case still preempts for fair sharing"
+    ping_pong = {(e.preemptor, e.workload_id) for e in fair}
+    assert not {(b, a) for a, b in ping_pong} & ping_pong

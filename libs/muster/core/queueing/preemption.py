@@ -283,6 +283,12 @@ def _fair_take(
     others = [h for h, same in candidates if not same]
     if policy.reclaim_within_cohort == "Never":
         others = []
+    # Queues that gave a victim by LessThanOrEqualToFinalShare: that victim is fair only if
+    # the queue's share stays at least the preemptor's to the end, so a later strategy may
+    # not take it lower. Without this, a LessThanInitialShare victim taken after it left the
+    # queue below the preemptor's share, and the two queues preempted each other forever
+    # (tests/property/cases/reclaim_livelock.json; Kueue #14543 is the same loop).
+    held_at_final: set[str] = set()
     for strategy in strategies:
         remaining = [h for h in others if all(v.holder.id != h.id for v in chosen)]
         while remaining:
@@ -309,10 +315,13 @@ def _fair_take(
                 tree.add(h.cluster_queue, h.usage, -1)
                 after = qt.dominant_share(target)[0]
                 tree.add(h.cluster_queue, h.usage, +1)
-                if strategy == "LessThanOrEqualToFinalShare" and not mine <= after:
+                final_share = strategy == "LessThanOrEqualToFinalShare"
+                if (final_share or h.cluster_queue in held_at_final) and not mine <= after:
                     continue
                 if strategy == "LessThanInitialShare" and not mine < before:
                     continue
+                if final_share:
+                    held_at_final.add(h.cluster_queue)
                 reason = "InCohortFairSharing"
             sim.remove(h)
             chosen.append(Victim(h, reason))
