@@ -94,9 +94,22 @@ async def send_probes(hearing: Hearing, probe: str, every: float, settings: Sett
 
 
 async def _check(loop: DeciderLoop, watch: Watch, hearing: Hearing, every: float) -> None:
+    deaf, started = False, time.time()
     while True:
         await asyncio.sleep(every)
         through = hearing.through()
+        behind = time.time() - (started if through is None else through)
+        # Said once when it starts and once when it ends: while the watch cannot hear the
+        # topic, no node is declared lost, and operators should know why.
+        if (behind > watch.grace) != deaf:
+            deaf = not deaf
+            if deaf:
+                log.warning(
+                    "heartbeat watch hears nothing; no node is declared lost meanwhile",
+                    behind_seconds=round(behind, 1),
+                )
+            else:
+                log.info("heartbeat watch hears the topic again")
         if through is not None:
             await check_once(loop, watch, through)
 
