@@ -86,7 +86,7 @@ class Publisher:
         await self._producer.start()
 
     async def stop(self) -> None:
-        await self._producer.stop()
+        await close(self._producer)
 
     async def publish(self, envelopes: Sequence[Envelope]) -> None:
         """Send in order and wait for every acknowledgement."""
