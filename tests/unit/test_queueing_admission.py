@@ -646,6 +646,23 @@ def test_admission_fair_sharing_lets_the_lighter_tenant_go_first() -> None:
     assert reserved(sim.decide()) == ["b-low-1", "b-low-2"]
 
 
+def test_admission_fair_sharing_takes_each_tenant_s_head_once() -> None:
+    # Both tenants start at 0: a's older head goes first, and then b is the lighter tenant.
+    # The head taken off the queue is the one that was decided (a's), not b's (the top now).
+    doc = cluster(
+        cq("a", 8, cohort=None, admissionScope={"admissionMode": "UsageBasedAdmissionFairSharing"})
+    )
+    doc["localQueues"] = [
+        {"namespace": "tenant-a", "name": "lq", "clusterQueue": "a"},
+        {"namespace": "tenant-b", "name": "lq", "clusterQueue": "a"},
+    ]
+    sim = QueueSim(doc)
+    sim.submit("a-1", 2, "lq", namespace="tenant-a")
+    sim.submit("a-2", 2, "lq", namespace="tenant-a")
+    sim.submit("b-1", 2, "lq", namespace="tenant-b")
+    assert reserved(sim.decide()) == ["a-1", "b-1", "a-2"]
+
+
 def test_without_admission_fair_sharing_priority_orders_the_queue() -> None:
     sim = afs_sim("NoAdmissionFairSharing")
     assert reserved(sim.decide()) == ["a-high-1", "a-high-2"]

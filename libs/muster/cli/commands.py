@@ -12,6 +12,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
+import orjson
 import yaml
 
 from muster.cli import resources
@@ -47,11 +48,17 @@ def deciders() -> dict[str, Decider[Any]]:
     return {d.name: d for d in sim_harness.default_deciders()}
 
 
+# libyaml's loader where PyYAML was built with it: a trace of 10,000 workloads loads in
+# seconds instead of a minute. The pure-Python loader reads the same documents.
+_LOADER: Any = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
+
+
 def load_yaml(path: Path) -> Any:
-    try:
-        return yaml.safe_load(path.read_text())
-    except (OSError, yaml.YAMLError) as exc:
-        raise CliError(f"cannot read {path}: {exc}") from None
+    """The one document of a YAML or JSON file (None if it is empty)."""
+    docs = load_docs(path)
+    if len(docs) > 1:
+        raise CliError(f"cannot read {path}: expected a single document, found {len(docs)}")
+    return docs[0] if docs else None
 
 
 def load_cluster(path: Path) -> Any:
@@ -65,8 +72,11 @@ def load_docs(path: Path) -> list[Any]:
     """Every document of a YAML (or JSON) file, empty ones as None so that positions
     match the ``doc[N]`` of error messages."""
     try:
-        return list(yaml.safe_load_all(path.read_text()))
-    except (OSError, yaml.YAMLError) as exc:
+        text = path.read_bytes()
+        if path.suffix == ".json":
+            return [orjson.loads(text)]  # JSON is YAML, but read directly it is 10x faster
+        return list(yaml.load_all(text, Loader=_LOADER))
+    except (OSError, yaml.YAMLError, orjson.JSONDecodeError) as exc:
         raise CliError(f"cannot read {path}: {exc}") from None
 
 

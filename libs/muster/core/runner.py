@@ -29,6 +29,9 @@ class DeciderRunner(Generic[S]):
         self.position = 0  # global position folded up to (events of other categories skipped)
         self.versions: dict[str, int] = {}  # stream -> version, for the streams folded
         self.last_event_id: str | None = None
+        # Whether decide could say anything new: it said nothing, and nothing was folded
+        # since. decide is a function of the state, so asking again would say nothing again.
+        self.quiet = False
 
     @property
     def categories(self) -> frozenset[str]:
@@ -46,14 +49,18 @@ class DeciderRunner(Generic[S]):
                 self.last_event_id = env.event_id
                 applied += 1
             self.position = env.position
+        if applied:
+            self.quiet = False
         return applied
 
     def decide(self) -> list[NewEvent]:
         """The decider's events, stamped with what caused them."""
-        return [
+        news = [
             replace(new, causation_id=new.causation_id or self.last_event_id)
             for new in self.decider.decide(self.state)
         ]
+        self.quiet = not news
+        return news
 
     def appends(self, news: list[NewEvent]) -> list[StreamAppend]:
         """Group decisions by stream, each guarded by the version this runner has folded."""
@@ -87,3 +94,4 @@ class DeciderRunner(Generic[S]):
     def restore(self, data: bytes) -> None:
         loaded: Any = pickle.loads(data)
         self.state, self.position, self.versions, self.last_event_id = loaded
+        self.quiet = False

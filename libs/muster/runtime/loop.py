@@ -104,7 +104,7 @@ class DeciderLoop:
         async with self._lock:
             started = time.perf_counter()
             await self.catch_up()
-            while self.decides:
+            while self.decides and not self.runner.quiet:
                 decide_started = time.perf_counter()
                 news = self.runner.decide()
                 self.metrics.decide_seconds.labels(self.name).observe(

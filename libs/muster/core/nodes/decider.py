@@ -17,12 +17,12 @@ from typing import Any
 from muster.core.events import Envelope, Event, NewEvent
 from muster.core.events import node as nev
 from muster.core.model.workload import Runtime
-from muster.core.nodes.state import NodeAgentState, Pod, evolve
+from muster.core.nodes.state import NodeAgentState, Pod, PodKey, evolve
 
 
 class NodeAgentDecider:
     categories = frozenset({"cloud", "workload", "admission", "provisioning", "node", "timer"})
-    snapshot_format = "node-agent-state-v2"
+    snapshot_format = "node-agent-state-v3"
 
     def __init__(self, shard: int = 0, shards: int = 1, *, simulated: bool = True) -> None:
         if not 0 <= shard < shards:
@@ -63,12 +63,10 @@ class NodeAgentDecider:
             if name not in busy:
                 out.append((name, "", nev.NodeRemoved(node=name, reason=state.doomed[name])))
         # On a real cluster (not simulated) pods start and end when its pods say so.
-        for key in sorted(state.pods) if self.simulated else []:
+        for key in _due(state, stopping) if self.simulated else []:
             pod = state.pods[key]
-            if key in stopping:
-                continue
             runtime = state.runtimes.get(pod.workload_id, Runtime())
-            if pod.finishes_at is None and pod.node in state.nodes:
+            if pod.finishes_at is None:
                 out.append(
                     (
                         pod.node,
@@ -83,14 +81,8 @@ class NodeAgentDecider:
                         ),
                     )
                 )
-            elif pod.finishes_at is not None and pod.finishes_at <= state.now:
-                out.append(
-                    (
-                        pod.node,
-                        pod.workload_id,
-                        _exit(pod, runtime.exit_code_of(pod.run)),
-                    )
-                )
+            else:
+                out.append((pod.node, pod.workload_id, _exit(pod, runtime.exit_code_of(pod.run))))
         return [
             NewEvent(
                 stream_id=nev.stream(node),
@@ -108,14 +100,21 @@ class NodeAgentDecider:
     def next_deadline(self, state: NodeAgentState) -> float | None:
         if not self.simulated:
             return None  # pod ends are observed, not scheduled
-        return min(
-            (
-                p.finishes_at
-                for p in state.pods.values()
-                if p.finishes_at is not None and p.finishes_at > state.now
-            ),
-            default=None,
-        )
+        ends = state.ends
+        at = ends.bisect_right((state.now, MAX_KEY))
+        return ends[at][0] if at < len(ends) else None
+
+
+MAX_KEY = ("\U0010ffff", 1 << 62, "")  # after every pod key, in (finishes_at, key) order
+
+
+def _due(state: NodeAgentState, stopping: set[PodKey]) -> list[PodKey]:
+    """Pods to start (placed on a registered node) and pods whose run is over, in key order."""
+    ends = state.ends
+    over = ends.islice(0, ends.bisect_right((state.now, MAX_KEY)))
+    due = [k for k in state.to_start if state.pods[k].node in state.nodes]
+    due += [k for _, k in over]
+    return sorted(k for k in due if k not in stopping)
 
 
 def _exit(pod: Pod, code: int) -> Event:

@@ -6,6 +6,8 @@ import zlib
 from dataclasses import dataclass, field
 from functools import singledispatch
 
+from sortedcontainers import SortedList
+
 from muster.core.decider import advance
 from muster.core.events import Envelope, Event
 from muster.core.events import node as nev
@@ -19,6 +21,9 @@ from muster.core.model.workload import Runtime
 def owns(node: str, shard: int, shards: int) -> bool:
     """Nodes are spread over agents by a stable hash, so every replay agrees."""
     return zlib.crc32(node.encode()) % shards == shard
+
+
+PodKey = tuple[str, int, str]  # (workload, attempt, pod)
 
 
 @dataclass(slots=True)
@@ -58,6 +63,11 @@ class NodeAgentState:
     creating: dict[str, tuple[pev.NodeSpec, ...]] = field(default_factory=dict)  # request -> nodes
     pods: dict[tuple[str, int, str], Pod] = field(default_factory=dict)  # to start or running
     stopping: dict[tuple[str, int, str], str] = field(default_factory=dict)  # pod -> reason
+    # Indexes over ``pods``, so a decision costs the pods it acts on: those not started
+    # yet, the running ones by finish time, and each workload's.
+    to_start: set[PodKey] = field(default_factory=set)
+    ends: SortedList = field(default_factory=SortedList)  # (finishes_at, pod key)
+    by_workload: dict[str, set[PodKey]] = field(default_factory=dict)
 
 
 def mine(node: str, state: NodeAgentState) -> bool:
@@ -76,6 +86,28 @@ def evolve(state: NodeAgentState, envelope: Envelope) -> NodeAgentState:
     advance(state, envelope)
     _apply(envelope.event, state)
     return state
+
+
+def add_pod(state: NodeAgentState, key: PodKey, pod: Pod) -> None:
+    drop_pod(state, key)
+    state.pods[key] = pod
+    state.to_start.add(key)
+    state.by_workload.setdefault(key[0], set()).add(key)
+
+
+def drop_pod(state: NodeAgentState, key: PodKey) -> None:
+    pod = state.pods.pop(key, None)
+    state.stopping.pop(key, None)
+    if pod is None:
+        return
+    state.to_start.discard(key)
+    if pod.finishes_at is not None:
+        state.ends.discard((pod.finishes_at, key))
+    keys = state.by_workload.get(key[0])
+    if keys is not None:
+        keys.discard(key)
+        if not keys:
+            del state.by_workload[key[0]]
 
 
 @singledispatch
@@ -124,8 +156,7 @@ def _(event: nev.NodeLost, state: NodeAgentState) -> None:
     if event.node in state.declared:
         state.lost.add(event.node)
     for key in [k for k, p in state.pods.items() if p.node == event.node]:
-        del state.pods[key]
-        state.stopping.pop(key, None)
+        drop_pod(state, key)
 
 
 @_apply.register
@@ -143,7 +174,7 @@ def _(event: qev.PodReplaced, state: NodeAgentState) -> None:
     if mine(event.node, state):
         key = (event.workload_id, event.attempt, event.pod)
         run = state.runs[key] = state.runs.get(key, 0) + 1
-        state.pods[key] = Pod(event.workload_id, event.attempt, event.pod, event.node, run=run)
+        add_pod(state, key, Pod(event.workload_id, event.attempt, event.pod, event.node, run=run))
 
 
 @_apply.register
@@ -179,15 +210,14 @@ def _(event: qev.WorkloadAdmitted, state: NodeAgentState) -> None:
     for pod, node in event.placements.items():
         if mine(node, state):
             key = (event.workload_id, event.attempt, pod)
-            state.pods[key] = Pod(event.workload_id, event.attempt, pod, node)
+            add_pod(state, key, Pod(event.workload_id, event.attempt, pod, node))
 
 
 def _stop_workload(workload_id: str, reason: str, state: NodeAgentState) -> None:
     if state.runs:
         state.runs = {k: v for k, v in state.runs.items() if k[0] != workload_id}
-    for key in state.pods:
-        if key[0] == workload_id:
-            state.stopping[key] = reason
+    for key in state.by_workload.get(workload_id, ()):
+        state.stopping[key] = reason
 
 
 @_apply.register
@@ -207,14 +237,18 @@ def _(event: qev.WorkloadFinished, state: NodeAgentState) -> None:
 
 @_apply.register
 def _(event: nev.PodStarted, state: NodeAgentState) -> None:
-    pod = state.pods.get((event.workload_id, event.attempt, event.pod))
+    key = (event.workload_id, event.attempt, event.pod)
+    pod = state.pods.get(key)
     if pod is not None:
+        if pod.finishes_at is not None:
+            state.ends.discard((pod.finishes_at, key))
         pod.finishes_at = event.finishes_at
+        state.to_start.discard(key)
+        state.ends.add((event.finishes_at, key))
 
 
 def _end_pod(state: NodeAgentState, workload_id: str, attempt: int, name: str) -> None:
-    state.pods.pop((workload_id, attempt, name), None)
-    state.stopping.pop((workload_id, attempt, name), None)
+    drop_pod(state, (workload_id, attempt, name))
 
 
 @_apply.register

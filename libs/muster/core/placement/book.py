@@ -223,11 +223,11 @@ class NodeBook:
 
     def untouched(self, key: str, value: tuple[str, ...]) -> bool:
         """No pod on any node of the domain (cached like its room)."""
-        cached = self._room.get((key, value), {}).get("\0untouched")
+        cached = self.room(key, value, "\0untouched")
         if cached is None:
             members = self.domains(key).get(value, [])
-            cached = int(all(n.pods == 0 for n in members))
-            self._room.setdefault((key, value), {})["\0untouched"] = cached
+            cached = int(all(self.state_of(n).pods == 0 for n in members))
+            self.remember_room(key, value, "\0untouched", cached)
         return bool(cached)
 
     def label_of(self, node: NodeState, key: str) -> str | None:
@@ -288,25 +288,39 @@ class NodeBook:
         self._room.setdefault((key, value), {})[shape] = room
 
     def _touched(self, node: NodeState) -> None:
-        if not self._room:
-            return
+        if self._room:
+            for domain in self.domains_of(node):
+                self._room.pop(domain, None)
+
+    def domains_of(self, node: NodeState) -> list[tuple[str, tuple[str, ...]]]:
+        """The (key, value) of every indexed domain the node is in."""
+        out = []
         for key in list(self._domains):
             if key.startswith("\0"):
                 continue
             if key in self.levels:
-                depth = self.levels.index(key) + 1
-                self._room.pop((key, node.path[:depth]), None)
+                out.append((key, node.path[: self.levels.index(key) + 1]))
             elif key == HOSTNAME:
-                self._room.pop((key, (node.name,)), None)
+                out.append((key, (node.name,)))
             else:
                 label = node.inv.labels.get(key)
                 if label is not None:
-                    self._room.pop((key, (label,)), None)
+                    out.append((key, (label,)))
+        return out
 
     # -- one pod ------------------------------------------------------------------------
 
+    def state_of(self, node: NodeState) -> NodeState:
+        """What is placed on ``node`` as this book sees it (a view has its own copies of
+        the nodes it changed; the domain lists hold the base book's)."""
+        return node
+
+    def _writable(self, node: NodeState) -> NodeState:
+        return node
+
     def why_not(self, node: NodeState, pod: PodAsk) -> str | None:
         """kube-scheduler's and HAMi's reason this pod does not fit here now, or None."""
+        node = self.state_of(node)
         for r, q in node.scalar(pod.requests):
             if node.free.get(r, 0) < q:
                 return f"Insufficient {r}"
@@ -333,6 +347,7 @@ class NodeBook:
     def fit_count(self, node: NodeState, pod: PodAsk) -> int:
         """How many more such pods fit on the node (an upper bound when a pod wants
         several shared devices)."""
+        node = self.state_of(node)
         n = 1 << 30
         for r, q in node.scalar(pod.requests):
             n = min(n, node.free.get(r, 0) // q)
@@ -354,6 +369,7 @@ class NodeBook:
         self, node: NodeState, workload: str, pod: PodAsk, spread_gpus: bool
     ) -> tuple[DeviceShare, ...]:
         """Put the pod on the node (it fits: ``why_not`` said so)."""
+        node = self._writable(node)
         shares: tuple[DeviceShare, ...] = ()
         ask = pod.device
         if ask is not None and node.has_devices():
@@ -392,6 +408,7 @@ class NodeBook:
     def uncharge(
         self, node: NodeState, workload: str, pod: PodAsk, shares: tuple[DeviceShare, ...]
     ) -> None:
+        node = self._writable(node)
         for r, q in node.scalar(pod.requests):
             node.free[r] = node.free.get(r, 0) + q
         by_uuid = {gpu.uuid: use for gpu, use in zip(node.inv.gpus, node.devices, strict=True)}
@@ -417,7 +434,7 @@ class NodeBook:
             node = self.nodes.get(node_name)
             pod = pods.get(pod_name)
             if node is not None and pod is not None:
-                self._seat(node, workload, pod, placement.devices.get(pod_name, ()))
+                self._seat(self._writable(node), workload, pod, placement.devices.get(pod_name, ()))
         self.keep(workload, placement, pods)
 
     def keep(self, workload: str, placement: Placement, pods: Mapping[str, PodAsk]) -> None:
@@ -427,6 +444,8 @@ class NodeBook:
         self.held[workload] = Held(placement, dict(pods))
 
     def release(self, workload: str) -> None:
+        """Give back a workload's placement (folding its end or eviction; on a view, a
+        victim's pods taken away to see what its preemptor would find)."""
         held = self.held.pop(workload, None)
         if held is None:
             return

@@ -284,7 +284,10 @@ class _Search:
                 or self.book.exclusive.get((key, label), self.workload) != self.workload
             ):
                 continue
-            if any(set(n.workloads) - {self.workload} for n in self.book.members(key, value)):
+            if any(
+                set(self.book.state_of(n).workloads) - {self.workload}
+                for n in self.book.members(key, value)
+            ):
                 continue
             mark = self.mark()
             try:
@@ -395,7 +398,8 @@ def _device_resource(want: list[Demand]) -> str:
     )
 
 
-def _devices(node: NodeState, resource: str, free: bool) -> int:
+def _devices(book: NodeBook, node: NodeState, resource: str, free: bool) -> int:
+    node = book.state_of(node)
     if node.has_devices():
         return node.free_devices() if free else len(node.inv.gpus)
     return node.free.get(resource, 0) if free else node.inv.allocatable.get(resource, 0)
@@ -410,7 +414,7 @@ def _in_one_group(search: _Search, size: int, want: list[Demand]) -> None:
     level = None
     for lv in levels:
         for members in book.domains(lv).values():
-            if sum(_devices(n, resource, False) for n in members) >= size:
+            if sum(_devices(book, n, resource, False) for n in members) >= size:
                 level = lv
                 break
         if level is not None:
@@ -425,7 +429,7 @@ def _in_one_group(search: _Search, size: int, want: list[Demand]) -> None:
     )
 
     def free(members: list[NodeState]) -> int:
-        return sum(_devices(n, resource, True) for n in members)
+        return sum(_devices(book, n, resource, True) for n in members)
 
     groups = [
         (free(members), members[0].order, members) for members in book.domains(level).values()

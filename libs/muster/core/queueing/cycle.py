@@ -17,6 +17,7 @@ ordering ends in the submission order.
 
 from __future__ import annotations
 
+import heapq
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 
@@ -25,15 +26,14 @@ from muster.core.events import queue as qev
 from muster.core.model.queues import ClusterQueueSpec
 from muster.core.model.resources import format_quantity
 from muster.core.placement.book import Placement
+from muster.core.placement.view import view
 from muster.core.queueing import checks, placing
 from muster.core.queueing import preemption as pre
 from muster.core.queueing import quota as qt
 from muster.core.queueing.flavors import FIT, Assignment, Unassignable, assign
+from muster.core.queueing.pending import Lane
 from muster.core.queueing.state import QueueState, WorkloadEntry, namespace_charge
 
-# A logged pending reason is refreshed when its numbers changed and it is older than
-# this; the visibility API computes the current numbers on demand in between.
-REASON_REFRESH_SECONDS = 300.0
 # Verdicts that end the workload instead of leaving it waiting: verdict -> rejection reason.
 REJECTIONS = {
     "NamespaceQuotaRejected": "NamespaceQuotaExceeded",
@@ -54,57 +54,84 @@ class Verdict:
 
 
 class QueueCursor:
-    """One ClusterQueue's pending workloads in admission order.
+    """One ClusterQueue's pending workloads in admission order, lane by lane.
 
     Order: workloads that preempted first, then priority (descending), then the
     submission order. With usage-based admission fair sharing the next tenant
     (LocalQueue) is the one with the smallest weighted share of the queue's quota
-    at that moment; priority orders work within a tenant.
+    at that moment; priority orders work within a tenant. The head of the queue is the
+    first of its lanes' heads; a lane whose head does not fit is parked whole (its
+    other members get the same verdict), so the walk costs lanes and admissions, not
+    pending workloads.
     """
 
-    def __init__(self, cycle: Cycle, cq: ClusterQueueSpec, entries: list[WorkloadEntry]) -> None:
+    def __init__(self, cycle: Cycle, cq: ClusterQueueSpec, lanes: list[Lane]) -> None:
         self.cycle = cycle
         self.cq = cq
-        self.blocked_by: str | None = None
         self.fair = cq.admission_mode == "UsageBasedAdmissionFairSharing"
-        key = cycle.queue_key
-        if self.fair:
-            self.tenants: dict[str, list[WorkloadEntry]] = {}
-            for wl in entries:
-                self.tenants.setdefault(wl.local_queue, []).append(wl)
-            for lst in self.tenants.values():
-                lst.sort(key=key, reverse=True)  # pop() from the end
-        else:
-            self.entries = sorted(entries, key=key, reverse=True)
+        self.at: dict[int, int] = {}  # id(lane) -> position of its head
+        # Heaps of (head key, lane): one per tenant with fair sharing, else one.
+        self.heaps: dict[str, list[tuple[tuple[int, int, int, str], int, Lane]]] = {}
+        for seq, lane in enumerate(lanes):
+            self.at[id(lane)] = 0
+            tenant = lane.local_queue if self.fair else ""
+            self.heaps.setdefault(tenant, []).append((lane.head_key(), seq, lane))
+        for heap in self.heaps.values():
+            heapq.heapify(heap)
+        self._seq = len(lanes)
+
+    def _top(self) -> str | None:
+        """The heap whose top is the queue's head."""
+        if not self.fair:
+            return "" if self.heaps.get("") else None
+        best: tuple[object, ...] | None = None
+        found: str | None = None
+        for lq, heap in self.heaps.items():
+            if heap:
+                k = (self.cycle.tenant_share(self.cq, lq), heap[0][0])
+                if best is None or k < best:
+                    best, found = k, lq
+        return found
+
+    def peek_lane(self) -> Lane | None:
+        top = self._top()
+        return None if top is None else self.heaps[top][0][2]
 
     def peek(self) -> WorkloadEntry | None:
-        if not self.fair:
-            return self.entries[-1] if self.entries else None
-        best: tuple[object, ...] | None = None
-        head: WorkloadEntry | None = None
-        for lq, lst in self.tenants.items():
-            if not lst:
-                continue
-            cand = lst[-1]
-            k = (self.cycle.tenant_share(self.cq, lq), self.cycle.queue_key(cand))
-            if best is None or k < best:
-                best, head = k, cand
-        return head
+        lane = self.peek_lane()
+        if lane is None:
+            return None
+        return self.cycle.state.workloads[lane.members[self.at[id(lane)]][1]]
+
+    def _take(self, wl: WorkloadEntry) -> Lane:
+        """Take the lane ``wl`` heads off its heap (its tenant's, with fair sharing: the
+        shares moved since it was peeked, so the queue's top may be another's now)."""
+        heap = self.heaps[wl.local_queue if self.fair else ""]
+        _, _, lane = heapq.heappop(heap)
+        assert lane.members[self.at[id(lane)]][1] == wl.id, "took another lane than the head's"
+        return lane
 
     def pop(self, wl: WorkloadEntry) -> None:
-        if not self.fair:
-            self.entries.pop()
-        else:
-            self.tenants[wl.local_queue].pop()
+        """The head ``wl`` is decided: its lane's next member is that lane's head."""
+        lane = self._take(wl)
+        top = wl.local_queue if self.fair else ""
+        at = self.at[id(lane)] = self.at[id(lane)] + 1
+        if at < len(lane.members):
+            self._seq += 1
+            heapq.heappush(self.heaps[top], (lane.head_key(at), self._seq, lane))
 
-    def rest(self) -> Iterator[WorkloadEntry]:
-        if not self.fair:
-            yield from reversed(self.entries)
-            self.entries = []
-        else:
-            for lst in self.tenants.values():
-                yield from reversed(lst)
-                lst.clear()
+    def park(self, wl: WorkloadEntry) -> tuple[Lane, int]:
+        """The lane ``wl`` heads is decided whole: (the lane, its head's position)."""
+        lane = self._take(wl)
+        return lane, self.at[id(lane)]
+
+    def rest(self) -> list[tuple[Lane, int]]:
+        """Every lane not decided yet, with its head's position; the queue is then empty."""
+        out = [
+            (lane, self.at[id(lane)]) for heap in self.heaps.values() for _, _, lane in sorted(heap)
+        ]
+        self.heaps.clear()
+        return out
 
 
 class Cycle:
@@ -127,17 +154,25 @@ class Cycle:
         # blockAdmission: one admission per cycle at most while pods are not ready.
         self.block_after_admit = config.enable and config.block_admission
         self.admission_blocked = False
-        # Workloads placed on the book during this cycle: given back when it ends (the
-        # placements take effect when their QuotaReserved is folded).
-        self.placed: list[str] = []
+        # Placements made in this cycle go on a view of the book: the book itself holds
+        # them once their QuotaReserved is folded.
+        self.book = view(state.book)
         # "Does not place" per placement shape: room only shrinks within a cycle.
         self.unplaced: dict[tuple[object, ...], Unassignable] = {}
         self.routes: dict[tuple[object, ...], bool] = {}  # shape -> to existing nodes?
+        self.shares: dict[str, float] = {}  # local queue -> tenant_share, until charged
 
     def queue_key(self, wl: WorkloadEntry) -> tuple[int, int, int]:
         return (0 if wl.id in self.state.preemptors else 1, -wl.priority, wl.order)
 
     def tenant_share(self, cq: ClusterQueueSpec, lq: str) -> float:
+        """The LocalQueue's weighted share of its ClusterQueue (cached until it is charged)."""
+        share = self.shares.get(lq)
+        if share is None:
+            share = self.shares[lq] = self._tenant_share(cq, lq)
+        return share
+
+    def _tenant_share(self, cq: ClusterQueueSpec, lq: str) -> float:
         node = self.tree.queues[cq.name]
         usage = self.lq_usage.get(lq, {})
         share = 0.0
@@ -157,50 +192,58 @@ class Cycle:
     # -- heads -------------------------------------------------------------------------
 
     def cursors(self) -> list[QueueCursor]:
-        by_queue: dict[str | None, list[WorkloadEntry]] = {}
+        """Every ClusterQueue's lanes, after what holds whole lanes back: a missing or
+        stopped queue, admission blocked, a workload's own backoff."""
         blocked = self._blocked_by_pods_ready()
-        routes: dict[str, str | None] = {}  # local queue -> cluster queue
-        held_back: list[Verdict] = []
-        for wid in self.state.pending:
-            wl = self.state.workloads[wid]
-            lq = wl.local_queue
-            if lq not in routes:
-                routes[lq] = self.state.cluster_queue_of(wl.spec)
-            held = self._held_back(wl, blocked)
-            if held is not None:
-                held_back.append(Verdict(wl, routes[lq], held))
-                continue
-            by_queue.setdefault(routes[lq], []).append(wl)
-        # The pending set's iteration order is arbitrary: sort what it produced.
-        self.verdicts += sorted(held_back, key=lambda v: v.workload.order)
+        by_queue: dict[str | None, list[Lane]] = {}
+        for lq_key in sorted(self.state.lanes.lanes):
+            lq = self.state.local_queues.get(lq_key)
+            name = lq.cluster_queue if lq is not None else None
+            for lane in self.state.lanes.of(lq_key):
+                held = self._pods_ready_block() if blocked else None
+                if held is None and lane.key[0] == "workload":
+                    held = self._held_back(self._workload(lane, 0))
+                if held is not None:
+                    self.lane_verdict(lane, 0, name, held)
+                else:
+                    by_queue.setdefault(name, []).append(lane)
         cursors: list[QueueCursor] = []
         for name in sorted(by_queue, key=lambda n: n or ""):
-            entries = by_queue[name]
+            lanes = by_queue[name]
             cq = self.state.cluster_queues.get(name) if name else None
             if cq is None:
-                for wl in sorted(entries, key=lambda w: w.order):
-                    self.verdicts.append(_missing_queue(name, wl))
+                for lane in lanes:
+                    self.lane_verdict(lane, 0, name, _missing_queue(name, lane.local_queue))
                 continue
             stopped = _stopped(self.state, cq) or _inactive(self.state, cq)
-            if stopped is not None:
-                for wl in sorted(entries, key=lambda w: w.order):
-                    self.verdicts.append(
-                        Verdict(wl, cq.name, _lq_stopped(self.state, wl) or stopped)
-                    )
-                continue
             live = []
-            stops: dict[str, Unassignable | None] = {}
-            for wl in sorted(entries, key=lambda w: w.order):
-                if wl.local_queue not in stops:
-                    stops[wl.local_queue] = _lq_stopped(self.state, wl)
-                lq_stop = stops[wl.local_queue]
-                if lq_stop is not None:
-                    self.verdicts.append(Verdict(wl, cq.name, lq_stop))
+            for lane in lanes:
+                held = _lq_stopped(self.state, lane.local_queue) or stopped
+                if held is not None:
+                    self.lane_verdict(lane, 0, cq.name, held)
                 else:
-                    live.append(wl)
+                    live.append(lane)
             if live:
                 cursors.append(QueueCursor(self, cq, live))
         return cursors
+
+    def _workload(self, lane: Lane, at: int) -> WorkloadEntry:
+        return self.state.workloads[lane.members[at][1]]
+
+    def lane_verdict(
+        self, lane: Lane, start: int, cq: str | None, outcome: Unassignable, *, only: int = 0
+    ) -> None:
+        """The lane's members from ``start`` (``only`` of them, if given) get ``outcome``:
+        a verdict each for those whose recorded reason differs (all, for visibility)."""
+        if self.every_verdict:
+            stop = start + only if only else len(lane.members)
+            wids = [wid for _, wid in lane.members[start:stop]]
+        else:
+            wids = lane.differing(outcome.reason, start)
+            if only:
+                last = lane.members[start + only - 1]
+                wids = [w for w in wids if lane.entry[w] <= last]
+        self.verdicts += [Verdict(self.state.workloads[w], cq, outcome) for w in wids]
 
     def _blocked_by_pods_ready(self) -> bool:
         config = self.state.wait_for_pods_ready
@@ -219,8 +262,9 @@ class Cycle:
             "(waitForPodsReady.blockAdmission)",
         )
 
-    def _held_back(self, wl: WorkloadEntry, blocked: bool) -> Unassignable | None:
-        """waitForPodsReady: past the backoff limit, in backoff, or admission blocked."""
+    def _held_back(self, wl: WorkloadEntry) -> Unassignable | None:
+        """Its admission check's retry backoff; waitForPodsReady: past the backoff limit,
+        or in backoff."""
         if wl.check_retries and wl.requeue_at is not None and self.state.now < wl.requeue_at:
             return Unassignable(
                 "WaitingForBackoff",
@@ -242,8 +286,6 @@ class Cycle:
                 f"requeued after PodsReadyTimeout ({wl.requeue_count} so far); eligible "
                 f"again {wl.requeue_at - self.state.now:g}s from now",
             )
-        if blocked:
-            return self._pods_ready_block()
         return None
 
     # -- nominate ----------------------------------------------------------------------
@@ -418,35 +460,29 @@ class Cycle:
 
     def _placeable(self, cq: ClusterQueueSpec, wl: WorkloadEntry, a: Assignment, n: int) -> bool:
         ps = next(p for p in wl.spec.pod_sets if p.min_count is not None)
-        got = placing.try_place(self.state, wl, cq.name, a, {ps.name: n}, self.routes)
-        if got is None:
-            return True
-        if isinstance(got, Unassignable):
-            return False
-        self.state.book.release(wl.id)
-        return True
+        trial = view(self.book)
+        got = placing.try_place(self.state, trial, wl, cq.name, a, {ps.name: n}, self.routes)
+        return not isinstance(got, Unassignable)
 
     def _place(
         self, cq: ClusterQueueSpec, wl: WorkloadEntry, outcome: Assignment, counts: dict[str, int]
     ) -> Placement | Unassignable | None:
         """Placement on existing nodes (None: the provisioner makes the nodes)."""
+        # What placement depends on: the pods (not whose they are), the flavors' labels and
+        # tolerations, the policy. Tenants and queues with lookalike heads share one search.
         key = (
-            cq.name,
-            wl.shape,
+            wl.spec.placement or cq.placement,
+            wl.shape[2:],
             tuple(sorted(counts.items())),
-            wl.spec.gpu_group_size,
-            wl.spec.placement,
-            tuple((ps.topology, ps.devices) for ps in wl.spec.pod_sets),
             tuple(sorted((k, tuple(sorted(v.items()))) for k, v in outcome.node_selectors.items())),
+            tuple(sorted((k, tuple(sorted(v.items()))) for k, v in outcome.flavors.items())),
         )
         known = self.unplaced.get(key)
         if known is not None:
             return known
-        placed = placing.try_place(self.state, wl, cq.name, outcome, counts, self.routes)
+        placed = placing.try_place(self.state, self.book, wl, cq.name, outcome, counts, self.routes)
         if isinstance(placed, Unassignable):
             self.unplaced[key] = placed
-        elif placed is not None:
-            self.placed.append(wl.id)
         return placed
 
     def _charge_tenant(
@@ -457,6 +493,7 @@ class Cycle:
         counts: dict[str, int] | None = None,
     ) -> None:
         per_lq = self.lq_usage.setdefault(wl.local_queue, {})
+        self.shares.pop(wl.local_queue, None)
         for flavor, resources in usage.items():
             per_flavor = per_lq.setdefault(flavor, {})
             for resource, qty in resources.items():
@@ -521,13 +558,6 @@ class Cycle:
     # -- the pipeline ------------------------------------------------------------------
 
     def run(self) -> list[Verdict]:
-        try:
-            return self._run()
-        finally:
-            for wid in reversed(self.placed):
-                self.state.book.release(wid)
-
-    def _run(self) -> list[Verdict]:
         cursors = self.cursors()
         while cursors:
             round_: list[tuple[QueueCursor, Verdict]] = []
@@ -539,20 +569,25 @@ class Cycle:
             if not round_:
                 break
             for cursor, v in self.ordered(round_):
-                cursor.pop(v.workload)
                 done = self.process(cursor, v)
-                self.verdicts.append(done)
-                if isinstance(done.outcome, Unassignable) and cursor.cq.queueing_strategy == (
-                    "StrictFIFO"
-                ):
-                    self._block(cursor, done.workload)
+                if isinstance(done.outcome, Assignment):
+                    cursor.pop(done.workload)
+                    self.verdicts.append(done)
+                    continue
+                lane, at = cursor.park(done.workload)
+                if cursor.cq.queueing_strategy != "StrictFIFO":
+                    # Its lane's other members would be judged the same now.
+                    self.lane_verdict(lane, at, cursor.cq.name, done.outcome)
+                    continue
+                self.lane_verdict(lane, at, cursor.cq.name, done.outcome, only=1)
+                self._block(cursor, done.workload, [(lane, at + 1), *cursor.rest()])
             cursors = [c for c in cursors if c.peek() is not None]
         return self.verdicts
 
     def _drain_known(self, cursor: QueueCursor) -> None:
         """Heads whose shape already got "does not fit" in this cycle get it again at
-        once: they change nothing, so taking them outside the round order changes no
-        outcome, and a deep queue of lookalikes costs a lookup each."""
+        once, with the rest of their lane: they change nothing, so taking them outside
+        the round order changes no outcome."""
         cq = cursor.cq
         if cq.queueing_strategy == "StrictFIFO" or self.admission_blocked:
             return
@@ -560,15 +595,15 @@ class Cycle:
         if not cache:
             return
         can_preempt = self.preempt_rules(cq)[0]
-        while (wl := cursor.peek()) is not None:
-            if wl.preempted_for or wl.has_min_count:
-                return
+        while (lane := cursor.peek_lane()) is not None:
+            if lane.key[0] == "workload":
+                return  # its own history (preempted for flavors, partial) decides
+            wl = self._workload(lane, cursor.at[id(lane)])
             hit = cache.get((cq.name, wl.shape, wl.priority if can_preempt else None))
             if hit is None:
                 return
-            cursor.pop(wl)
-            if self.every_verdict or _worth_recording(self.state, wl, hit):
-                self.verdicts.append(Verdict(wl, cq.name, hit))
+            lane, at = cursor.park(wl)
+            self.lane_verdict(lane, at, cq.name, hit)
 
     def ordered(
         self, round_: list[tuple[QueueCursor, Verdict]]
@@ -630,11 +665,13 @@ class Cycle:
         assert best is not None
         return best[1]
 
-    def _block(self, cursor: QueueCursor, head: WorkloadEntry) -> None:
+    def _block(
+        self, cursor: QueueCursor, head: WorkloadEntry, rest: list[tuple[Lane, int]]
+    ) -> None:
         cq = cursor.cq.name
         message = f"waiting behind {head.spec.name} in StrictFIFO ClusterQueue {cq}"
-        for wl in cursor.rest():
-            self.verdicts.append(Verdict(wl, cq, Unassignable("BlockedByStrictFIFO", message)))
+        for lane, at in rest:
+            self.lane_verdict(lane, at, cq, Unassignable("BlockedByStrictFIFO", message))
 
 
 def _stopped(state: QueueState, cq: ClusterQueueSpec) -> Unassignable | None:
@@ -650,8 +687,8 @@ def _inactive(state: QueueState, cq: ClusterQueueSpec) -> Unassignable | None:
     return None if found is None else Unassignable(*found)
 
 
-def _lq_stopped(state: QueueState, wl: WorkloadEntry) -> Unassignable | None:
-    lq = state.local_queues.get(wl.local_queue)
+def _lq_stopped(state: QueueState, local_queue: str) -> Unassignable | None:
+    lq = state.local_queues.get(local_queue)
     if lq is None or lq.stop_policy == "None":
         return None
     return Unassignable(
@@ -661,13 +698,12 @@ def _lq_stopped(state: QueueState, wl: WorkloadEntry) -> Unassignable | None:
     )
 
 
-def _missing_queue(cq_name: str | None, wl: WorkloadEntry) -> Verdict:
+def _missing_queue(cq_name: str | None, local_queue: str) -> Unassignable:
     if cq_name is None:
-        message = f"LocalQueue {wl.spec.queue_name} doesn't exist in namespace {wl.spec.namespace}"
-        return Verdict(wl, None, Unassignable("LocalQueueNotFound", message))
-    return Verdict(
-        wl, cq_name, Unassignable("ClusterQueueNotFound", f"ClusterQueue {cq_name} doesn't exist")
-    )
+        namespace, name = local_queue.split("/", 1)
+        message = f"LocalQueue {name} doesn't exist in namespace {namespace}"
+        return Unassignable("LocalQueueNotFound", message)
+    return Unassignable("ClusterQueueNotFound", f"ClusterQueue {cq_name} doesn't exist")
 
 
 def to_events(state: QueueState, verdicts: list[Verdict]) -> list[NewEvent]:
@@ -725,7 +761,7 @@ def to_events(state: QueueState, verdicts: list[Verdict]) -> list[NewEvent]:
                     message=v.outcome.message,
                 )
                 out.append(_new(state, wl.id, event))
-            elif _worth_recording(state, wl, v.outcome):
+            elif _worth_recording(wl, v.outcome):
                 event = qev.WorkloadPending(
                     workload_id=wl.id, reason=v.outcome.reason, message=v.outcome.message
                 )
@@ -745,13 +781,11 @@ def _reserved_message(wl: WorkloadEntry, v: Verdict) -> str:
     return message
 
 
-def _worth_recording(state: QueueState, wl: WorkloadEntry, outcome: Unassignable) -> bool:
-    """A new reason always; new numbers for the same reason at most every few minutes."""
-    if wl.pending_reason is None or wl.pending_reason[0] != outcome.reason:
-        return True
-    if wl.pending_reason[1] == outcome.message:
-        return False
-    return state.now - wl.reason_at >= REASON_REFRESH_SECONDS
+def _worth_recording(wl: WorkloadEntry, outcome: Unassignable) -> bool:
+    """A new reason is recorded; new numbers for the same reason are not (they are the
+    visibility API's, computed on demand): what a lane's members recorded is then known
+    without looking at them, and a waiting workload adds no events while it waits."""
+    return wl.pending_reason is None or wl.pending_reason[0] != outcome.reason
 
 
 def _eviction(state: QueueState, preemptor: WorkloadEntry, v: Verdict, victim: pre.Victim) -> Event:

@@ -15,7 +15,7 @@ class QueueDecider:
     categories = frozenset(
         {"config", "cloud", "workload", "admission", "provisioning", "node", "timer"}
     )
-    snapshot_format = "queue-state-v5"
+    snapshot_format = "queue-state-v6"
 
     def initial(self) -> qs.QueueState:
         return qs.QueueState()
@@ -36,9 +36,9 @@ class QueueDecider:
         times = []
         if config.enable:
             times = [
-                wl.admitted_at + config.timeout_seconds
-                for wl in (state.workloads[w] for w in state.active)
-                if wl.status == "Admitted" and not wl.pods_ready and wl.admitted_at is not None
+                at + config.timeout_seconds
+                for at in (state.workloads[w].admitted_at for w in state.awaiting_pods)
+                if at is not None
             ]
         times += [
             at

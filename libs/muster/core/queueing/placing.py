@@ -14,7 +14,14 @@ from __future__ import annotations
 from collections.abc import Mapping
 
 from muster.core.model.workload import Toleration
-from muster.core.placement.book import Placement, PodAsk, could_hold, matches, tolerated
+from muster.core.placement.book import (
+    NodeBook,
+    Placement,
+    PodAsk,
+    could_hold,
+    matches,
+    tolerated,
+)
 from muster.core.placement.devices import device_ask
 from muster.core.placement.engine import NoPlacement, demands, place
 from muster.core.queueing.flavors import Assignment, Unassignable
@@ -60,18 +67,19 @@ def on_nodes(
 
 def try_place(
     state: QueueState,
+    book: NodeBook,
     wl: WorkloadEntry,
     cluster_queue: str,
     outcome: Assignment,
     counts: Mapping[str, int],
     routes: dict[tuple[object, ...], bool],
 ) -> Placement | Unassignable | None:
-    """The workload's placement (the book holds it), why there is none, or None when the
+    """The workload's placement (``book`` holds it), why there is none, or None when the
     provisioner will make its nodes. ``routes`` memoises where each shape goes (one
     cycle: the route scans every node the cluster has)."""
     tolerations = injected_tolerations(state, outcome)
     key = (
-        wl.shape,
+        wl.shape[2:],  # the pods, not whose they are
         tuple(ps.devices for ps in wl.spec.pod_sets),
         tuple(sorted((p, tuple(sorted(s.items()))) for p, s in outcome.node_selectors.items())),
         tuple(sorted(tolerations.items())),
@@ -83,7 +91,7 @@ def try_place(
         return None
     cq = state.cluster_queues[cluster_queue]
     want = demands(wl.spec, counts, outcome.node_selectors, tolerations)
-    got = place(state.book, wl.id, wl.spec, want, wl.spec.placement or cq.placement)
+    got = place(book, wl.id, wl.spec, want, wl.spec.placement or cq.placement)
     if isinstance(got, NoPlacement):
         return Unassignable(got.reason, f"couldn't place the gang: {got.message}")
     return got

@@ -3,7 +3,9 @@ check's verdict, bind consumers of standalone requests, finish, or reject.
 
 Each rule looks at one workload and returns at most one event; the order of
 ``state.active`` does not matter because the rules are per workload, and the
-output is sorted by submission order so the log is deterministic.
+output is sorted by submission order so the log is deterministic. Only the workloads
+an event touched since settle last looked (``state.notes``) and those whose
+waitForPodsReady timeout passed are looked at: the others would give what they gave.
 """
 
 from __future__ import annotations
@@ -17,7 +19,9 @@ from muster.core.queueing.state import QueueState, WorkloadEntry
 
 def settle(state: QueueState) -> list[NewEvent]:
     out: list[NewEvent] = []
-    for wl in sorted((state.workloads[w] for w in state.active), key=lambda w: w.order):
+    quiet: list[str] = []
+    busy: list[str] = []
+    for wl in sorted((state.workloads[w] for w in _to_look_at(state)), key=lambda w: w.order):
         event = (
             _next_step(wl)
             or failures.verdict(wl)
@@ -27,16 +31,37 @@ def settle(state: QueueState) -> list[NewEvent]:
             or _drain(state, wl)
             or _pods_ready_timeout(state, wl)
         )
-        if event is not None:
-            out.append(
-                NewEvent(
-                    stream_id=qev.ADMISSION_STREAM,
-                    event=event,
-                    occurred_at=state.now,
-                    correlation_id=wl.id,
-                )
+        if event is None:
+            quiet.append(wl.id)
+            continue
+        busy.append(wl.id)
+        out.append(
+            NewEvent(
+                stream_id=qev.ADMISSION_STREAM,
+                event=event,
+                occurred_at=state.now,
+                correlation_id=wl.id,
             )
+        )
+    notes = state.notes
+    quiet += [w for w in notes.touched if w not in state.active]
+    notes.looked(quiet, busy)
     return out
+
+
+def _to_look_at(state: QueueState) -> set[str]:
+    if state.notes.full:
+        return set(state.active)
+    looked = state.notes.touched & state.active
+    config = state.wait_for_pods_ready
+    if config.enable:
+        due = state.now - config.timeout_seconds
+        looked.update(
+            w
+            for w in state.awaiting_pods
+            if (at := state.workloads[w].admitted_at) is not None and at <= due
+        )
+    return looked
 
 
 def _pods_ready_timeout(state: QueueState, wl: WorkloadEntry) -> Event | None:

@@ -30,6 +30,8 @@ from muster.core.model.workload import WorkloadSpec
 from muster.core.placement.book import NodeBook
 from muster.core.placement.devices import DeviceShare
 from muster.core.placement.engine import demands
+from muster.core.queueing.notebook import Notebook
+from muster.core.queueing.pending import LaneKey, PendingQueues
 
 Status = Literal["Pending", "QuotaReserved", "Admitted", "Finished", "Cancelled", "Rejected"]
 TERMINAL: frozenset[str] = frozenset({"Finished", "Cancelled", "Rejected"})
@@ -168,6 +170,12 @@ class QueueState:
     # to placement), and the book of what is placed where.
     inventory: dict[str, NodeInventory] = field(default_factory=dict)
     book: NodeBook = field(default_factory=NodeBook)
+    # The pending workloads in lanes per LocalQueue (what the cycle walks), the admitted
+    # ones whose pods are not all running yet (waitForPodsReady's timers), and what
+    # settle still has to look at.
+    lanes: PendingQueues = field(default_factory=PendingQueues)
+    awaiting_pods: set[str] = field(default_factory=set)
+    notes: Notebook = field(default_factory=Notebook)
 
     def cluster_queue_of(self, spec: WorkloadSpec) -> str | None:
         lq = self.local_queues.get(f"{spec.namespace}/{spec.queue_name}")
@@ -176,8 +184,54 @@ class QueueState:
 
 def evolve(state: QueueState, envelope: Envelope) -> QueueState:
     advance(state, envelope)
-    _apply(envelope.event, state)
+    event = envelope.event
+    _apply(event, state)
+    wid = getattr(event, "workload_id", None)
+    if wid is not None and wid in state.workloads:
+        _touched(state, state.workloads[wid])
     return state
+
+
+def _touched(state: QueueState, wl: WorkloadEntry) -> None:
+    """Settle looks at it again; waitForPodsReady's clock runs while its pods start."""
+    state.notes.touch(wl.id)
+    if wl.status == "Admitted" and not wl.pods_ready:
+        state.awaiting_pods.add(wl.id)
+    else:
+        state.awaiting_pods.discard(wl.id)
+
+
+def lane_key(state: QueueState, wl: WorkloadEntry) -> LaneKey:
+    """Workloads of one lane get one verdict from one state: same shape and priority, and
+    nothing of their own history that the cycle looks at."""
+    if (
+        wl.id in state.preemptors
+        or wl.preempted_for
+        or wl.has_min_count
+        or wl.requeue_at is not None
+        or wl.check_retries
+    ):
+        return ("workload", wl.id)
+    return (wl.shape, wl.priority)
+
+
+def enqueue(state: QueueState, wl: WorkloadEntry) -> None:
+    """Pending (again), or its lane changed: (re)file it in its LocalQueue's lanes."""
+    state.pending.add(wl.id)
+    state.lanes.add(
+        wl.id,
+        wl.local_queue,
+        lane_key(state, wl),
+        order=wl.order,
+        priority=wl.priority,
+        sticky=wl.id in state.preemptors,
+        code=wl.pending_reason[0] if wl.pending_reason else None,
+    )
+
+
+def _dequeue(state: QueueState, wid: str) -> None:
+    state.pending.discard(wid)
+    state.lanes.remove(wid)
 
 
 @singledispatch
@@ -187,52 +241,62 @@ def _apply(event: Event, state: QueueState) -> None:
 
 @_apply.register
 def _(event: qev.ResourceFlavorConfigured, state: QueueState) -> None:
+    state.notes.touch_all()
     state.flavors[event.spec.name] = event.spec
 
 
 @_apply.register
 def _(event: qev.ClusterQueueConfigured, state: QueueState) -> None:
+    state.notes.touch_all()
     state.cluster_queues[event.spec.name] = event.spec
     state.usage.setdefault(event.spec.name, {})
 
 
 @_apply.register
 def _(event: qev.LocalQueueConfigured, state: QueueState) -> None:
+    state.notes.touch_all()
     state.local_queues[event.spec.key] = event.spec
 
 
 @_apply.register
 def _(event: qev.CohortConfigured, state: QueueState) -> None:
+    state.notes.touch_all()
     state.cohorts[event.spec.name] = event.spec
 
 
 @_apply.register
 def _(event: qev.PriorityClassConfigured, state: QueueState) -> None:
+    state.notes.touch_all()
     state.priority_classes[event.spec.name] = event.spec
 
 
 @_apply.register
 def _(event: qev.NamespaceQuotaConfigured, state: QueueState) -> None:
+    state.notes.touch_all()
     state.namespace_quotas[event.spec.key] = event.spec
 
 
 @_apply.register
 def _(event: qev.FairSharingConfigured, state: QueueState) -> None:
+    state.notes.touch_all()
     state.fair_sharing = event.spec
 
 
 @_apply.register
 def _(event: qev.WaitForPodsReadyConfigured, state: QueueState) -> None:
+    state.notes.touch_all()
     state.wait_for_pods_ready = event.spec
 
 
 @_apply.register
 def _(event: qev.AdmissionCheckConfigured, state: QueueState) -> None:
+    state.notes.touch_all()
     state.admission_checks[event.spec.name] = event.spec
 
 
 @_apply.register
 def _(event: qev.ProvisioningRequestConfigConfigured, state: QueueState) -> None:
+    state.notes.touch_all()
     state.provisioning_configs[event.spec.name] = event.spec
 
 
@@ -255,7 +319,7 @@ def _(event: wev.WorkloadSubmitted, state: QueueState) -> None:
     state.workloads[wl.id] = wl
     state.next_order += 1
     if problem is None and event.spec.consumes is None:
-        state.pending.add(wl.id)
+        enqueue(state, wl)
     else:
         # settle rejects it, or binds it to its request's nodes (no queue, no quota)
         state.active.add(wl.id)
@@ -279,7 +343,8 @@ def resolve_priority(state: QueueState, spec: WorkloadSpec) -> tuple[int, tuple[
 
 
 def shape_of(spec: WorkloadSpec) -> tuple[object, ...]:
-    """Two workloads of one shape and queue get the same flavor verdict against one snapshot."""
+    """Two workloads of one shape and queue get the same verdict (flavors, quota, namespace
+    quota, placement) against one snapshot."""
     return (
         spec.namespace,
         spec.queue_name,
@@ -290,9 +355,14 @@ def shape_of(spec: WorkloadSpec) -> tuple[object, ...]:
                 tuple(sorted(ps.requests.items())),
                 tuple(sorted(ps.node_selector.items())),
                 ps.tolerations,
+                ps.min_count,
+                ps.topology,
+                ps.devices,
             )
             for ps in spec.pod_sets
         ),
+        spec.gpu_group_size,
+        spec.placement,
     )
 
 
@@ -307,10 +377,14 @@ def _(event: wev.WorkloadCancelRequested, state: QueueState) -> None:
 @_apply.register
 def _(event: qev.WorkloadPending, state: QueueState) -> None:
     wl = state.workloads[event.workload_id]
+    old = wl.pending_reason[0] if wl.pending_reason else None
     wl.pending_reason = (event.reason, event.message)
     wl.reason_at = state.now
+    state.lanes.record(wl.id, old, event.reason)
     if event.flavors:
         wl.preempted_for = {ps: dict(m) for ps, m in event.flavors.items()}
+        if wl.id in state.pending:
+            enqueue(state, wl)  # its own lane now
 
 
 @_apply.register
@@ -344,7 +418,7 @@ def _(event: qev.QuotaReserved, state: QueueState) -> None:
     _bump(state.stats.reserved, event.cluster_queue)
     state.stats.observe_wait(event.cluster_queue, state.now - wl.queued_at)
     _hold(state, wl, +1)
-    state.pending.discard(wl.id)
+    _dequeue(state, wl.id)
     state.preemptors.discard(wl.id)
     state.backing_off.discard(wl.id)
     state.active.add(wl.id)
@@ -404,9 +478,10 @@ def _(event: qev.WorkloadEvicted, state: QueueState) -> None:
         if config.requeue_timestamp == "Eviction":
             wl.order = state.next_order  # to the back of the queue, as Kueue does
             state.next_order += 1
-    state.pending.add(wl.id)  # requeued keeping its original `order`
+    enqueue(state, wl)  # requeued keeping its original `order`
     if event.preemptor is not None and event.preemptor in state.pending:
         state.preemptors.add(event.preemptor)
+        enqueue(state, state.workloads[event.preemptor])  # sticky: its own lane
     state.active.discard(wl.id)
     if wl.cancel_requested:
         state.active.add(wl.id)
@@ -432,6 +507,7 @@ def _(event: qev.WorkloadRejected, state: QueueState) -> None:
 def _(event: pev.ProvisioningRequested, state: QueueState) -> None:
     pods = sum(ps.count for ps in event.spec.pod_sets)
     state.requests[event.request_id] = StandaloneRequest(id=event.request_id, pods=pods)
+    state.notes.touch_all()
 
 
 @_apply.register
@@ -439,6 +515,7 @@ def _(event: pev.ProvisioningDeleteRequested, state: QueueState) -> None:
     req = state.requests.get(event.request_id)
     if req is not None:
         req.deleted = True
+        state.notes.touch_all()
 
 
 def _report(
@@ -450,6 +527,7 @@ def _report(
     if req is not None:
         req.status = status or req.status
         req.message = message
+        state.notes.touch_all()  # its consumers bind, or learn why not
     return req
 
 
@@ -581,6 +659,7 @@ def _(event: nev.NodeLost, state: QueueState) -> None:
         for pod, node in wl.placements.items():
             if node == event.node and pod not in wl.pods_succeeded:
                 wl.pods_evicted[pod] = ("NodeLost", f"node {event.node} lost: {event.message}")
+                state.notes.touch(wl.id)
 
 
 @_apply.register
@@ -598,7 +677,10 @@ def _current(state: QueueState, workload_id: str, attempt: int) -> WorkloadEntry
 
 def _attempt_of(state: QueueState, rid: str) -> WorkloadEntry | None:
     parts = pev.split_request_id(rid)
-    return _current(state, *parts) if parts is not None else None
+    wl = _current(state, *parts) if parts is not None else None
+    if wl is not None:
+        state.notes.touch(wl.id)
+    return wl
 
 
 def _end(state: QueueState, workload_id: str, status: Status) -> None:
@@ -606,7 +688,7 @@ def _end(state: QueueState, workload_id: str, status: Status) -> None:
     _unbind(state, wl)
     _release(state, wl)
     wl.status = status
-    state.pending.discard(workload_id)
+    _dequeue(state, workload_id)
     state.active.discard(workload_id)
     state.preemptors.discard(workload_id)
     state.backing_off.discard(workload_id)

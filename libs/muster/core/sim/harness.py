@@ -83,6 +83,8 @@ class Harness:
             progress = False
             for runner in self.runners:
                 runner.fold(self.log.after(runner.position))
+                if runner.quiet:
+                    continue  # nothing new reached it since it last had nothing to say
                 news = runner.decide()
                 if news:
                     self.log.append(
