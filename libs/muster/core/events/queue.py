@@ -113,6 +113,9 @@ class WorkloadPending(Event):
     # reason Preempting: the flavors it preempts for (pod set -> resource -> flavor); it is
     # admitted with these once the victims are gone, so it never evicts for nothing.
     flavors: Mapping[str, Mapping[str, str]] = field(default_factory=dict)
+    # reason Preempting, on existing nodes: where it goes once the victims are gone. It
+    # is placed there first, so what its victims free is not taken by another preemptor.
+    placement: Placement | None = None
 
 
 @event_class("admission.quota_reserved")

@@ -373,15 +373,17 @@ def place(
     policy: PlacementPolicy,
     *,
     first_fit: bool = False,
+    within: frozenset[str] | None = None,
 ) -> Placement | NoPlacement:
-    """Place every pod of ``want`` or none; on success the book holds the placement."""
+    """Place every pod of ``want`` or none, on the nodes ``within`` if given; on success
+    the book holds the placement."""
     search = _Search(book, workload, policy, first_fit)
     try:
         if spec.gpu_group_size:
-            _in_one_group(search, spec.gpu_group_size, want)
+            _in_one_group(search, spec.gpu_group_size, want, within)
         else:
             for d in want:
-                search.pod_set(d, None)
+                search.pod_set(d, set(within) if within is not None else None)
     except _NoFit as e:
         search.undo((0, 0))
         return NoPlacement(e.reason, e.message)
@@ -405,7 +407,9 @@ def _devices(book: NodeBook, node: NodeState, resource: str, free: bool) -> int:
     return node.free.get(resource, 0) if free else node.inv.allocatable.get(resource, 0)
 
 
-def _in_one_group(search: _Search, size: int, want: list[Demand]) -> None:
+def _in_one_group(
+    search: _Search, size: int, want: list[Demand], only: frozenset[str] | None = None
+) -> None:
     """MetaX gpu-group-size: the lowest level where a domain holds ``size`` devices; all
     pods in one domain of it."""
     book = search.book
@@ -437,7 +441,7 @@ def _in_one_group(search: _Search, size: int, want: list[Demand]) -> None:
     for room, _, members in sorted(groups, key=lambda g: (g[0], g[1])):
         if room < needed:
             continue
-        within = {n.name for n in members}
+        within = {n.name for n in members if only is None or n.name in only}
         mark = search.mark()
         try:
             for d in want:

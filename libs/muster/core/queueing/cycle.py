@@ -18,7 +18,7 @@ ordering ends in the submission order.
 from __future__ import annotations
 
 import heapq
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 
 from muster.core.events import Event, NewEvent
@@ -88,7 +88,9 @@ class QueueCursor:
         found: str | None = None
         for lq, heap in self.heaps.items():
             if heap:
-                k = (self.cycle.tenant_share(self.cq, lq), heap[0][0])
+                # A preemptor goes first, whatever its tenant's share: the room its
+                # victims free is its own, not the lighter tenant's (the victims').
+                k = (heap[0][0][0], self.cycle.tenant_share(self.cq, lq), heap[0][0])
                 if best is None or k < best:
                     best, found = k, lq
         return found
@@ -369,13 +371,22 @@ class Cycle:
             if isinstance(v.outcome, Unassignable):
                 return self._partial(cq, wl) or v
             return v
+        return self._preempt(cq, wl, outcome)
+
+    def _preempt(self, cq: ClusterQueueSpec, wl: WorkloadEntry, outcome: Assignment) -> Verdict:
+        """Evict the fewest workloads that make room, in quota and on the nodes, or say why
+        none do. The room goes to the preemptor: later entries of this cycle cannot take it."""
+        spared = self.state.evicted_for.get(wl.id, set())  # evicted for it once already
+        holders = [h for h in self.holders(cq.name) if h.id not in self.evicted | spared]
         excluded: frozenset[str] = frozenset()
         while True:
             victims = pre.victims(
                 self.tree,
                 pre.Preemptor(wl.id, cq, wl.priority, wl.order, outcome),
-                [h for h in self.holders(cq.name) if h.id not in self.evicted],
+                holders,
                 self.state.fair_sharing.preemption_strategies if self.fair_sharing else None,
+                placeable=self._placeable_without(cq, wl, outcome),
+                nodes_of=self._nodes_of,
             )
             if victims:
                 break
@@ -391,21 +402,56 @@ class Cycle:
                 break
             outcome = retry
         if not victims:
-            message = f"couldn't assign flavors: {outcome.message}; no preemption candidates"
+            message = (
+                f"couldn't assign flavors: {outcome.message}; no preemption candidates "
+                "whose eviction makes room for it"
+            )
             verdict = Unassignable("WaitingForQuota", message, outcome.shortfall)
-            root = id(self.tree.queues[cq.name].root())
-            self.no_fit.setdefault(root, {})[(cq.name, wl.shape, wl.priority)] = verdict
+            if not spared:  # its lane-mates have the same candidates
+                root = id(self.tree.queues[cq.name].root())
+                self.no_fit.setdefault(root, {})[(cq.name, wl.shape, wl.priority)] = verdict
             return self._partial(cq, wl) or Verdict(wl, cq.name, verdict)
         for victim in victims:
             self.evicted.add(victim.holder.id)
             self.tree.add(victim.holder.cluster_queue, victim.holder.usage, -1)
             self._charge_tenant(self.state.workloads[victim.holder.id], victim.holder.usage, -1)
-        # Hold the room for the preemptor: later entries of this cycle cannot take it.
+            self.book.release(victim.holder.id)
         self.tree.add(cq.name, outcome.usage)
         self._charge_tenant(wl, outcome.usage, +1)
+        planned = placing.try_place(self.state, self.book, wl, cq.name, outcome, {}, self.routes)
         # "Does not fit" verdicts of this cycle are kept although quota moved: a workload
         # that the evictions made room for gets in next cycle, right after they are folded.
-        return Verdict(wl, cq.name, outcome, victims)
+        return Verdict(
+            wl,
+            cq.name,
+            outcome,
+            victims,
+            placement=planned if isinstance(planned, Placement) else None,
+        )
+
+    def _placeable_without(
+        self, cq: ClusterQueueSpec, wl: WorkloadEntry, outcome: Assignment
+    ) -> Callable[[Sequence[pre.Holder]], bool]:
+        """Whether the preemptor finds a place on existing nodes once these are gone (always,
+        when the provisioner makes its nodes)."""
+        seen: dict[frozenset[str], bool] = {}
+
+        def placeable(gone: Sequence[pre.Holder]) -> bool:
+            key = frozenset(h.id for h in gone)
+            found = seen.get(key)
+            if found is None:
+                trial = view(self.book)
+                for h in gone:
+                    trial.release(h.id)
+                got = placing.try_place(self.state, trial, wl, cq.name, outcome, {}, self.routes)
+                found = seen[key] = not isinstance(got, Unassignable)
+            return found
+
+        return placeable
+
+    def _nodes_of(self, holder: pre.Holder) -> frozenset[str]:
+        held = self.book.held.get(holder.id)
+        return frozenset(held.placement.nodes.values()) if held is not None else frozenset()
 
     def _place_and_admit(
         self, cq: ClusterQueueSpec, wl: WorkloadEntry, outcome: Assignment, counts: dict[str, int]
@@ -477,6 +523,14 @@ class Cycle:
             tuple(sorted((k, tuple(sorted(v.items()))) for k, v in outcome.node_selectors.items())),
             tuple(sorted((k, tuple(sorted(v.items()))) for k, v in outcome.flavors.items())),
         )
+        if wl.preempted_on is not None:
+            # Where its victims made room: there first, before anywhere a lookalike fails.
+            within = frozenset(wl.preempted_on.nodes.values())
+            there = placing.try_place(
+                self.state, self.book, wl, cq.name, outcome, counts, self.routes, within=within
+            )
+            if not isinstance(there, Unassignable):
+                return there
         known = self.unplaced.get(key)
         if known is not None:
             return known
@@ -561,11 +615,18 @@ class Cycle:
         cursors = self.cursors()
         while cursors:
             round_: list[tuple[QueueCursor, Verdict]] = []
+            heads = []
             for cursor in cursors:
                 self._drain_known(cursor)
                 wl = cursor.peek()
                 if wl is not None:
-                    round_.append((cursor, self.nominate(cursor.cq, wl)))
+                    heads.append((cursor, wl))
+            # Preemptors first, every one of them before anyone else: the room their
+            # victims free is theirs (the cohort's other queues would take it otherwise).
+            if any(wl.id in self.state.preemptors for _, wl in heads):
+                heads = [(c, wl) for c, wl in heads if wl.id in self.state.preemptors]
+            for cursor, wl in heads:
+                round_.append((cursor, self.nominate(cursor.cq, wl)))
             if not round_:
                 break
             for cursor, v in self.ordered(round_):
@@ -618,7 +679,12 @@ class Cycle:
         yield from (cv for cv in round_ if not isinstance(cv[1].outcome, Assignment))
         while contenders:
             paths = {id(cv): self._path(cv[0].cq.name) for cv in contenders}
-            first_root = min(paths[id(cv)][0].name for cv in contenders)
+            # Trees share the nodes: a preemptor's tree goes first, so no other tree's
+            # workload takes the room its victims freed; then trees by name.
+            first_root = min(
+                (cv[1].workload.id not in self.state.preemptors, paths[id(cv)][0].name)
+                for cv in contenders
+            )[1]
             pool = [cv for cv in contenders if paths[id(cv)][0].name == first_root]
             winner = self._tournament(pool, paths, 0)
             contenders.remove(winner)
@@ -728,6 +794,7 @@ def to_events(state: QueueState, verdicts: list[Verdict]) -> list[NewEvent]:
                         reason=waiting[0],
                         message=waiting[1],
                         flavors=v.outcome.flavors,
+                        placement=v.placement,
                     ),
                 )
             )

@@ -73,10 +73,12 @@ def try_place(
     outcome: Assignment,
     counts: Mapping[str, int],
     routes: dict[tuple[object, ...], bool],
+    *,
+    within: frozenset[str] | None = None,
 ) -> Placement | Unassignable | None:
     """The workload's placement (``book`` holds it), why there is none, or None when the
     provisioner will make its nodes. ``routes`` memoises where each shape goes (one
-    cycle: the route scans every node the cluster has)."""
+    cycle: the route scans every node the cluster has). ``within``: only these nodes."""
     tolerations = injected_tolerations(state, outcome)
     key = (
         wl.shape[2:],  # the pods, not whose they are
@@ -91,7 +93,7 @@ def try_place(
         return None
     cq = state.cluster_queues[cluster_queue]
     want = demands(wl.spec, counts, outcome.node_selectors, tolerations)
-    got = place(book, wl.id, wl.spec, want, wl.spec.placement or cq.placement)
+    got = place(book, wl.id, wl.spec, want, wl.spec.placement or cq.placement, within=within)
     if isinstance(got, NoPlacement):
         return Unassignable(got.reason, f"couldn't place the gang: {got.message}")
     return got

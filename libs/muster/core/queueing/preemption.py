@@ -7,11 +7,17 @@ its cohort tree those of queues that are borrowing, as ``reclaimWithinCohort``
 (other queues first, lowest priority, most recently admitted, id) until the
 preemptor fits, then every victim but the last is offered back ("fill-back") and
 kept if the preemptor still fits: no victim in the result could be spared.
+
+"Fits" is quota and, for a preemptor placed on existing nodes, placement: a set whose
+eviction frees the quota but leaves the preemptor nowhere to go (two 1-GPU victims on
+two nodes for a 2-GPU pod) is not issued. Once the quota is there but the place is not,
+the candidates on the nodes the chosen victims free are taken next, so the room
+gathers where the preemptor can use it.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 
 from muster.core.model.queues import ClusterQueueSpec, PreemptionPolicy
@@ -102,11 +108,26 @@ def possible(policy: PreemptionPolicy, in_cohort: bool) -> bool:
     )
 
 
+Placeable = Callable[[Sequence[Holder]], bool]  # the preemptor has a place once these go
+NodesOf = Callable[[Holder], frozenset[str]]  # the nodes a holder's pods are on
+
+
+def _anywhere(gone: Sequence[Holder]) -> bool:
+    return True
+
+
+def _nowhere(h: Holder) -> frozenset[str]:
+    return frozenset()
+
+
 def victims(
     tree: qt.QuotaTree,
     preemptor: Preemptor,
     holders: Sequence[Holder],
     fair_sharing: tuple[str, ...] | None = None,
+    *,
+    placeable: Placeable = _anywhere,
+    nodes_of: NodesOf = _nowhere,
 ) -> list[Victim] | None:
     """The minimal set to evict so the preemptor fits, or None when no set does."""
     cq = preemptor.cluster_queue
@@ -140,13 +161,34 @@ def victims(
     # A workload that fits its queue's own quota first tries to reclaim without borrowing.
     within_nominal = all(q <= node.subtree.get(fr, 0) for fr, q in need.items() if fr in contested)
     if fair_sharing is not None:
-        return _fair(tree, preemptor, candidates, fair_sharing)
+        return _fair(tree, preemptor, candidates, fair_sharing, placeable)
     attempts = [False, True] if within_nominal else [True]
     for allow_borrowing in attempts:
-        chosen = _classic(tree, preemptor, candidates, allow_borrowing)
-        if chosen is not None:
-            return chosen
+        for order in _orders(candidates, nodes_of):
+            chosen = _classic(tree, preemptor, order, allow_borrowing, placeable, nodes_of)
+            if chosen is not None:
+                return chosen
     return None
+
+
+MAX_NODE_FIRST = 16  # nodes tried first in turn, when the policy's order places nothing
+
+
+def _orders(
+    candidates: list[tuple[Holder, bool]], nodes_of: NodesOf
+) -> Iterator[list[tuple[Holder, bool]]]:
+    """The policy's order, then, for each node its candidates are on (in that order, at
+    most MAX_NODE_FIRST), the same order with that node's candidates first: reclaiming
+    stops where the lender is back at its quota, so which victims go first decides
+    whether the room they free is in one place."""
+    yield candidates
+    seen: list[str] = []
+    for h, _ in candidates:
+        for node in sorted(nodes_of(h)):
+            if node not in seen:
+                seen.append(node)
+    for node in seen[:MAX_NODE_FIRST]:
+        yield sorted(candidates, key=lambda c: node not in nodes_of(c[0]))
 
 
 def fits(tree: qt.QuotaTree, preemptor: Preemptor, allow_borrowing: bool) -> bool:
@@ -164,15 +206,19 @@ def _classic(
     preemptor: Preemptor,
     candidates: list[tuple[Holder, bool]],
     allow_borrowing: bool,
+    placeable: Placeable,
+    nodes_of: NodesOf,
 ) -> list[Victim] | None:
     sim = _Sim(tree)
     chosen: list[Victim] = []
 
     def ok() -> bool:
-        return fits(tree, preemptor, allow_borrowing)
+        return fits(tree, preemptor, allow_borrowing) and placeable(sim.removed)
 
     try:
-        return _classic_take(tree, sim, preemptor, candidates, allow_borrowing, chosen, ok)
+        return _classic_take(
+            tree, sim, preemptor, list(candidates), allow_borrowing, chosen, ok, nodes_of
+        )
     finally:
         sim.undo()
 
@@ -185,6 +231,7 @@ def _classic_take(
     allow_borrowing: bool,
     chosen: list[Victim],
     ok: Callable[[], bool],
+    nodes_of: NodesOf,
 ) -> list[Victim] | None:
     policy = preemptor.cluster_queue.preemption
     contested = preemptor.assignment.contested
@@ -197,7 +244,8 @@ def _classic_take(
         for fr, q in preemptor.assignment.frs().items()
     )
 
-    for h, same in candidates:
+    while candidates:
+        h, same = candidates.pop(0)
         if same:
             reason = "InClusterQueue"
         else:
@@ -226,6 +274,11 @@ def _classic_take(
         chosen.append(Victim(h, reason))
         if ok():
             return _fill_back(sim, chosen, ok)
+        if fits(tree, preemptor, allow_borrowing):
+            # The quota is there, the place is not: next, the candidates on the nodes
+            # the chosen ones free (a stable sort keeps the policy's order within each).
+            near = frozenset().union(*(nodes_of(v.holder) for v in chosen))
+            candidates.sort(key=lambda c: not (nodes_of(c[0]) & near))
     return None
 
 
@@ -239,16 +292,46 @@ def _fill_back(sim: _Sim, chosen: list[Victim], ok: Callable[[], bool]) -> list[
     return chosen
 
 
+def _by_queue(holders: Iterable[Holder]) -> dict[str, list[Holder]]:
+    """Candidates per ClusterQueue, each list in the order that queue gives them: lowest
+    priority, most recently admitted, id (last first, to pop)."""
+    out: dict[str, list[Holder]] = {}
+    for h in holders:
+        out.setdefault(h.cluster_queue, []).append(h)
+    for queue in out.values():
+        queue.sort(key=lambda h: (h.priority, -h.reserved_seq, h.id), reverse=True)
+    return out
+
+
+def _next_fair(tree: qt.QuotaTree, remaining: dict[str, list[Holder]]) -> Holder:
+    """The next candidate: the queue with the highest share gives first (its share is the
+    same for all its candidates, so one per queue is compared, not every candidate)."""
+    best = min(
+        remaining,
+        key=lambda cq: (
+            -qt.dominant_share(tree.queues[cq])[0],
+            remaining[cq][-1].priority,
+            -remaining[cq][-1].reserved_seq,
+            remaining[cq][-1].id,
+        ),
+    )
+    h = remaining[best].pop()
+    if not remaining[best]:
+        del remaining[best]
+    return h
+
+
 def _fair(
     tree: qt.QuotaTree,
     preemptor: Preemptor,
     candidates: list[tuple[Holder, bool]],
     strategies: tuple[str, ...],
+    placeable: Placeable,
 ) -> list[Victim] | None:
     """Fair-sharing preemption: take from the queue with the highest share while it stays fair."""
     sim = _Sim(tree)
     try:
-        return _fair_take(tree, sim, preemptor, candidates, strategies)
+        return _fair_take(tree, sim, preemptor, candidates, strategies, placeable)
     finally:
         sim.undo()
 
@@ -259,6 +342,7 @@ def _fair_take(
     preemptor: Preemptor,
     candidates: list[tuple[Holder, bool]],
     strategies: tuple[str, ...],
+    placeable: Placeable,
 ) -> list[Victim] | None:
     cq = preemptor.cluster_queue
     policy = cq.preemption
@@ -267,7 +351,7 @@ def _fair_take(
     chosen: list[Victim] = []
 
     def ok() -> bool:
-        return fits(tree, preemptor, True)
+        return fits(tree, preemptor, True) and placeable(sim.removed)
 
     within_nominal = all(
         node.usage.get(fr, 0) + q <= node.subtree.get(fr, 0)
@@ -290,18 +374,10 @@ def _fair_take(
     # (tests/property/cases/reclaim_livelock.json; Kueue #14543 is the same loop).
     held_at_final: set[str] = set()
     for strategy in strategies:
-        remaining = [h for h in others if all(v.holder.id != h.id for v in chosen)]
+        taken = {v.holder.id for v in chosen}
+        remaining = _by_queue(h for h in others if h.id not in taken)
         while remaining:
-            # The queue with the highest share gives first.
-            remaining.sort(
-                key=lambda h: (
-                    -qt.dominant_share(tree.queues[h.cluster_queue])[0],
-                    h.priority,
-                    -h.reserved_seq,
-                    h.id,
-                )
-            )
-            h = remaining.pop(0)
+            h = _next_fair(tree, remaining)
             target = tree.queues[h.cluster_queue]
             if not any(target.borrowing(fr) > 0 for fr in h.frs()):
                 continue

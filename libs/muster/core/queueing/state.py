@@ -27,7 +27,7 @@ from muster.core.model.queues import (
     WaitForPodsReady,
 )
 from muster.core.model.workload import WorkloadSpec
-from muster.core.placement.book import NodeBook
+from muster.core.placement.book import NodeBook, Placement
 from muster.core.placement.devices import DeviceShare
 from muster.core.placement.engine import demands
 from muster.core.queueing.notebook import Notebook
@@ -61,6 +61,7 @@ class WorkloadEntry:
     backoff_reason: str = ""  # why it waits until requeue_at: its eviction's message
     check_retries: int = 0  # provisioning attempts retried by its admission check
     preempted_for: dict[str, dict[str, str]] = field(default_factory=dict)  # its flavors
+    preempted_on: Placement | None = None  # where it goes once its victims are gone
 
     @property
     def admitted_pods(self) -> int:
@@ -160,8 +161,10 @@ class QueueState:
     ns_usage: dict[str, dict[str, int]] = field(default_factory=dict)  # namespace -> resource
     # Holding quota or asked to cancel: the workloads whose progress `settle` checks.
     active: set[str] = field(default_factory=set)
-    # Pending workloads that evicted others: they go first until they get quota.
+    # Pending workloads that evicted others: they go first until they get quota, and
+    # never evict the same workload twice while they wait (preemptor -> its victims).
     preemptors: set[str] = field(default_factory=set)
+    evicted_for: dict[str, set[str]] = field(default_factory=dict)
     # Pending workloads with a requeue time (backoff): the timers' candidates.
     backing_off: set[str] = field(default_factory=set)
     reservations: int = 0
@@ -383,6 +386,7 @@ def _(event: qev.WorkloadPending, state: QueueState) -> None:
     state.lanes.record(wl.id, old, event.reason)
     if event.flavors:
         wl.preempted_for = {ps: dict(m) for ps, m in event.flavors.items()}
+        wl.preempted_on = event.placement
         if wl.id in state.pending:
             enqueue(state, wl)  # its own lane now
 
@@ -397,6 +401,7 @@ def _(event: qev.QuotaReserved, state: QueueState) -> None:
     wl.pod_counts = dict(event.pod_counts)
     wl.admitted_at, wl.pods_started, wl.pods_ready = None, set(), False
     wl.preempted_for = {}
+    wl.preempted_on = None
     wl.pending_reason = None
     wl.placements = None
     wl.ask = event.provisioning
@@ -420,6 +425,7 @@ def _(event: qev.QuotaReserved, state: QueueState) -> None:
     _hold(state, wl, +1)
     _dequeue(state, wl.id)
     state.preemptors.discard(wl.id)
+    state.evicted_for.pop(wl.id, None)
     state.backing_off.discard(wl.id)
     state.active.add(wl.id)
 
@@ -451,6 +457,8 @@ def _(event: qev.WorkloadEvicted, state: QueueState) -> None:
     if event.preemptor is not None and event.preemptor in state.workloads:
         preemptor_cq = state.cluster_queue_of(state.workloads[event.preemptor].spec) or ""
         _bump(state.stats.preempted, (event.preemption_reason or event.reason, preemptor_cq))
+        if event.preemptor in state.pending:
+            state.evicted_for.setdefault(event.preemptor, set()).add(wl.id)
     _release(state, wl)
     wl.status = "Pending"
     wl.pending_reason = None
@@ -691,6 +699,7 @@ def _end(state: QueueState, workload_id: str, status: Status) -> None:
     _dequeue(state, workload_id)
     state.active.discard(workload_id)
     state.preemptors.discard(workload_id)
+    state.evicted_for.pop(workload_id, None)
     state.backing_off.discard(workload_id)
 
 
