@@ -22,6 +22,7 @@ from muster.core.events import Envelope
 from muster.core.events import queue as qev
 from muster.core.events import workload as wev
 from muster.core.sim.harness import Harness
+from muster.core.verify import verify_decisions
 from tests.property.test_core_properties import GPU, SETTINGS, Scenario
 from tests.property.test_queueing_properties import bounded_rounds
 
@@ -168,6 +169,11 @@ def test_preemption_on_nodes_settles_and_never_evicts_twice_for_one_wait(sc: Sce
     for preemptor, evictions in _periods(log):
         victims = [e.workload_id for e in evictions]
         assert len(victims) == len(set(victims)), (preemptor, victims)
+    # What the cycle remembers across decisions (placements that found no room) changes
+    # no decision: replaying the log re-derives every one.
+    for runner in h.runners:
+        _, mismatches = verify_decisions(log, runner.decider)
+        assert mismatches == [], mismatches[:1]
 
 
 @MORE

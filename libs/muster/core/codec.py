@@ -2,6 +2,9 @@
 
 Used for event payloads and snapshots, so the wire form is stable: field names
 as declared, tuples as lists, mappings as objects, nested dataclasses as objects.
+Decoding is msgspec's (typed conversion in C: replay and the simulator decode every
+event); the reflective decoder below states the same rules, and takes over for a type
+msgspec cannot convert to, and to name the field of a payload that does not match.
 """
 
 from __future__ import annotations
@@ -12,6 +15,8 @@ import typing
 from collections.abc import Mapping
 from functools import cache
 from typing import Any, TypeVar
+
+import msgspec
 
 T = TypeVar("T")
 
@@ -33,7 +38,10 @@ def to_plain(value: Any) -> Any:
 
 def from_plain(cls: type[T], data: Any) -> T:
     """Build `cls` (a dataclass) from what `to_plain` produced."""
-    return typing.cast(T, _decode(cls, data, cls.__name__))
+    try:
+        return msgspec.convert(data, cls)
+    except (msgspec.ValidationError, TypeError):
+        return typing.cast(T, _decode(cls, data, cls.__name__))
 
 
 @cache

@@ -149,6 +149,9 @@ class NodeBook:
         self.exclusive: dict[tuple[str, str], str] = {}
         self.held: dict[str, Held] = {}
         self._registrations = 0
+        # Counts every change that may give a pod more room (a release, a node set
+        # change): a "does not place" found at one count holds while it stays.
+        self.freed = 0
         self._domains: dict[str, dict[tuple[str, ...], list[NodeState]]] = {}
         self._room: dict[tuple[str, tuple[str, ...]], dict[object, int]] = {}
         self._eligible: dict[object, frozenset[str]] = {}
@@ -200,6 +203,7 @@ class NodeBook:
         return tuple(inv.labels.get(lv, "") for lv in self.levels)
 
     def _changed_set(self) -> None:
+        self.freed += 1
         self._domains.clear()
         self._room.clear()
         self._eligible.clear()
@@ -409,6 +413,7 @@ class NodeBook:
         self, node: NodeState, workload: str, pod: PodAsk, shares: tuple[DeviceShare, ...]
     ) -> None:
         node = self._writable(node)
+        self.freed += 1
         for r, q in node.scalar(pod.requests):
             node.free[r] = node.free.get(r, 0) + q
         by_uuid = {gpu.uuid: use for gpu, use in zip(node.inv.gpus, node.devices, strict=True)}

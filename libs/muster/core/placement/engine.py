@@ -107,6 +107,7 @@ class _Search:
     workload: str
     policy: PlacementPolicy
     first_fit: bool
+    explain_misses: bool = True  # say why a pod fits nowhere (kube-scheduler's summary)
     nodes: dict[str, str] = field(default_factory=dict)
     shares: dict[str, tuple[DeviceShare, ...]] = field(default_factory=dict)
     exclusive: list[tuple[str, str]] = field(default_factory=list)
@@ -201,7 +202,8 @@ class _Search:
             if best is None:
                 if not any(n.ready for n in members) and not self.book.ready_nodes():
                     raise _NoFit("WaitingForNodes", "no node has registered yet")
-                raise _NoFit("Unschedulable", self.explain(members, pod, d))
+                why = self.explain(members, pod, d) if self.explain_misses else "no room"
+                raise _NoFit("Unschedulable", why)
             self.put(best, pod)
 
     def explain(self, members: Sequence[NodeState], pod: PodAsk, d: Demand) -> str:
@@ -374,10 +376,12 @@ def place(
     *,
     first_fit: bool = False,
     within: frozenset[str] | None = None,
+    explain: bool = True,
 ) -> Placement | NoPlacement:
     """Place every pod of ``want`` or none, on the nodes ``within`` if given; on success
-    the book holds the placement."""
-    search = _Search(book, workload, policy, first_fit)
+    the book holds the placement. ``explain=False``: a miss is not worth saying why (a
+    trial that only asks whether it places)."""
+    search = _Search(book, workload, policy, first_fit, explain)
     try:
         if spec.gpu_group_size:
             _in_one_group(search, spec.gpu_group_size, want, within)

@@ -28,6 +28,7 @@ class BookView(NodeBook):
         self.exclusive = dict(base.exclusive)
         self.held = dict(base.held)
         self._registrations = base._registrations
+        self.freed = base.freed
         self._domains = base._domains  # what only the node set decides: shared
         self._eligible = base._eligible
         self._room = {}
@@ -59,3 +60,12 @@ class BookView(NodeBook):
         for domain in self.domains_of(node):
             self._room.pop(domain, None)
             self._changed.add(domain)
+
+    @property
+    def released(self) -> bool:
+        """Some pod was taken away on this view: nodes may have more room than the book's."""
+        return self.freed != self.base.freed
+
+    def changed(self) -> bool:
+        """Anything was placed or taken away on this view."""
+        return bool(self._own)

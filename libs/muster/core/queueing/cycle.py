@@ -34,6 +34,8 @@ from muster.core.queueing.flavors import FIT, Assignment, Unassignable, assign
 from muster.core.queueing.pending import Lane
 from muster.core.queueing.state import QueueState, WorkloadEntry, namespace_charge
 
+# Placement misses remembered across cycles (the notebook's): more are forgotten at once.
+MAX_MISSES = 10_000
 # Verdicts that end the workload instead of leaving it waiting: verdict -> rejection reason.
 REJECTIONS = {
     "NamespaceQuotaRejected": "NamespaceQuotaExceeded",
@@ -163,6 +165,8 @@ class Cycle:
         self.unplaced: dict[tuple[object, ...], Unassignable] = {}
         self.routes: dict[tuple[object, ...], bool] = {}  # shape -> to existing nodes?
         self.shares: dict[str, float] = {}  # local queue -> tenant_share, until charged
+        # Verdicts remembered from earlier cycles (by identity) -> how to work them out now.
+        self.recall: dict[int, Callable[[], Unassignable]] = {}
 
     def queue_key(self, wl: WorkloadEntry) -> tuple[int, int, int]:
         return (0 if wl.id in self.state.preemptors else 1, -wl.priority, wl.order)
@@ -245,6 +249,9 @@ class Cycle:
             if only:
                 last = lane.members[start + only - 1]
                 wids = [w for w in wids if lane.entry[w] <= last]
+        recall = self.recall.get(id(outcome))
+        if wids and recall is not None:
+            outcome = recall()  # a remembered verdict, recorded with today's numbers
         self.verdicts += [Verdict(self.state.workloads[w], cq, outcome) for w in wids]
 
     def _blocked_by_pods_ready(self) -> bool:
@@ -433,17 +440,29 @@ class Cycle:
         self, cq: ClusterQueueSpec, wl: WorkloadEntry, outcome: Assignment
     ) -> Callable[[Sequence[pre.Holder]], bool]:
         """Whether the preemptor finds a place on existing nodes once these are gone (always,
-        when the provisioner makes its nodes)."""
+        when the provisioner makes its nodes). The sets asked about grow and shrink by one
+        holder at a time: one trial view follows them, a placement is tried on a view of it."""
+        if not placing.routed(self.state, wl, outcome, self.routes):
+            return lambda gone: True
         seen: dict[frozenset[str], bool] = {}
+        trial = view(self.book)
+        released: set[str] = set()
 
         def placeable(gone: Sequence[pre.Holder]) -> bool:
             key = frozenset(h.id for h in gone)
             found = seen.get(key)
             if found is None:
-                trial = view(self.book)
+                for wid in sorted(released - key):
+                    held = self.book.held[wid]
+                    trial.hold(wid, held.placement, held.pods)
+                    released.discard(wid)
                 for h in gone:
-                    trial.release(h.id)
-                got = placing.try_place(self.state, trial, wl, cq.name, outcome, {}, self.routes)
+                    if h.id not in released:
+                        trial.release(h.id)
+                        released.add(h.id)
+                got = placing.try_place(
+                    self.state, view(trial), wl, cq.name, outcome, {}, self.routes, explain=False
+                )
                 found = seen[key] = not isinstance(got, Unassignable)
             return found
 
@@ -507,7 +526,9 @@ class Cycle:
     def _placeable(self, cq: ClusterQueueSpec, wl: WorkloadEntry, a: Assignment, n: int) -> bool:
         ps = next(p for p in wl.spec.pod_sets if p.min_count is not None)
         trial = view(self.book)
-        got = placing.try_place(self.state, trial, wl, cq.name, a, {ps.name: n}, self.routes)
+        got = placing.try_place(
+            self.state, trial, wl, cq.name, a, {ps.name: n}, self.routes, explain=False
+        )
         return not isinstance(got, Unassignable)
 
     def _place(
@@ -534,10 +555,33 @@ class Cycle:
         known = self.unplaced.get(key)
         if known is not None:
             return known
+        misses = self.state.notes.misses
+        freed = self.state.book.freed
+        if not self.book.released:
+            seen = misses.get(key)
+            if seen is not None and seen[0] == freed:
+                # No room was freed since it found none. Its reason's numbers are of then:
+                # if they are to be recorded, they are worked out now (lane_verdict).
+                self.recall[id(seen[1])] = lambda: self._fresh_miss(cq, wl, outcome, counts)
+                return seen[1]
+        pristine = not self.book.changed()
         placed = placing.try_place(self.state, self.book, wl, cq.name, outcome, counts, self.routes)
         if isinstance(placed, Unassignable):
             self.unplaced[key] = placed
+            if pristine:  # found on the book as the log left it
+                if len(misses) > MAX_MISSES:
+                    misses.clear()
+                misses[key] = (freed, placed)
         return placed
+
+    def _fresh_miss(
+        self, cq: ClusterQueueSpec, wl: WorkloadEntry, outcome: Assignment, counts: dict[str, int]
+    ) -> Unassignable:
+        got = placing.try_place(
+            self.state, view(self.book), wl, cq.name, outcome, counts, self.routes
+        )
+        assert isinstance(got, Unassignable), "a remembered miss found a place"
+        return got
 
     def _charge_tenant(
         self,

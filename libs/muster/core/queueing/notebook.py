@@ -1,4 +1,8 @@
-"""What ``settle`` still has to look at: the workloads touched since it last looked.
+"""What ``settle`` still has to look at, and what the cycle found that still holds.
+
+Settle looks at the workloads touched since it last looked. The cycle remembers which
+placement shapes found no place on the book, with the book's ``freed`` count then: while
+nothing has given any node more room, they still find none.
 
 ``evolve`` notes every workload an event touches (and a configuration change marks
 everything); ``settle`` looks only at those, and forgets the ones it found nothing to
@@ -15,11 +19,12 @@ from typing import Any
 
 
 class Notebook:
-    __slots__ = ("full", "touched")
+    __slots__ = ("full", "misses", "touched")
 
     def __init__(self) -> None:
         self.full = True  # look at everything (fresh, or the configuration changed)
         self.touched: set[str] = set()
+        self.misses: dict[tuple[object, ...], tuple[int, Any]] = {}  # shape -> (freed, why)
 
     def touch(self, workload_id: str) -> None:
         self.touched.add(workload_id)

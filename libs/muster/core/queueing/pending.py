@@ -41,7 +41,7 @@ class Lane:
     def differing(self, code: str, start: int = 0) -> list[str]:
         """Members from position ``start`` on whose recorded reason is not ``code``, in
         queue order: the ones a verdict ``code`` for the lane has to be recorded for."""
-        if start >= len(self.members):
+        if start >= len(self.members) or (len(self.recorded) == 1 and code in self.recorded):
             return []
         first = self.members[start]
         found = [

@@ -65,6 +65,27 @@ def on_nodes(
     return True
 
 
+def routed(
+    state: QueueState,
+    wl: WorkloadEntry,
+    outcome: Assignment,
+    routes: dict[tuple[object, ...], bool],
+) -> bool:
+    """Whether the workload goes to existing nodes (else the provisioner makes its nodes).
+    ``routes`` memoises it per shape (one cycle: it scans every node the cluster has)."""
+    tolerations = injected_tolerations(state, outcome)
+    key = (
+        wl.shape[2:],  # the pods, not whose they are
+        tuple(ps.devices for ps in wl.spec.pod_sets),
+        tuple(sorted((p, tuple(sorted(s.items()))) for p, s in outcome.node_selectors.items())),
+        tuple(sorted(tolerations.items())),
+    )
+    found = routes.get(key)
+    if found is None:
+        found = routes[key] = on_nodes(state, wl, outcome.node_selectors, tolerations)
+    return found
+
+
 def try_place(
     state: QueueState,
     book: NodeBook,
@@ -75,25 +96,24 @@ def try_place(
     routes: dict[tuple[object, ...], bool],
     *,
     within: frozenset[str] | None = None,
+    explain: bool = True,
 ) -> Placement | Unassignable | None:
     """The workload's placement (``book`` holds it), why there is none, or None when the
-    provisioner will make its nodes. ``routes`` memoises where each shape goes (one
-    cycle: the route scans every node the cluster has). ``within``: only these nodes."""
-    tolerations = injected_tolerations(state, outcome)
-    key = (
-        wl.shape[2:],  # the pods, not whose they are
-        tuple(ps.devices for ps in wl.spec.pod_sets),
-        tuple(sorted((p, tuple(sorted(s.items()))) for p, s in outcome.node_selectors.items())),
-        tuple(sorted(tolerations.items())),
-    )
-    routed = routes.get(key)
-    if routed is None:
-        routed = routes[key] = on_nodes(state, wl, outcome.node_selectors, tolerations)
-    if not routed:
+    provisioner will make its nodes (``routed``). ``within``: only these nodes."""
+    if not routed(state, wl, outcome, routes):
         return None
+    tolerations = injected_tolerations(state, outcome)
     cq = state.cluster_queues[cluster_queue]
     want = demands(wl.spec, counts, outcome.node_selectors, tolerations)
-    got = place(book, wl.id, wl.spec, want, wl.spec.placement or cq.placement, within=within)
+    got = place(
+        book,
+        wl.id,
+        wl.spec,
+        want,
+        wl.spec.placement or cq.placement,
+        within=within,
+        explain=explain,
+    )
     if isinstance(got, NoPlacement):
         return Unassignable(got.reason, f"couldn't place the gang: {got.message}")
     return got

@@ -161,7 +161,7 @@ def victims(
     # A workload that fits its queue's own quota first tries to reclaim without borrowing.
     within_nominal = all(q <= node.subtree.get(fr, 0) for fr, q in need.items() if fr in contested)
     if fair_sharing is not None:
-        return _fair(tree, preemptor, candidates, fair_sharing, placeable)
+        return _fair(tree, preemptor, candidates, fair_sharing, placeable, nodes_of)
     attempts = [False, True] if within_nominal else [True]
     for allow_borrowing in attempts:
         for order in _orders(candidates, nodes_of):
@@ -327,11 +327,12 @@ def _fair(
     candidates: list[tuple[Holder, bool]],
     strategies: tuple[str, ...],
     placeable: Placeable,
+    nodes_of: NodesOf,
 ) -> list[Victim] | None:
     """Fair-sharing preemption: take from the queue with the highest share while it stays fair."""
     sim = _Sim(tree)
     try:
-        return _fair_take(tree, sim, preemptor, candidates, strategies, placeable)
+        return _fair_take(tree, sim, preemptor, candidates, strategies, placeable, nodes_of)
     finally:
         sim.undo()
 
@@ -343,6 +344,7 @@ def _fair_take(
     candidates: list[tuple[Holder, bool]],
     strategies: tuple[str, ...],
     placeable: Placeable,
+    nodes_of: NodesOf,
 ) -> list[Victim] | None:
     cq = preemptor.cluster_queue
     policy = cq.preemption
@@ -403,4 +405,14 @@ def _fair_take(
             chosen.append(Victim(h, reason))
             if ok():
                 return _fill_back(sim, chosen, ok)
+            if fits(tree, preemptor, True):
+                _gather(remaining, chosen, nodes_of)
     return None
+
+
+def _gather(remaining: dict[str, list[Holder]], chosen: list[Victim], nodes_of: NodesOf) -> None:
+    """The quota is there, the place is not: each queue gives its candidates on the nodes
+    the chosen ones free first (a stable sort keeps the queue's order within each)."""
+    near = frozenset().union(*(nodes_of(v.holder) for v in chosen))
+    for queue in remaining.values():
+        queue.sort(key=lambda h: bool(nodes_of(h) & near))  # popped from the end

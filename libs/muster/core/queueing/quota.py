@@ -34,6 +34,7 @@ class QuotaNode:
     subtree: dict[FR, int] = field(default_factory=dict)
     usage: dict[FR, int] = field(default_factory=dict)
     height: int = 0  # 0 for a queue; a cohort: 1 + its tallest child
+    lendable: dict[str, int] | None = None  # see dominant_share
 
     def nominal(self, fr: FR) -> int:
         q = self.quotas.get(fr)
@@ -136,6 +137,8 @@ def build(
     for node in qnodes.values():
         if node.parent is None:
             _fill_subtree(node)
+    for node in [*cnodes.values(), *qnodes.values()]:
+        _fill_lendable(node)
     tree = QuotaTree(queues=qnodes, cohorts=cnodes)
     for name in sorted(usage):
         if name in qnodes:
@@ -238,13 +241,10 @@ def dominant_share(node: QuotaNode, extra: Mapping[FR, int] | None = None) -> tu
     if node.parent is None:
         return 0.0, ""
     borrowed: dict[str, int] = {}
-    lendable: dict[str, int] = {}
     for fr in set(node.subtree) | set(node.usage) | set(extra or {}):
         used = node.usage.get(fr, 0) + (extra or {}).get(fr, 0)
         borrowed[fr[1]] = borrowed.get(fr[1], 0) + max(0, used - node.subtree.get(fr, 0))
-    # What the parent could lend of each resource, over every flavor of its tree.
-    for fr in node.root().subtree:
-        lendable[fr[1]] = lendable.get(fr[1], 0) + potential(node.parent, fr)
+    lendable = node.lendable or {}
     best, dominant = 0.0, ""
     for resource in sorted(borrowed):
         if lendable.get(resource, 0) <= 0 or borrowed[resource] <= 0:
@@ -257,3 +257,12 @@ def dominant_share(node: QuotaNode, extra: Mapping[FR, int] | None = None) -> tu
     if node.weight <= 0:
         return float("inf"), dominant
     return best / node.weight, dominant
+
+
+def _fill_lendable(node: QuotaNode) -> None:
+    """What the parent could lend of each resource, over every flavor of its tree: the
+    configuration decides it, so it is worked out once, when the tree is built."""
+    if node.parent is not None:
+        node.lendable = {}
+        for fr in node.root().subtree:
+            node.lendable[fr[1]] = node.lendable.get(fr[1], 0) + potential(node.parent, fr)
