@@ -30,6 +30,7 @@ from muster.core.model.workload import (
     WorkloadSpec,
 )
 from muster.core.queueing.decider import QueueDecider
+from muster.core.sim import figures as sim_figures
 from muster.core.sim import harness as sim_harness
 from muster.core.sim.summary import summarize
 from muster.core.verify import verify_decisions
@@ -343,7 +344,13 @@ def _verify_decisions(log: list[Any]) -> bool:
 # -- simulation ---------------------------------------------------------------------
 
 
-def sim(cluster_path: Path, workload_paths: list[Path], until: str | None, as_json: bool) -> int:
+def sim(
+    cluster_path: Path,
+    workload_paths: list[Path],
+    until: str | None,
+    as_json: bool,
+    summary_only: bool = False,
+) -> int:
     loaded = load_sim_inputs(load_cluster(cluster_path), workload_paths)
     for line in loaded.skipped:
         print(f"muster sim: {line}", file=sys.stderr)
@@ -359,20 +366,50 @@ def sim(cluster_path: Path, workload_paths: list[Path], until: str | None, as_js
     took = time.perf_counter() - started
     summary = summarize(harness.log.envelopes)
     summary["wall_seconds"] = round(took, 3)
+    found = sim_figures.figures(harness.log.envelopes)
     if as_json:
-        for env in harness.log.envelopes:
-            sys.stdout.write(json.dumps(env.to_wire(), sort_keys=True) + "\n")
-        sys.stdout.write(json.dumps({"summary": summary}, sort_keys=True) + "\n")
+        if not summary_only:
+            for env in harness.log.envelopes:
+                sys.stdout.write(json.dumps(env.to_wire(), sort_keys=True) + "\n")
+        sys.stdout.write(json.dumps({"summary": summary, "figures": found}, sort_keys=True) + "\n")
         return 0
-    for env in harness.log.envelopes:
-        ev = env.event
-        note = getattr(ev, "message", None) or getattr(ev, "reason", "") or ""
-        print(
-            f"{env.position:>6} {env.occurred_at:>10.1f}s  {env.type:<34} "
-            f"{env.stream_id:<44} {note}"
-        )
+    if not summary_only:
+        for env in harness.log.envelopes:
+            ev = env.event
+            note = getattr(ev, "message", None) or getattr(ev, "reason", "") or ""
+            print(
+                f"{env.position:>6} {env.occurred_at:>10.1f}s  {env.type:<34} "
+                f"{env.stream_id:<44} {note}"
+            )
     print_summary(summary)
+    print_figures(found, took)
     return 0
+
+
+def print_figures(found: dict[str, Any], took: float) -> None:
+    """JCT, waits, utilisation, preemption and a line per namespace (``muster sim``)."""
+    jct, wait = found["jct_seconds"], found["wait_seconds"]
+    rows = [
+        ["job completion (s)", jct["mean"], jct["p50"], jct["p90"], jct["p99"]],
+        ["queueing delay (s)", wait["mean"], wait["p50"], wait["p90"], wait["p99"]],
+    ]
+    print()
+    print(table(["FIGURE", "MEAN", "P50", "P90", "P99"], rows))
+    util = found["utilisation"]
+    print(
+        f"\nutilisation {'-' if util is None else f'{util:.1%}'} of the nodes' GPUs over the "
+        f"arrival window; evictions {found['evictions']} "
+        f"({found['preemption_lost_gpu_seconds']:g} GPU-s lost to preemption, at most "
+        f"{found['max_evictions_per_victim_per_preemptor']} per victim per preemptor); "
+        f"Jain's index of namespace slowdowns {found['jain_slowdown']}; "
+        f"simulated in {took:.1f}s"
+    )
+    ns_rows = [
+        [ns, f["jobs"], f["mean_wait"], f["mean_jct"], f["slowdown"]]
+        for ns, f in found["namespaces"].items()
+    ]
+    print()
+    print(table(["NAMESPACE", "JOBS", "MEAN WAIT (s)", "MEAN JCT (s)", "SLOWDOWN"], ns_rows))
 
 
 def build_harness(

@@ -187,6 +187,12 @@ def build_parser() -> argparse.ArgumentParser:
     )
     sim.add_argument("--until", help="stop at this virtual time (e.g. 2h)")
     sim.add_argument("--json", action="store_true", help="event log and summary as JSON lines")
+    sim.add_argument(
+        "--summary",
+        action="store_true",
+        help="only the summary: outcomes, job completion and queueing percentiles, "
+        "utilisation, preemption and per-namespace figures (no event log)",
+    )
 
     rp = sub.add_parser("replay", help="rebuild state from the store and print queue usage")
     rp.add_argument("--store-url")
@@ -267,7 +273,7 @@ def _dispatch(args: argparse.Namespace) -> int:
                 args.server, args.cluster_queue, args.local_queue, args.limit, args.output
             )
         case "sim":
-            return commands.sim(args.cluster, args.workloads, args.until, args.json)
+            return commands.sim(args.cluster, args.workloads, args.until, args.json, args.summary)
         case "replay":
             return asyncio.run(
                 commands.replay(_store_url(args.store_url), args.until, args.verify, args.decisions)

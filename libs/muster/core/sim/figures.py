@@ -1,0 +1,155 @@
+"""Scheduling figures of a run, as trace studies report them (Tiresias, Helios, Pollux).
+
+From the event log alone: job completion time (submission to finish), queueing delay
+(submission to first admission), their percentiles, GPU utilisation over the arrival
+window (GPU-seconds held by admitted workloads / GPUs of the declared nodes x window),
+per-namespace figures with slowdown (JCT over run time) and Jain's fairness index over
+the namespaces' mean slowdowns, and preemption: evictions, GPU-seconds they threw away,
+and the most times one workload was evicted for one preemptor.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from statistics import mean
+from typing import Any
+
+from muster.core.events import Envelope
+from muster.core.events import provisioning as pev
+from muster.core.events import queue as qev
+from muster.core.events import workload as wev
+from muster.core.sim.summary import percentile
+
+GPU = "nvidia.com/gpu"
+
+
+def figures(envelopes: Iterable[Envelope]) -> dict[str, Any]:
+    """The figures of a whole log (see the module's docstring)."""
+    run = _Run()
+    for env in envelopes:
+        run.fold(env)
+    return run.report()
+
+
+@dataclass
+class _Job:
+    namespace: str
+    submitted: float
+    gpus: int = 0  # while it holds quota
+    held_since: float | None = None
+    admitted: float | None = None
+    finished: float | None = None
+    ran: float = 0.0  # seconds holding quota, over all its attempts
+
+
+@dataclass
+class _Run:
+    jobs: dict[str, _Job] = field(default_factory=dict)
+    capacity: int = 0  # GPUs of the declared nodes
+    gpu_seconds: list[tuple[float, float, int]] = field(default_factory=list)  # held
+    evictions: int = 0
+    lost_gpu_seconds: float = 0.0  # held by attempts that preemption ended
+    per_pair: dict[tuple[str, str], int] = field(default_factory=dict)  # (preemptor, victim)
+
+    def fold(self, env: Envelope) -> None:
+        ev, at = env.event, env.occurred_at
+        if isinstance(ev, pev.CloudConfigured):
+            self.capacity = sum(n.allocatable.get(GPU, 0) for n in ev.spec.nodes)
+        elif isinstance(ev, wev.WorkloadSubmitted):
+            self.jobs[ev.workload_id] = _Job(ev.spec.namespace, at)
+        elif isinstance(ev, qev.QuotaReserved) and ev.workload_id in self.jobs:
+            job = self.jobs[ev.workload_id]
+            job.gpus = sum(r.get(GPU, 0) for r in ev.usage.values())
+            job.held_since = at
+        elif isinstance(ev, qev.WorkloadAdmitted) and ev.workload_id in self.jobs:
+            job = self.jobs[ev.workload_id]
+            job.admitted = at if job.admitted is None else job.admitted
+        elif isinstance(ev, qev.WorkloadEvicted) and ev.workload_id in self.jobs:
+            held = self._release(ev.workload_id, at)
+            self.evictions += 1
+            if ev.preemptor is not None:
+                self.lost_gpu_seconds += held
+                pair = (ev.preemptor, ev.workload_id)
+                self.per_pair[pair] = self.per_pair.get(pair, 0) + 1
+        elif (
+            isinstance(ev, qev.WorkloadFinished | qev.WorkloadCancelled | qev.WorkloadRejected)
+            and ev.workload_id in self.jobs
+        ):
+            self._release(ev.workload_id, at)
+            self.jobs[ev.workload_id].finished = at
+
+    def _release(self, wid: str, at: float) -> float:
+        job = self.jobs[wid]
+        if job.held_since is None:
+            return 0.0
+        self.gpu_seconds.append((job.held_since, at, job.gpus))
+        job.ran += at - job.held_since
+        held = (at - job.held_since) * job.gpus
+        job.held_since = None
+        return held
+
+    def report(self) -> dict[str, Any]:
+        done = [j for j in self.jobs.values() if j.finished is not None]
+        waits = [j.admitted - j.submitted for j in self.jobs.values() if j.admitted is not None]
+        jcts = [j.finished - j.submitted for j in done if j.finished is not None]
+        return {
+            "jobs": len(self.jobs),
+            "finished": len(done),
+            "jct_seconds": _spread(jcts),
+            "wait_seconds": _spread(waits),
+            "utilisation": self._utilisation(),
+            "namespaces": self._namespaces(),
+            "jain_slowdown": _jain([ns["slowdown"] for ns in self._namespaces().values()]),
+            "evictions": self.evictions,
+            "preemption_lost_gpu_seconds": round(self.lost_gpu_seconds, 1),
+            "max_evictions_per_victim_per_preemptor": max(self.per_pair.values(), default=0),
+        }
+
+    def _utilisation(self) -> float | None:
+        """GPU-seconds held inside the arrival window over what the nodes offer in it."""
+        if not self.capacity or not self.jobs:
+            return None
+        start = min(j.submitted for j in self.jobs.values())
+        end = max(j.submitted for j in self.jobs.values())
+        if end <= start:
+            return None
+        held = sum(max(0.0, min(b, end) - max(a, start)) * g for a, b, g in self.gpu_seconds)
+        return round(held / (self.capacity * (end - start)), 4)
+
+    def _namespaces(self) -> dict[str, dict[str, Any]]:
+        by_ns: dict[str, list[_Job]] = {}
+        for job in self.jobs.values():
+            by_ns.setdefault(job.namespace, []).append(job)
+        out = {}
+        for ns, jobs in sorted(by_ns.items()):
+            done = [j for j in jobs if j.finished is not None and j.ran > 0]
+            waits = [j.admitted - j.submitted for j in jobs if j.admitted is not None]
+            slow = [(j.finished - j.submitted) / j.ran for j in done if j.finished is not None]
+            out[ns] = {
+                "jobs": len(jobs),
+                "mean_wait": round(mean(waits), 1) if waits else 0.0,
+                "mean_jct": round(mean(j.finished - j.submitted for j in done), 1)  # type: ignore[operator]
+                if done
+                else 0.0,
+                "slowdown": round(mean(slow), 3) if slow else 1.0,
+            }
+        return out
+
+
+def _spread(values: list[float]) -> dict[str, float]:
+    return {
+        "mean": round(mean(values), 1) if values else 0.0,
+        "p50": round(percentile(values, 50), 1),
+        "p90": round(percentile(values, 90), 1),
+        "p99": round(percentile(values, 99), 1),
+    }
+
+
+def _jain(values: list[float]) -> float:
+    """Jain's index: 1 when every value is equal, 1/n when one takes everything."""
+    if not values:
+        return 1.0
+    total = sum(values)
+    squares = sum(v * v for v in values)
+    return round(total * total / (len(values) * squares), 3) if squares else 1.0

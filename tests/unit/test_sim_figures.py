@@ -1,0 +1,139 @@
+"""``muster sim --summary`` and the trace figures (JCT, waits, utilisation, fairness,
+preemption), on small runs whose figures can be worked out by hand."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from muster.cli.main import main
+from muster.core.model import parse
+from muster.core.sim.figures import figures
+from muster.core.sim.harness import build
+
+REPRO = Path(__file__).parents[2] / ".." / "shared" / "repro" / "preemption-livelock"
+GPU = "nvidia.com/gpu"
+
+
+def _cluster() -> dict[str, object]:
+    return {
+        "name": "two",
+        "zones": ["z"],
+        "resourceFlavors": [{"name": "gpu"}],
+        "nodes": [{"name": "n", "count": 1, "allocatable": {GPU: 2}}],
+        "clusterQueues": [
+            {
+                "name": "cq",
+                "resourceGroups": [
+                    {
+                        "coveredResources": [GPU],
+                        "flavors": [
+                            {"name": "gpu", "resources": [{"name": GPU, "nominalQuota": 2}]}
+                        ],
+                    }
+                ],
+            }
+        ],
+        "localQueues": [{"namespace": ns, "name": "q", "clusterQueue": "cq"} for ns in ("a", "b")],
+    }
+
+
+def _job(name: str, ns: str, at: float, gpus: int, seconds: float) -> tuple[float, str, object]:
+    doc = {
+        "name": name,
+        "namespace": ns,
+        "queueName": "q",
+        "podSets": [{"name": "w", "count": 1, "requests": {GPU: gpus}}],
+        "runtime": {"durationSeconds": seconds},
+    }
+    return (at, name, parse.workload(doc))
+
+
+def test_figures_of_a_run_worked_out_by_hand() -> None:
+    # a: 2 GPUs for 10 s from t=0. b: 2 GPUs for 10 s, submitted at t=0, waits until 10.
+    # c: 1 GPU for 10 s, submitted at 20: alone. Arrival window 0..20 on 2 GPUs: 40 GPU-s,
+    # of which a holds 20, b 20 (10..20): 100 %.
+    h = build(
+        parse.cluster(_cluster()),
+        [_job("a", "a", 0, 2, 10), _job("b", "b", 0, 2, 10), _job("c", "b", 20, 1, 10)],
+    )
+    h.run()
+    found = figures(h.log.envelopes)
+    assert (found["jobs"], found["finished"]) == (3, 3)
+    assert found["wait_seconds"]["mean"] == pytest.approx(10 / 3, abs=0.1)
+    assert found["jct_seconds"]["p99"] == 20.0
+    assert found["utilisation"] == 1.0
+    assert found["namespaces"]["a"] == {
+        "jobs": 1,
+        "mean_wait": 0.0,
+        "mean_jct": 10.0,
+        "slowdown": 1.0,
+    }
+    assert found["namespaces"]["b"]["slowdown"] == 1.5  # (20/10 + 10/10) / 2
+    assert found["jain_slowdown"] == pytest.approx(2.5**2 / (2 * (1 + 1.5**2)), abs=0.001)
+    assert found["evictions"] == 0
+
+
+def test_sim_summary_prints_figures_and_no_event_log(capsys: pytest.CaptureFixture[str]) -> None:
+    argv = ["sim", "--summary", "--cluster", str(REPRO / "cluster.yaml")]
+    argv += ["--workloads", str(REPRO / "workloads.yaml")]
+    with pytest.raises(SystemExit) as info:
+        main(argv)
+    out, _ = capsys.readouterr()
+    assert info.value.code in (0, None)
+    assert "admission.quota_reserved" not in out  # no event log
+    assert "job completion (s)" in out and "queueing delay (s)" in out
+    assert "evictions 2" in out and "at most 1 per victim per preemptor" in out
+    assert "NAMESPACE" in out and "small" in out
+
+    with pytest.raises(SystemExit):
+        main([*argv, "--json"])
+    lines = capsys.readouterr().out.splitlines()
+    assert len(lines) == 1
+    report = json.loads(lines[0])
+    assert report["figures"]["evictions"] == 2
+    assert report["summary"]["outcomes"] == {"Succeeded": 6}
+
+
+def test_sim_reads_a_json_workload_list(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    (tmp_path / "c.json").write_text(json.dumps(_cluster()))
+    items = [
+        {
+            "at": 0,
+            "workload": {
+                "name": "j",
+                "namespace": "a",
+                "queueName": "q",
+                "podSets": [{"name": "w", "count": 1, "requests": {GPU: 1}}],
+            },
+        }
+    ]
+    (tmp_path / "w.json").write_text(json.dumps({"workloads": items}))
+    with pytest.raises(SystemExit):
+        main(
+            [
+                "sim",
+                "--summary",
+                "--json",
+                "--cluster",
+                str(tmp_path / "c.json"),
+                "--workloads",
+                str(tmp_path / "w.json"),
+            ]
+        )
+    assert json.loads(capsys.readouterr().out)["summary"]["outcomes"] == {"Succeeded": 1}
+    (tmp_path / "bad.json").write_text("{")
+    with pytest.raises(SystemExit) as info:
+        main(
+            [
+                "sim",
+                "--cluster",
+                str(tmp_path / "c.json"),
+                "--workloads",
+                str(tmp_path / "bad.json"),
+            ]
+        )
+    assert info.value.code == 1
+    assert "cannot read" in capsys.readouterr().err
