@@ -12,6 +12,8 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any, ClassVar, TypeVar
 
+import msgspec
+
 from muster.core.codec import from_plain, to_plain
 
 E = TypeVar("E", bound="Event")
@@ -64,6 +66,12 @@ def registered_types() -> dict[str, type[Event]]:
 
 def encode_payload(event: Event) -> dict[str, Any]:
     return to_plain(event)
+
+
+def round_trip(event: Event) -> Event:
+    """The event as a store gives it back: through its JSON form (msgspec's, in C, which
+    writes what ``encode_payload`` writes; the simulator's log pays this per event)."""
+    return msgspec.json.decode(msgspec.json.encode(event), type=type(event))
 
 
 def decode_payload(wire_type: str, schema_version: int, payload: dict[str, Any]) -> Event:

@@ -152,6 +152,7 @@ class NodeBook:
         # Counts every change that may give a pod more room (a release, a node set
         # change): a "does not place" found at one count holds while it stays.
         self.freed = 0
+        self.version = 0  # counts every change of what is placed where, or of the nodes
         self._domains: dict[str, dict[tuple[str, ...], list[NodeState]]] = {}
         self._room: dict[tuple[str, tuple[str, ...]], dict[object, int]] = {}
         self._eligible: dict[object, frozenset[str]] = {}
@@ -204,6 +205,7 @@ class NodeBook:
 
     def _changed_set(self) -> None:
         self.freed += 1
+        self.version += 1
         self._domains.clear()
         self._room.clear()
         self._eligible.clear()
@@ -398,6 +400,7 @@ class NodeBook:
         self, node: NodeState, workload: str, pod: PodAsk, shares: tuple[DeviceShare, ...]
     ) -> None:
         """Charge the node for the pod and its device shares."""
+        self.version += 1
         for r, q in node.scalar(pod.requests):
             node.free[r] = node.free.get(r, 0) - q
         by_uuid = {g.uuid: u for g, u in zip(node.inv.gpus, node.devices, strict=True)}
@@ -414,6 +417,7 @@ class NodeBook:
     ) -> None:
         node = self._writable(node)
         self.freed += 1
+        self.version += 1
         for r, q in node.scalar(pod.requests):
             node.free[r] = node.free.get(r, 0) + q
         by_uuid = {gpu.uuid: use for gpu, use in zip(node.inv.gpus, node.devices, strict=True)}

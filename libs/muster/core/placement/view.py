@@ -29,6 +29,7 @@ class BookView(NodeBook):
         self.held = dict(base.held)
         self._registrations = base._registrations
         self.freed = base.freed
+        self.version = base.version
         self._domains = base._domains  # what only the node set decides: shared
         self._eligible = base._eligible
         self._room = {}

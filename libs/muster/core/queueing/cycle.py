@@ -31,6 +31,7 @@ from muster.core.queueing import checks, placing
 from muster.core.queueing import preemption as pre
 from muster.core.queueing import quota as qt
 from muster.core.queueing.flavors import FIT, Assignment, Unassignable, assign
+from muster.core.queueing.parking import CONFIG, QUOTA, STATE, TIME, Counters, LaneId, Stamp
 from muster.core.queueing.pending import Lane
 from muster.core.queueing.state import QueueState, WorkloadEntry, namespace_charge
 
@@ -129,6 +130,21 @@ class QueueCursor:
         lane = self._take(wl)
         return lane, self.at[id(lane)]
 
+    def lanes(self) -> list[tuple[Lane, int]]:
+        """Every lane not decided yet with its head's position, in admission order."""
+        entries = sorted(e for heap in self.heaps.values() for e in heap)
+        return [(lane, self.at[id(lane)]) for _, _, lane in entries]
+
+    def drop(self, lanes: list[Lane]) -> None:
+        """These lanes are decided whole (judged before the rounds)."""
+        if not lanes:
+            return
+        gone = {id(lane) for lane in lanes}
+        for tenant, heap in list(self.heaps.items()):
+            kept = [e for e in heap if id(e[2]) not in gone]
+            heapq.heapify(kept)
+            self.heaps[tenant] = kept
+
     def rest(self) -> list[tuple[Lane, int]]:
         """Every lane not decided yet, with its head's position; the queue is then empty."""
         out = [
@@ -144,14 +160,16 @@ class Cycle:
         otherwise verdicts that would change nothing in the log are dropped early."""
         self.state = state
         self.every_verdict = every_verdict
-        self.tree = qt.build(state.cluster_queues, state.cohorts, state.usage)
+        notes = state.notes
+        if notes.tree is None:
+            notes.tree = qt.build(state.cluster_queues, state.cohorts, state.usage)
+        self.tree = qt.copy_on_read(notes.tree)
         self.lq_usage = {k: {f: dict(r) for f, r in v.items()} for k, v in state.lq_usage.items()}
         self.ns_usage = {k: dict(v) for k, v in state.ns_usage.items()}
         self.fair_sharing = state.fair_sharing.enable
         # Per cohort tree: (queue, shape, priority) -> a verdict of "does not fit".
         self.no_fit: dict[int, dict[tuple[object, ...], Unassignable]] = {}
         self.evicted: set[str] = set()
-        self._holders: dict[int, list[pre.Holder]] | None = None
         self._rules: dict[str, tuple[bool, bool]] = {}
         self.verdicts: list[Verdict] = []
         config = state.wait_for_pods_ready
@@ -167,6 +185,21 @@ class Cycle:
         self.shares: dict[str, float] = {}  # local queue -> tenant_share, until charged
         # Verdicts remembered from earlier cycles (by identity) -> how to work them out now.
         self.recall: dict[int, Callable[[], Unassignable]] = {}
+        # Parking (parking.py): the lanes to judge (None: every one), what the judged
+        # ones are parked under, and the lanes that recorded something in this cycle.
+        self.counters = Counters(
+            dict(state.quota_released),
+            dict(state.quota_changed),
+            dict(state.ns_changed),
+            state.book.version,
+            state.now,
+        )
+        self.judge: set[LaneId] | None = None
+        if not every_verdict and notes.lanes is not None:
+            self.judge = notes.parking.to_judge(notes.lanes, self.counters)
+        self.stamps: dict[LaneId, Stamp | None] = {}
+        self.emitted: set[LaneId] = set()
+        self.dry = False  # judging heads before the rounds: nothing is kept
 
     def queue_key(self, wl: WorkloadEntry) -> tuple[int, int, int]:
         return (0 if wl.id in self.state.preemptors else 1, -wl.priority, wl.order)
@@ -198,40 +231,106 @@ class Cycle:
     # -- heads -------------------------------------------------------------------------
 
     def cursors(self) -> list[QueueCursor]:
-        """Every ClusterQueue's lanes, after what holds whole lanes back: a missing or
-        stopped queue, admission blocked, a workload's own backoff."""
+        """The ClusterQueues' lanes to judge (every one, or those the notebook says), after
+        what holds whole lanes back: a missing or stopped queue, admission blocked, a
+        workload's own backoff."""
         blocked = self._blocked_by_pods_ready()
         by_queue: dict[str | None, list[Lane]] = {}
-        for lq_key in sorted(self.state.lanes.lanes):
+        for lq_key in self._local_queues():
             lq = self.state.local_queues.get(lq_key)
-            name = lq.cluster_queue if lq is not None else None
-            for lane in self.state.lanes.of(lq_key):
-                held = self._pods_ready_block() if blocked else None
-                if held is None and lane.key[0] == "workload":
-                    held = self._held_back(self._workload(lane, 0))
-                if held is not None:
-                    self.lane_verdict(lane, 0, name, held)
-                else:
-                    by_queue.setdefault(name, []).append(lane)
+            by_queue.setdefault(lq.cluster_queue if lq is not None else None, []).extend(
+                self.state.lanes.of(lq_key)
+            )
         cursors: list[QueueCursor] = []
         for name in sorted(by_queue, key=lambda n: n or ""):
-            lanes = by_queue[name]
+            lanes = self._to_judge(name, by_queue[name])
             cq = self.state.cluster_queues.get(name) if name else None
-            if cq is None:
-                for lane in lanes:
-                    self.lane_verdict(lane, 0, name, _missing_queue(name, lane.local_queue))
-                continue
-            stopped = _stopped(self.state, cq) or _inactive(self.state, cq)
             live = []
             for lane in lanes:
-                held = _lq_stopped(self.state, lane.local_queue) or stopped
+                held, kind = self._held(lane, name, cq, blocked)
                 if held is not None:
-                    self.lane_verdict(lane, 0, cq.name, held)
+                    self.lane_verdict(lane, 0, name, held)
+                    self._judged(lane, kind, cq, held)
                 else:
                     live.append(lane)
             if live:
+                assert cq is not None
                 cursors.append(QueueCursor(self, cq, live))
         return cursors
+
+    def _local_queues(self) -> list[str]:
+        """The LocalQueues with lanes to judge: all, or those of the notebook's lanes and,
+        for a StrictFIFO ClusterQueue among them, the queue's others too."""
+        every = self.state.lanes.lanes
+        if self.judge is None:
+            return sorted(every)
+        picked = {lq for lq, _ in self.judge if lq in every}
+        strict = set()
+        for lq in picked:
+            spec = self.state.local_queues.get(lq)
+            cq = self.state.cluster_queues.get(spec.cluster_queue) if spec is not None else None
+            if cq is not None and cq.queueing_strategy == "StrictFIFO":
+                strict.add(cq.name)
+        if strict:
+            picked |= {
+                key
+                for key, spec in self.state.local_queues.items()
+                if spec.cluster_queue in strict and key in every
+            }
+        return sorted(picked)
+
+    def _to_judge(self, name: str | None, lanes: list[Lane]) -> list[Lane]:
+        """All of them, or those the notebook says (a StrictFIFO queue's lanes go together:
+        one head decides them all)."""
+        if self.judge is None:
+            return lanes
+        picked = [lane for lane in lanes if (lane.local_queue, lane.key) in self.judge]
+        cq = self.state.cluster_queues.get(name) if name else None
+        if picked and cq is not None and cq.queueing_strategy == "StrictFIFO":
+            return lanes
+        return picked
+
+    def _held(
+        self, lane: Lane, name: str | None, cq: ClusterQueueSpec | None, blocked: bool
+    ) -> tuple[Unassignable | None, str | None]:
+        """What holds the whole lane back, and what can change it (a parking kind)."""
+        if cq is None:
+            return _missing_queue(name, lane.local_queue), CONFIG
+        stopped = _lq_stopped(self.state, lane.local_queue) or _stopped(self.state, cq)
+        stopped = stopped or _inactive(self.state, cq)
+        if stopped is not None:
+            return stopped, CONFIG
+        if blocked:
+            return self._pods_ready_block(), None
+        if lane.key[0] == "workload":
+            held = self._held_back(self._workload(lane, 0))
+            if held is not None:
+                return held, TIME
+        return None, None
+
+    def _judged(
+        self, lane: Lane, kind: str | None, cq: ClusterQueueSpec | None, why: Unassignable | None
+    ) -> None:
+        """What a judged lane is parked under (None: judged again next cycle)."""
+        lane_id = (lane.local_queue, lane.key)
+        own = lane.key[0] == "workload" and kind != TIME  # its own history decides it
+        if kind is None or why is None or why.reason in REJECTIONS or own:
+            self.stamps[lane_id] = None
+            return
+        root = self._root_name(cq.name) if cq is not None else ""
+        until = 0.0
+        if kind == TIME:
+            wl = self._workload(lane, 0)
+            until = wl.requeue_at if wl.requeue_at is not None else 0.0
+        self.stamps[lane_id] = self.counters.stamp(
+            kind, root, lane.local_queue.split("/", 1)[0], until
+        )
+
+    def _root_name(self, cq: str) -> str:
+        """The cohort tree's name as ``state.root_of`` draws it (state.roots)."""
+        node = self.tree.queues[cq]
+        root = node.root()
+        return ("queue/" if root is node else "cohort/") + root.name
 
     def _workload(self, lane: Lane, at: int) -> WorkloadEntry:
         return self.state.workloads[lane.members[at][1]]
@@ -252,6 +351,8 @@ class Cycle:
         recall = self.recall.get(id(outcome))
         if wids and recall is not None:
             outcome = recall()  # a remembered verdict, recorded with today's numbers
+        if wids:
+            self.emitted.add((lane.local_queue, lane.key))
         self.verdicts += [Verdict(self.state.workloads[w], cq, outcome) for w in wids]
 
     def _blocked_by_pods_ready(self) -> bool:
@@ -418,6 +519,8 @@ class Cycle:
                 root = id(self.tree.queues[cq.name].root())
                 self.no_fit.setdefault(root, {})[(cq.name, wl.shape, wl.priority)] = verdict
             return self._partial(cq, wl) or Verdict(wl, cq.name, verdict)
+        if self.dry:
+            return Verdict(wl, cq.name, outcome, victims)
         for victim in victims:
             self.evicted.add(victim.holder.id)
             self.tree.add(victim.holder.cluster_queue, victim.holder.usage, -1)
@@ -480,7 +583,8 @@ class Cycle:
         placed = self._place(cq, wl, outcome, counts)
         if isinstance(placed, Unassignable):
             return Verdict(wl, cq.name, placed)
-        self._admit(cq, wl, outcome, counts)
+        if not self.dry:
+            self._admit(cq, wl, outcome, counts)
         return Verdict(wl, cq.name, outcome, pod_counts=counts, placement=placed)
 
     def _admit(
@@ -548,7 +652,14 @@ class Cycle:
             # Where its victims made room: there first, before anywhere a lookalike fails.
             within = frozenset(wl.preempted_on.nodes.values())
             there = placing.try_place(
-                self.state, self.book, wl, cq.name, outcome, counts, self.routes, within=within
+                self.state,
+                view(self.book) if self.dry else self.book,
+                wl,
+                cq.name,
+                outcome,
+                counts,
+                self.routes,
+                within=within,
             )
             if not isinstance(there, Unassignable):
                 return there
@@ -565,7 +676,8 @@ class Cycle:
                 self.recall[id(seen[1])] = lambda: self._fresh_miss(cq, wl, outcome, counts)
                 return seen[1]
         pristine = not self.book.changed()
-        placed = placing.try_place(self.state, self.book, wl, cq.name, outcome, counts, self.routes)
+        book = view(self.book) if self.dry else self.book  # a dry run keeps nothing
+        placed = placing.try_place(self.state, book, wl, cq.name, outcome, counts, self.routes)
         if isinstance(placed, Unassignable):
             self.unplaced[key] = placed
             if pristine:  # found on the book as the log left it
@@ -633,30 +745,106 @@ class Cycle:
         return None
 
     def holders(self, cq: str) -> list[pre.Holder]:
-        """Workloads holding quota in ``cq``'s cohort tree: the only possible victims."""
-        if self._holders is None:
-            self._holders = {}
+        """Workloads holding quota in ``cq``'s cohort tree: the only possible victims. Kept
+        in the notebook per tree until quota moves in it (or the configuration changes)."""
+        root = self._root_name(cq)
+        stamp = (self.state.config_version, self.state.quota_changed.get(root, 0))
+        kept = self.state.notes.holders
+        found = kept.get(root)
+        if found is None or found[0] != stamp:
+            fresh: dict[str, list[pre.Holder]] = {}
             for wid in sorted(self.state.active):
                 wl = self.state.workloads[wid]
-                if not wl.holds_quota or wl.cluster_queue not in self.tree.queues:
-                    continue
-                root = id(self.tree.queues[wl.cluster_queue].root())
-                self._holders.setdefault(root, []).append(
-                    pre.Holder(
-                        id=wl.id,
-                        cluster_queue=wl.cluster_queue,
-                        priority=wl.priority,
-                        order=wl.order,
-                        reserved_seq=wl.reserved_seq,
-                        usage=wl.usage,
+                if wl.holds_quota and wl.cluster_queue in self.tree.queues:
+                    fresh.setdefault(self._root_name(wl.cluster_queue), []).append(
+                        pre.Holder(
+                            id=wl.id,
+                            cluster_queue=wl.cluster_queue,
+                            priority=wl.priority,
+                            order=wl.order,
+                            reserved_seq=wl.reserved_seq,
+                            usage=wl.usage,
+                        )
                     )
+            for name in {*fresh, *kept, root}:
+                kept[name] = (
+                    (self.state.config_version, self.state.quota_changed.get(name, 0)),
+                    fresh.get(name, []),
                 )
-        return self._holders.get(id(self.tree.queues[cq].root()), [])
+            found = kept[root]
+        return found[1]
 
     # -- the pipeline ------------------------------------------------------------------
 
     def run(self) -> list[Verdict]:
-        cursors = self.cursors()
+        """Judge the heads (parking the lanes that cannot be admitted now), then admit or
+        preempt round by round; the notebook keeps what was parked, and why."""
+        cursors = [c for c in self.cursors() if self._judge_heads(c)]
+        self._rounds(cursors)
+        if not self.every_verdict:
+            self._keep_parking()
+        return self.verdicts
+
+    def _judge_heads(self, cursor: QueueCursor) -> bool:
+        """Park the cursor's lanes whose head cannot be admitted against the state as the
+        log left it (nothing of this cycle's admissions yet): more usage never admits them
+        later in the cycle, so they take no turn in the rounds, whether judged now or
+        parked earlier under a cause that has not moved. Whether any lane is left."""
+        cq = cursor.cq
+        if cq.queueing_strategy == "StrictFIFO":
+            head = cursor.peek()
+            assert head is not None
+            why, kind = self._judge(cursor, head)
+            if why is None:
+                for lane, _ in cursor.lanes():
+                    self.stamps[(lane.local_queue, lane.key)] = None
+                return True
+            lane, at = cursor.park(head)
+            self.lane_verdict(lane, at, cq.name, why, only=1)
+            rest = [(lane, at + 1), *cursor.rest()]
+            self._block(cursor, head, rest)
+            for other, _ in rest:
+                self._judged(other, kind, cq, why)
+            return False
+        parked = []
+        for lane, at in cursor.lanes():
+            why, kind = self._judge(cursor, self._workload(lane, at))
+            if why is not None:
+                parked.append(lane)
+                self.lane_verdict(lane, at, cq.name, why)
+            self._judged(lane, kind, cq, why)
+        cursor.drop(parked)
+        return cursor.peek() is not None
+
+    def _judge(self, cursor: QueueCursor, wl: WorkloadEntry) -> tuple[Unassignable | None, str]:
+        """Why the workload cannot be admitted now, and what can change that (parking.py);
+        None when it can (or can preempt). Nothing is kept (a dry run of ``process``)."""
+        v = self.nominate(cursor.cq, wl)
+        if isinstance(v.outcome, Unassignable) and not wl.has_min_count:
+            return v.outcome, QUOTA
+        self.dry = True
+        try:
+            done = self.process(cursor, v)
+        finally:
+            self.dry = False
+        return (done.outcome, STATE) if isinstance(done.outcome, Unassignable) else (None, STATE)
+
+    def _keep_parking(self) -> None:
+        notes = self.state.notes
+        parking = notes.parking
+        for lane_id, stamp in self.stamps.items():
+            parking.judged(lane_id, stamp)
+        known = self.state.lanes.lanes
+        gone = self.judge if self.judge is not None else [*parking.parked, *parking.unparked]
+        for lane_id in list(gone):  # a lane's last member leaving touched it: it is judged
+            if lane_id[1] not in known.get(lane_id[0], {}):
+                parking.gone(lane_id)
+        parking.seen = self.counters
+        # Lanes that recorded something are judged again (what they recorded comes back
+        # with its fold; if it does not, the same is recorded again).
+        notes.lanes = set(self.emitted)
+
+    def _rounds(self, cursors: list[QueueCursor]) -> None:
         while cursors:
             round_: list[tuple[QueueCursor, Verdict]] = []
             heads = []
@@ -687,7 +875,6 @@ class Cycle:
                 self.lane_verdict(lane, at, cursor.cq.name, done.outcome, only=1)
                 self._block(cursor, done.workload, [(lane, at + 1), *cursor.rest()])
             cursors = [c for c in cursors if c.peek() is not None]
-        return self.verdicts
 
     def _drain_known(self, cursor: QueueCursor) -> None:
         """Heads whose shape already got "does not fit" in this cycle get it again at

@@ -1,6 +1,7 @@
 """What ``settle`` still has to look at, and what the cycle found that still holds.
 
-Settle looks at the workloads touched since it last looked. The cycle remembers which
+Settle looks at the workloads touched since it last looked. The cycle judges the lanes
+touched since it last judged them, and those whose parking cause moved. It remembers which
 placement shapes found no place on the book, with the book's ``freed`` count then: while
 nothing has given any node more room, they still find none.
 
@@ -14,23 +15,50 @@ their notebooks hold.
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from typing import Any
+
+from muster.core.queueing.parking import LaneId, Parking
+from muster.core.queueing.quota import QuotaTree
 
 
 class Notebook:
-    __slots__ = ("full", "misses", "touched")
+    __slots__ = ("full", "holders", "lanes", "misses", "parking", "touched", "tree")
 
     def __init__(self) -> None:
         self.full = True  # look at everything (fresh, or the configuration changed)
         self.touched: set[str] = set()
         self.misses: dict[tuple[object, ...], tuple[int, Any]] = {}  # shape -> (freed, why)
+        # The cycle's: lanes an event touched since it last judged them, and the lanes it
+        # parked (parking.py). None: judge every lane (fresh, or the configuration changed).
+        self.lanes: set[LaneId] | None = None
+        self.parking = Parking()
+        # Per cohort tree: (config version, its quota changes) -> its workloads holding
+        # quota, as preemption sees them.
+        self.holders: dict[str, tuple[tuple[int, int], list[Any]]] = {}
+        # The quota tree with the state's usage, kept in step by evolve (None: built by the
+        # next cycle); each cycle charges a copy of it (quota.copy_on_read).
+        self.tree: QuotaTree | None = None
 
     def touch(self, workload_id: str) -> None:
         self.touched.add(workload_id)
 
     def touch_all(self) -> None:
         self.full = True
+
+    def lane_changed(self, lane: LaneId | None) -> None:
+        if lane is not None and self.lanes is not None:
+            self.lanes.add(lane)
+
+    def rejudge_all(self) -> None:
+        self.lanes = None
+        self.parking.clear()
+        self.tree = None
+
+    def charged(self, queue: str, usage: Mapping[str, Mapping[str, int]], sign: int) -> None:
+        """A workload took (+1) or gave back (-1) quota: the kept tree follows."""
+        if self.tree is not None:
+            self.tree.add(queue, usage, sign)
 
     def looked(self, quiet: Iterable[str], busy: Iterable[str]) -> None:
         """After a settle: ``quiet`` had nothing to do, ``busy`` produced events (whose

@@ -15,7 +15,7 @@ All numbers are integers (cpu in millis), so the tree is exact and deterministic
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 
 from muster.core.model.queues import ClusterQueueSpec, CohortSpec, ResourceGroup, ResourceQuota
@@ -83,6 +83,58 @@ class QuotaTree:
                         add_usage(node, (flavor, resource), qty)
                     else:
                         remove_usage(node, (flavor, resource), qty)
+
+
+def copy_on_read(base: QuotaTree) -> QuotaTree:
+    """A tree over ``base`` whose cohort trees are copied the first time one of their nodes is
+    looked up, so that what the cycle charges to it never reaches ``base`` (the notebook's,
+    kept in step with the state's usage): a cycle copies the trees it looks at, not all."""
+    queues = _Copied(base.queues)
+    cohorts = _Copied(base.cohorts)
+
+    def copy_tree(node: QuotaNode) -> None:
+        def clone(n: QuotaNode, parent: QuotaNode | None) -> QuotaNode:
+            c = QuotaNode(
+                name=n.name,
+                is_queue=n.is_queue,
+                weight=n.weight,
+                parent=parent,
+                quotas=n.quotas,
+                subtree=n.subtree,  # the configuration's: never changed after build
+                usage=dict(n.usage),
+                height=n.height,
+                lendable=n.lendable,
+            )
+            c.children = [clone(child, c) for child in n.children]
+            (queues if n.is_queue else cohorts).put(n.name, c)
+            return c
+
+        clone(node.root(), None)
+
+    queues.copy_tree = cohorts.copy_tree = copy_tree
+    return QuotaTree(queues=queues, cohorts=cohorts)
+
+
+class _Copied(dict[str, QuotaNode]):
+    """Nodes of a ``copy_on_read`` tree: a node not copied yet brings its whole tree."""
+
+    def __init__(self, base: dict[str, QuotaNode]) -> None:
+        super().__init__()
+        self.base = base
+        self.copy_tree: Callable[[QuotaNode], None] = lambda node: None
+
+    def put(self, name: str, node: QuotaNode) -> None:
+        dict.__setitem__(self, name, node)
+
+    def __missing__(self, name: str) -> QuotaNode:
+        self.copy_tree(self.base[name])
+        return dict.__getitem__(self, name)
+
+    def __contains__(self, name: object) -> bool:
+        return name in self.base
+
+    def get(self, name: str, default: QuotaNode | None = None) -> QuotaNode | None:  # type: ignore[override]
+        return self[name] if name in self.base else default
 
 
 def build(

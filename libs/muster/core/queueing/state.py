@@ -30,6 +30,7 @@ from muster.core.model.workload import WorkloadSpec
 from muster.core.placement.book import NodeBook, Placement
 from muster.core.placement.devices import DeviceShare
 from muster.core.placement.engine import demands
+from muster.core.queueing import quota as qt
 from muster.core.queueing.notebook import Notebook
 from muster.core.queueing.pending import LaneKey, PendingQueues
 
@@ -177,6 +178,14 @@ class QueueState:
     # ones whose pods are not all running yet (waitForPodsReady's timers), and what
     # settle still has to look at.
     lanes: PendingQueues = field(default_factory=PendingQueues)
+    # What a lane's verdict depends on, counted (the cycle remembers verdicts while these
+    # stand still): configuration changes; per cohort tree, quota taken or given back and
+    # quota given back; per namespace, its usage changed.
+    config_version: int = 0
+    root_of: dict[str, str] = field(default_factory=dict)  # cluster queue -> its tree
+    quota_changed: dict[str, int] = field(default_factory=dict)
+    quota_released: dict[str, int] = field(default_factory=dict)
+    ns_changed: dict[str, int] = field(default_factory=dict)
     awaiting_pods: set[str] = field(default_factory=set)
     notes: Notebook = field(default_factory=Notebook)
 
@@ -193,6 +202,32 @@ def evolve(state: QueueState, envelope: Envelope) -> QueueState:
     if wid is not None and wid in state.workloads:
         _touched(state, state.workloads[wid])
     return state
+
+
+def _configured(state: QueueState) -> None:
+    """Any configuration changed: everything is judged afresh; cohort trees are redrawn."""
+    state.notes.touch_all()
+    state.notes.rejudge_all()
+    state.config_version += 1
+    state.root_of = {}  # drawn again when next needed (config events come in bursts)
+
+
+def root_of(state: QueueState, cluster_queue: str) -> str:
+    """The name of the cohort tree a ClusterQueue is in (its own, alone)."""
+    if not state.root_of and state.cluster_queues:
+        state.root_of = roots(state.cluster_queues, state.cohorts)
+    return state.root_of.get(cluster_queue, f"queue/{cluster_queue}")
+
+
+def roots(
+    cluster_queues: Mapping[str, ClusterQueueSpec], cohorts: Mapping[str, CohortSpec]
+) -> dict[str, str]:
+    """The root of each ClusterQueue's cohort tree, as the quota tree draws it."""
+    tree = qt.build(cluster_queues, cohorts, {})
+    return {
+        name: ("queue/" if node.root() is node else "cohort/") + node.root().name
+        for name, node in tree.queues.items()
+    }
 
 
 def _touched(state: QueueState, wl: WorkloadEntry) -> None:
@@ -221,6 +256,7 @@ def lane_key(state: QueueState, wl: WorkloadEntry) -> LaneKey:
 def enqueue(state: QueueState, wl: WorkloadEntry) -> None:
     """Pending (again), or its lane changed: (re)file it in its LocalQueue's lanes."""
     state.pending.add(wl.id)
+    state.notes.lane_changed(state.lanes.lane_of.get(wl.id))
     state.lanes.add(
         wl.id,
         wl.local_queue,
@@ -230,10 +266,12 @@ def enqueue(state: QueueState, wl: WorkloadEntry) -> None:
         sticky=wl.id in state.preemptors,
         code=wl.pending_reason[0] if wl.pending_reason else None,
     )
+    state.notes.lane_changed(state.lanes.lane_of.get(wl.id))
 
 
 def _dequeue(state: QueueState, wid: str) -> None:
     state.pending.discard(wid)
+    state.notes.lane_changed(state.lanes.lane_of.get(wid))
     state.lanes.remove(wid)
 
 
@@ -244,62 +282,62 @@ def _apply(event: Event, state: QueueState) -> None:
 
 @_apply.register
 def _(event: qev.ResourceFlavorConfigured, state: QueueState) -> None:
-    state.notes.touch_all()
+    _configured(state)
     state.flavors[event.spec.name] = event.spec
 
 
 @_apply.register
 def _(event: qev.ClusterQueueConfigured, state: QueueState) -> None:
-    state.notes.touch_all()
+    _configured(state)
     state.cluster_queues[event.spec.name] = event.spec
     state.usage.setdefault(event.spec.name, {})
 
 
 @_apply.register
 def _(event: qev.LocalQueueConfigured, state: QueueState) -> None:
-    state.notes.touch_all()
+    _configured(state)
     state.local_queues[event.spec.key] = event.spec
 
 
 @_apply.register
 def _(event: qev.CohortConfigured, state: QueueState) -> None:
-    state.notes.touch_all()
+    _configured(state)
     state.cohorts[event.spec.name] = event.spec
 
 
 @_apply.register
 def _(event: qev.PriorityClassConfigured, state: QueueState) -> None:
-    state.notes.touch_all()
+    _configured(state)
     state.priority_classes[event.spec.name] = event.spec
 
 
 @_apply.register
 def _(event: qev.NamespaceQuotaConfigured, state: QueueState) -> None:
-    state.notes.touch_all()
+    _configured(state)
     state.namespace_quotas[event.spec.key] = event.spec
 
 
 @_apply.register
 def _(event: qev.FairSharingConfigured, state: QueueState) -> None:
-    state.notes.touch_all()
+    _configured(state)
     state.fair_sharing = event.spec
 
 
 @_apply.register
 def _(event: qev.WaitForPodsReadyConfigured, state: QueueState) -> None:
-    state.notes.touch_all()
+    _configured(state)
     state.wait_for_pods_ready = event.spec
 
 
 @_apply.register
 def _(event: qev.AdmissionCheckConfigured, state: QueueState) -> None:
-    state.notes.touch_all()
+    _configured(state)
     state.admission_checks[event.spec.name] = event.spec
 
 
 @_apply.register
 def _(event: qev.ProvisioningRequestConfigConfigured, state: QueueState) -> None:
-    state.notes.touch_all()
+    _configured(state)
     state.provisioning_configs[event.spec.name] = event.spec
 
 
@@ -384,6 +422,7 @@ def _(event: qev.WorkloadPending, state: QueueState) -> None:
     wl.pending_reason = (event.reason, event.message)
     wl.reason_at = state.now
     state.lanes.record(wl.id, old, event.reason)
+    state.notes.lane_changed(state.lanes.lane_of.get(wl.id))
     if event.flavors:
         wl.preempted_for = {ps: dict(m) for ps, m in event.flavors.items()}
         wl.preempted_on = event.placement
@@ -721,6 +760,13 @@ def _release(state: QueueState, wl: WorkloadEntry) -> None:
 def _hold(state: QueueState, wl: WorkloadEntry, sign: int) -> None:
     """Charge (or release) a workload's usage to its queue, tenant and namespace."""
     assert wl.cluster_queue is not None
+    root = root_of(state, wl.cluster_queue)
+    state.quota_changed[root] = state.quota_changed.get(root, 0) + 1
+    if sign < 0:
+        state.quota_released[root] = state.quota_released.get(root, 0) + 1
+    ns = wl.spec.namespace
+    state.ns_changed[ns] = state.ns_changed.get(ns, 0) + 1
+    state.notes.charged(wl.cluster_queue, wl.usage, sign)
     _charge(state.usage.setdefault(wl.cluster_queue, {}), wl.usage, sign)
     _charge(state.lq_usage.setdefault(wl.local_queue, {}), wl.usage, sign)
     per_ns = state.ns_usage.setdefault(wl.spec.namespace, {})

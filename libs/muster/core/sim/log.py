@@ -4,7 +4,8 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from muster.core.events import Envelope, StreamAppend, decode_payload, encode_payload
+from muster.core.events import Envelope, StreamAppend
+from muster.core.events.base import round_trip
 
 
 class VersionConflict(RuntimeError):
@@ -39,7 +40,7 @@ class MemoryLog:
                 self.versions[item.stream_id] = version
                 position = len(self.envelopes) + 1
                 # Round-trip the payload, as the store does, so the harness sees what services see.
-                event = decode_payload(new.event.TYPE, new.event.VERSION, encode_payload(new.event))
+                event = round_trip(new.event)
                 env = Envelope(
                     position=position,
                     event_id=f"sim-{position}",
