@@ -40,6 +40,7 @@ import contextlib
 import cProfile
 import gc
 import io
+import os
 import pstats
 import random
 import signal
@@ -59,6 +60,7 @@ from muster.core.model import parse
 from muster.core.model.workload import PodSet, Runtime, WorkloadSpec
 from muster.core.queueing.cycle import admission_cycle
 from muster.core.queueing.decider import QueueDecider
+from muster.core.queueing.notebook import Notebook
 from muster.core.queueing.state import QueueState
 from muster.core.runner import DeciderRunner
 
@@ -249,6 +251,8 @@ class Run:
 
 
 def timed_cycle(state: QueueState, limit: float) -> Run:
+    """One full cycle: a fresh notebook, so every lane is judged (nothing parked yet)."""
+    state.notes = Notebook()
     wall, cpu = time.perf_counter(), time.process_time()
     out: list[NewEvent] | None = None
     with contextlib.suppress(Overran), time_limit(limit):
@@ -350,6 +354,51 @@ def measure(
     return m
 
 
+@dataclass
+class AfterOne:
+    decisions: int  # to reach the fixed point
+    settle_s: float
+    times: list[float]  # one decision after one submission, repeated
+    events: list[str]
+
+
+def after_one(queues: list[Queue], pending: int, args: argparse.Namespace) -> AfterOne:
+    """Fold the state, decide and fold until the queue has nothing more to say (the
+    fixed point a running service sits at), then one more submission: the decision it
+    causes, timed. A run that finds no fixed point within --settle decisions fails."""
+    state, _, _, _ = fold(queues, pending, args.seed)
+    runner: DeciderRunner[QueueState] = DeciderRunner(QueueDecider())
+    runner.state = state
+    log = Log()
+    started = time.perf_counter()
+    decisions = 0
+    while (news := runner.decide()) and decisions < args.settle:
+        for new in news:
+            log.add(new)
+        runner.fold(log.envelopes[-len(news) :])
+        decisions += 1
+    if news:
+        raise SystemExit(f"FAILED: no fixed point after {decisions} decisions")
+    settle_s = time.perf_counter() - started
+    q = queues[len(queues) // 3 + 1]  # a queue that preempts
+    spec = spec_of("after-one", q, 4, 1, 10)
+    log.put(wev.stream("after-one"), wev.WorkloadSubmitted(workload_id="after-one", spec=spec), 9.0)
+    runner.fold(log.envelopes[-1:])
+    times, out = [], []
+    for _ in range(3):
+        t = time.perf_counter()
+        out = runner.decide()
+        times.append(time.perf_counter() - t)
+    about = [
+        n
+        for n in out
+        if n.correlation_id == "after-one" or getattr(n.event, "workload_id", "") == "after-one"
+    ]
+    if not about:
+        raise SystemExit("FAILED: the decision after the submission says nothing of it")
+    return AfterOne(decisions, settle_s, times, [type(n.event).__name__ for n in out])
+
+
 def mib(n: float) -> str:
     return f"{n / 2**20:,.1f} MiB"
 
@@ -419,6 +468,17 @@ def main(argv: list[str] | None = None) -> None:
     big_best = big.best
     extra = (big.state_bytes - base_bytes) / max(1, big.pending - base_pending)
     print(f"state: {extra:,.0f} B per additional pending workload")
+    if args.settle:
+        one = after_one(queues, args.pending, args)
+        full = big.runs[0]
+        stopped = "+" if full.out is None else ""
+        print(
+            f"one decision after one submission at {args.pending:,} pending, once the queue "
+            f"reached its fixed point ({one.decisions} decisions, {one.settle_s:.0f}s): "
+            f"first {one.times[0] * 1000:.1f} ms, best {min(one.times) * 1000:.1f} ms "
+            f"(a full cycle over the same state: {full.wall:.1f}s{stopped}); "
+            f"it decided {', '.join(one.events)}; load {os.getloadavg()[0]:.2f}"
+        )
     if base_best is None:
         print("scaling: n/a (the baseline cycle did not finish)")
     elif big_best is None:
@@ -468,6 +528,13 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         help="when a cycle is stopped, profile this many seconds of another (default 15; 0: no)",
     )
     p.add_argument("--seed", type=int, default=7, help="generator seed (default 7)")
+    p.add_argument(
+        "--settle",
+        type=int,
+        default=200,
+        help="decisions allowed to reach the fixed point before the one-submission decision "
+        "is timed (default 200; 0: not measured)",
+    )
     return p.parse_args(argv)
 
 

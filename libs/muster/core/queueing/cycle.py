@@ -485,7 +485,8 @@ class Cycle:
         """Evict the fewest workloads that make room, in quota and on the nodes, or say why
         none do. The room goes to the preemptor: later entries of this cycle cannot take it."""
         spared = self.state.evicted_for.get(wl.id, set())  # evicted for it once already
-        holders = [h for h in self.holders(cq.name) if h.id not in self.evicted | spared]
+        gone = self.evicted | spared
+        holders = [h for h in self.holders(cq.name) if h.id not in gone]
         excluded: frozenset[str] = frozenset()
         while True:
             victims = pre.victims(
