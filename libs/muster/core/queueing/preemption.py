@@ -303,13 +303,19 @@ def _by_queue(holders: Iterable[Holder]) -> dict[str, list[Holder]]:
     return out
 
 
-def _next_fair(tree: qt.QuotaTree, remaining: dict[str, list[Holder]]) -> Holder:
+def _next_fair(
+    tree: qt.QuotaTree, remaining: dict[str, list[Holder]], shares: dict[str, float]
+) -> Holder:
     """The next candidate: the queue with the highest share gives first (its share is the
-    same for all its candidates, so one per queue is compared, not every candidate)."""
+    same for all its candidates, so one per queue is compared, not every candidate).
+    ``shares``: each queue's share, kept until one of its candidates is taken."""
+    for cq in remaining:
+        if cq not in shares:
+            shares[cq] = qt.dominant_share(tree.queues[cq])[0]
     best = min(
         remaining,
         key=lambda cq: (
-            -qt.dominant_share(tree.queues[cq])[0],
+            -shares[cq],
             remaining[cq][-1].priority,
             -remaining[cq][-1].reserved_seq,
             remaining[cq][-1].id,
@@ -375,11 +381,14 @@ def _fair_take(
     # queue below the preemptor's share, and the two queues preempted each other forever
     # (tests/property/cases/reclaim_livelock.json; Kueue #14543 is the same loop).
     held_at_final: set[str] = set()
+    # The preemptor's own share does not move while others' workloads are taken.
+    mine = qt.dominant_share(node, need)[0]
+    shares: dict[str, float] = {}  # queue -> its share now (dropped when it gives one)
     for strategy in strategies:
         taken = {v.holder.id for v in chosen}
         remaining = _by_queue(h for h in others if h.id not in taken)
         while remaining:
-            h = _next_fair(tree, remaining)
+            h = _next_fair(tree, remaining, shares)
             target = tree.queues[h.cluster_queue]
             if not any(target.borrowing(fr) > 0 for fr in h.frs()):
                 continue
@@ -388,8 +397,7 @@ def _fair_take(
             if within_nominal:
                 reason = "InCohortReclamation"
             else:
-                mine = qt.dominant_share(node, need)[0]
-                before = qt.dominant_share(target)[0]
+                before = shares[h.cluster_queue]
                 tree.add(h.cluster_queue, h.usage, -1)
                 after = qt.dominant_share(target)[0]
                 tree.add(h.cluster_queue, h.usage, +1)
@@ -402,6 +410,7 @@ def _fair_take(
                     held_at_final.add(h.cluster_queue)
                 reason = "InCohortFairSharing"
             sim.remove(h)
+            shares.pop(h.cluster_queue, None)
             chosen.append(Victim(h, reason))
             if ok():
                 return _fill_back(sim, chosen, ok)
