@@ -169,6 +169,13 @@ def test_preemption_on_nodes_settles_and_never_evicts_twice_for_one_wait(sc: Sce
     for preemptor, evictions in _periods(log):
         victims = [e.workload_id for e in evictions]
         assert len(victims) == len(set(victims)), (preemptor, victims)
+    # ... nor over the whole run: two queues reclaiming from each other cannot ping-pong.
+    pairs = [
+        (e.event.preemptor, e.event.workload_id)
+        for e in log
+        if isinstance(e.event, qev.WorkloadEvicted | qev.WorkloadShrunk) and e.event.preemptor
+    ]
+    assert len(pairs) == len(set(pairs)), pairs
     # What the cycle remembers across decisions (placements that found no room) changes
     # no decision: replaying the log re-derives every one.
     for runner in h.runners:

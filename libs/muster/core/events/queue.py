@@ -190,6 +190,23 @@ class WorkloadEvicted(Event):
     restart: bool = False
 
 
+@event_class("admission.shrunk")
+@dataclass(frozen=True, slots=True, kw_only=True)
+class WorkloadShrunk(Event):
+    """Preemption took surplus pods of a workload running above its minimum (Volcano's
+    task preemption of an elastic job, Kueue's partial admission): those pods stop, the
+    rest run on in the same attempt, with the quota of what is left."""
+
+    workload_id: str
+    attempt: int
+    pods: tuple[str, ...]  # the pods taken (each pod set's highest indexes)
+    pod_counts: Mapping[str, int]  # pod set -> the count it runs with now
+    usage: Mapping[str, Mapping[str, int]]  # flavor -> resource -> what it holds now
+    message: str
+    preemptor: str
+    preemption_reason: str
+
+
 @event_class("admission.finished")
 @dataclass(frozen=True, slots=True, kw_only=True)
 class WorkloadFinished(Event):

@@ -226,6 +226,15 @@ def _(event: qev.WorkloadEvicted, state: NodeAgentState) -> None:
 
 
 @_apply.register
+def _(event: qev.WorkloadShrunk, state: NodeAgentState) -> None:
+    """Preemption took these pods: they stop, the workload's others run on."""
+    for pod in event.pods:
+        key = (event.workload_id, event.attempt, pod)
+        if key in state.pods:
+            state.stopping[key] = f"preempted: {event.message}"
+
+
+@_apply.register
 def _(event: qev.WorkloadCancelled, state: NodeAgentState) -> None:
     _stop_workload(event.workload_id, "workload cancelled", state)
 

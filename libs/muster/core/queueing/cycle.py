@@ -25,7 +25,7 @@ from muster.core.events import Event, NewEvent
 from muster.core.events import queue as qev
 from muster.core.model.queues import ClusterQueueSpec
 from muster.core.model.resources import format_quantity
-from muster.core.placement.book import Placement
+from muster.core.placement.book import NodeBook, Placement
 from muster.core.placement.view import view
 from muster.core.queueing import checks, placing
 from muster.core.queueing import preemption as pre
@@ -484,7 +484,7 @@ class Cycle:
     def _preempt(self, cq: ClusterQueueSpec, wl: WorkloadEntry, outcome: Assignment) -> Verdict:
         """Evict the fewest workloads that make room, in quota and on the nodes, or say why
         none do. The room goes to the preemptor: later entries of this cycle cannot take it."""
-        spared = self.state.evicted_for.get(wl.id, set())  # evicted for it once already
+        spared = self.state.evicted_for.get(wl.id, set())  # it evicted them once already
         gone = self.evicted | spared
         holders = [h for h in self.holders(cq.name) if h.id not in gone]
         excluded: frozenset[str] = frozenset()
@@ -525,8 +525,11 @@ class Cycle:
         for victim in victims:
             self.evicted.add(victim.holder.id)
             self.tree.add(victim.holder.cluster_queue, victim.holder.usage, -1)
-            self._charge_tenant(self.state.workloads[victim.holder.id], victim.holder.usage, -1)
-            self.book.release(victim.holder.id)
+            gives = self.state.workloads[victim.holder.id]
+            self._charge_tenant(gives, victim.holder.usage, -1, gives.pod_counts)
+            if victim.holder.shrink is not None:  # it keeps its other pods in its namespace
+                self._charge_tenant(gives, {}, +1, victim.holder.shrink.pod_counts)
+            self._take_pods(self.book, victim.holder)
         self.tree.add(cq.name, outcome.usage)
         self._charge_tenant(wl, outcome.usage, +1)
         planned = placing.try_place(self.state, self.book, wl, cq.name, outcome, {}, self.routes)
@@ -562,7 +565,7 @@ class Cycle:
                     released.discard(wid)
                 for h in gone:
                     if h.id not in released:
-                        trial.release(h.id)
+                        self._take_pods(trial, h)
                         released.add(h.id)
                 got = placing.try_place(
                     self.state, view(trial), wl, cq.name, outcome, {}, self.routes, explain=False
@@ -574,7 +577,24 @@ class Cycle:
 
     def _nodes_of(self, holder: pre.Holder) -> frozenset[str]:
         held = self.book.held.get(holder.id)
-        return frozenset(held.placement.nodes.values()) if held is not None else frozenset()
+        if held is None:
+            return frozenset()
+        pods = holder.shrink.pods if holder.shrink is not None else held.placement.nodes
+        return frozenset(held.placement.nodes[p] for p in pods if p in held.placement.nodes)
+
+    def _take_pods(self, book: NodeBook, holder: pre.Holder) -> None:
+        """A victim's pods leave ``book`` (a view): all of them, or its surplus pods."""
+        held = book.held.get(holder.id)
+        book.release(holder.id)
+        if holder.shrink is None or held is None:
+            return
+        gone = set(holder.shrink.pods)
+        kept = Placement(
+            nodes={p: n for p, n in held.placement.nodes.items() if p not in gone},
+            devices={p: d for p, d in held.placement.devices.items() if p not in gone},
+            exclusive=held.placement.exclusive,
+        )
+        book.hold(holder.id, kept, {p: a for p, a in held.pods.items() if p not in gone})
 
     def _place_and_admit(
         self, cq: ClusterQueueSpec, wl: WorkloadEntry, outcome: Assignment, counts: dict[str, int]
@@ -757,16 +777,9 @@ class Cycle:
             for wid in sorted(self.state.active):
                 wl = self.state.workloads[wid]
                 if wl.holds_quota and wl.cluster_queue in self.tree.queues:
-                    fresh.setdefault(self._root_name(wl.cluster_queue), []).append(
-                        pre.Holder(
-                            id=wl.id,
-                            cluster_queue=wl.cluster_queue,
-                            priority=wl.priority,
-                            order=wl.order,
-                            reserved_seq=wl.reserved_seq,
-                            usage=wl.usage,
-                        )
-                    )
+                    holder = _holder(wl)
+                    if holder is not None:
+                        fresh.setdefault(self._root_name(wl.cluster_queue), []).append(holder)
             for name in {*fresh, *kept, root}:
                 kept[name] = (
                     (self.state.config_version, self.state.quota_changed.get(name, 0)),
@@ -1004,14 +1017,61 @@ def _missing_queue(cq_name: str | None, local_queue: str) -> Unassignable:
     return Unassignable("ClusterQueueNotFound", f"ClusterQueue {cq_name} doesn't exist")
 
 
+def _holder(wl: WorkloadEntry) -> pre.Holder | None:
+    """The workload as a preemption candidate. One admitted partially (a ``minCount``) is
+    never taken below its minimum (Volcano's gang rule): on existing nodes it offers the
+    pods it runs above it, elsewhere nothing."""
+    if wl.cluster_queue is None:
+        return None
+    shrink = None
+    usage = wl.usage
+    if wl.has_min_count:
+        surplus = _surplus(wl) if wl.placed else None
+        if surplus is None:
+            return None
+        shrink, usage = surplus
+    return pre.Holder(
+        id=wl.id,
+        cluster_queue=wl.cluster_queue,
+        priority=wl.priority,
+        order=wl.order,
+        reserved_seq=wl.reserved_seq,
+        usage=usage,
+        shrink=shrink,
+    )
+
+
+def _surplus(wl: WorkloadEntry) -> tuple[pre.Shrink, dict[str, dict[str, int]]] | None:
+    """(what taking the pods above its minimum leaves, what those pods hold), or None."""
+    for ps in wl.spec.pod_sets:
+        if ps.min_count is None:
+            continue
+        running = wl.pod_counts.get(ps.name, ps.count)
+        extra = running - ps.min_count
+        if extra <= 0:
+            return None
+        taken: dict[str, dict[str, int]] = {}
+        for resource, flavor in wl.flavors.get(ps.name, {}).items():
+            per_pod = 1 if resource == "pods" else ps.requests.get(resource, 0)
+            if per_pod:
+                taken.setdefault(flavor, {})[resource] = per_pod * extra
+        left = {
+            f: {r: q - taken.get(f, {}).get(r, 0) for r, q in res.items()}
+            for f, res in wl.usage.items()
+        }
+        pods = tuple(ps.pod_names(running)[ps.min_count :])
+        counts = {**wl.pod_counts, ps.name: ps.min_count}
+        return pre.Shrink(pods, counts, left), taken
+    return None
+
+
 def to_events(state: QueueState, verdicts: list[Verdict]) -> list[NewEvent]:
     """Evict victims, reserve quota for the assigned, record reasons that changed."""
     out: list[NewEvent] = []
     for v in verdicts:
         wl = v.workload
         if isinstance(v.outcome, Assignment) and v.victims:
-            for victim in v.victims:
-                out.append(_new(state, victim.holder.id, _eviction(state, wl, v, victim)))
+            out += [_taken(state, wl, v, victim) for victim in v.victims]
             waiting = (
                 "Preempting",
                 f"preempting {len(v.victims)} workload(s) to fit in ClusterQueue "
@@ -1085,6 +1145,29 @@ def _worth_recording(wl: WorkloadEntry, outcome: Unassignable) -> bool:
     visibility API's, computed on demand): what a lane's members recorded is then known
     without looking at them, and a waiting workload adds no events while it waits."""
     return wl.pending_reason is None or wl.pending_reason[0] != outcome.reason
+
+
+def _taken(state: QueueState, preemptor: WorkloadEntry, v: Verdict, victim: pre.Victim) -> NewEvent:
+    """A victim's eviction, or, for surplus pods, the workload shrunk to its minimum."""
+    shrink = victim.holder.shrink
+    if shrink is None:
+        return _new(state, victim.holder.id, _eviction(state, preemptor, v, victim))
+    holder = state.workloads[victim.holder.id]
+    event = qev.WorkloadShrunk(
+        workload_id=holder.id,
+        attempt=holder.attempt,
+        pods=shrink.pods,
+        pod_counts=shrink.pod_counts,
+        usage=shrink.left,
+        message=(
+            f"{len(shrink.pods)} pod(s) above its minimum preempted to accommodate a workload "
+            f"(UID: {preemptor.id}, name: {preemptor.spec.namespace}/{preemptor.spec.name}, "
+            f"priority {preemptor.priority}) due to {victim.reason}: {', '.join(shrink.pods)}"
+        ),
+        preemptor=preemptor.id,
+        preemption_reason=victim.reason,
+    )
+    return _new(state, holder.id, event)
 
 
 def _eviction(state: QueueState, preemptor: WorkloadEntry, v: Verdict, victim: pre.Victim) -> Event:

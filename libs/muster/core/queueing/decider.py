@@ -15,7 +15,7 @@ class QueueDecider:
     categories = frozenset(
         {"config", "cloud", "workload", "admission", "provisioning", "node", "timer"}
     )
-    snapshot_format = "queue-state-v7"
+    snapshot_format = "queue-state-v8"
 
     def initial(self) -> qs.QueueState:
         return qs.QueueState()

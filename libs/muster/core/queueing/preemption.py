@@ -25,9 +25,19 @@ from muster.core.queueing import quota as qt
 from muster.core.queueing.flavors import Assignment
 
 
+@dataclass(frozen=True, slots=True)
+class Shrink:
+    """Surplus pods a workload running above its minimum can give without stopping."""
+
+    pods: tuple[str, ...]
+    pod_counts: dict[str, int]  # pod set -> count once they are gone
+    left: dict[str, dict[str, int]]  # flavor -> resource -> what it holds then
+
+
 @dataclass(frozen=True, slots=True, eq=False)
 class Holder:
-    """An admitted workload as preemption sees it (compared by identity: one per cycle)."""
+    """An admitted workload as preemption sees it (compared by identity: one per cycle).
+    With ``shrink``, only its surplus pods: ``usage`` is theirs."""
 
     id: str
     cluster_queue: str
@@ -35,6 +45,7 @@ class Holder:
     order: int  # queue position (submission order)
     reserved_seq: int  # when it got quota: later = more recently admitted
     usage: dict[str, dict[str, int]]
+    shrink: Shrink | None = None
     _frs: frozenset[qt.FR] = field(init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
@@ -157,7 +168,10 @@ def victims(
             candidates.append((h, False))
     if not candidates:
         return None
-    candidates.sort(key=lambda c: (c[1], c[0].priority, -c[0].reserved_seq, c[0].id))
+    # Surplus pods before whole workloads of the same priority: the workload runs on.
+    candidates.sort(
+        key=lambda c: (c[1], c[0].priority, c[0].shrink is None, -c[0].reserved_seq, c[0].id)
+    )
     # A workload that fits its queue's own quota first tries to reclaim without borrowing.
     within_nominal = all(q <= node.subtree.get(fr, 0) for fr, q in need.items() if fr in contested)
     if fair_sharing is not None:
@@ -299,7 +313,9 @@ def _by_queue(holders: Iterable[Holder]) -> dict[str, list[Holder]]:
     for h in holders:
         out.setdefault(h.cluster_queue, []).append(h)
     for queue in out.values():
-        queue.sort(key=lambda h: (h.priority, -h.reserved_seq, h.id), reverse=True)
+        queue.sort(
+            key=lambda h: (h.priority, h.shrink is None, -h.reserved_seq, h.id), reverse=True
+        )
     return out
 
 
@@ -317,6 +333,7 @@ def _next_fair(
         key=lambda cq: (
             -shares[cq],
             remaining[cq][-1].priority,
+            remaining[cq][-1].shrink is None,
             -remaining[cq][-1].reserved_seq,
             remaining[cq][-1].id,
         ),

@@ -63,6 +63,7 @@ class WorkloadEntry:
     check_retries: int = 0  # provisioning attempts retried by its admission check
     preempted_for: dict[str, dict[str, str]] = field(default_factory=dict)  # its flavors
     preempted_on: Placement | None = None  # where it goes once its victims are gone
+    flavors: dict[str, dict[str, str]] = field(default_factory=dict)  # pod set -> resource
 
     @property
     def admitted_pods(self) -> int:
@@ -162,8 +163,9 @@ class QueueState:
     ns_usage: dict[str, dict[str, int]] = field(default_factory=dict)  # namespace -> resource
     # Holding quota or asked to cancel: the workloads whose progress `settle` checks.
     active: set[str] = field(default_factory=set)
-    # Pending workloads that evicted others: they go first until they get quota, and
-    # never evict the same workload twice while they wait (preemptor -> its victims).
+    # Pending workloads that evicted others: they go first until they get quota. A
+    # workload never evicts the same workload twice (preemptor -> its victims, kept until
+    # the preemptor ends): two queues reclaiming from each other cannot ping-pong.
     preemptors: set[str] = field(default_factory=set)
     evicted_for: dict[str, set[str]] = field(default_factory=dict)
     # Pending workloads with a requeue time (backoff): the timers' candidates.
@@ -437,6 +439,7 @@ def _(event: qev.QuotaReserved, state: QueueState) -> None:
     wl.cluster_queue = event.cluster_queue
     wl.attempt = event.attempt
     wl.usage = {f: dict(r) for f, r in event.usage.items()}
+    wl.flavors = {ps: dict(m) for ps, m in event.flavors.items()}
     wl.pod_counts = dict(event.pod_counts)
     wl.admitted_at, wl.pods_started, wl.pods_ready = None, set(), False
     wl.preempted_for = {}
@@ -464,7 +467,6 @@ def _(event: qev.QuotaReserved, state: QueueState) -> None:
     _hold(state, wl, +1)
     _dequeue(state, wl.id)
     state.preemptors.discard(wl.id)
-    state.evicted_for.pop(wl.id, None)
     state.backing_off.discard(wl.id)
     state.active.add(wl.id)
 
@@ -532,6 +534,41 @@ def _(event: qev.WorkloadEvicted, state: QueueState) -> None:
     state.active.discard(wl.id)
     if wl.cancel_requested:
         state.active.add(wl.id)
+
+
+@_apply.register
+def _(event: qev.WorkloadShrunk, state: QueueState) -> None:
+    wl = _current(state, event.workload_id, event.attempt)
+    if wl is None:
+        return
+    _hold(state, wl, -1)
+    wl.usage = {f: dict(r) for f, r in event.usage.items()}
+    wl.pod_counts = dict(event.pod_counts)
+    _hold(state, wl, +1)
+    gone = set(event.pods)
+    held = state.book.held.get(wl.id)
+    if held is not None:
+        kept = Placement(
+            nodes={p: n for p, n in held.placement.nodes.items() if p not in gone},
+            devices={p: d for p, d in held.placement.devices.items() if p not in gone},
+            exclusive=held.placement.exclusive,
+        )
+        pods = {p: a for p, a in held.pods.items() if p not in gone}
+        state.book.release(wl.id)
+        state.book.hold(wl.id, kept, pods)
+    if wl.placements is not None:
+        wl.placements = {p: n for p, n in wl.placements.items() if p not in gone}
+    wl.devices = {p: d for p, d in wl.devices.items() if p not in gone}
+    wl.pods_started -= gone
+    wl.pods_ready = len(wl.pods_started) >= wl.admitted_pods
+    preemptor_cq = ""
+    if event.preemptor in state.workloads:
+        preemptor_cq = state.cluster_queue_of(state.workloads[event.preemptor].spec) or ""
+    _bump(state.stats.preempted, (event.preemption_reason, preemptor_cq))
+    if event.preemptor in state.pending:
+        state.evicted_for.setdefault(event.preemptor, set()).add(wl.id)
+        state.preemptors.add(event.preemptor)
+        enqueue(state, state.workloads[event.preemptor])  # sticky: its own lane
 
 
 @_apply.register

@@ -160,6 +160,16 @@ def _(event: qev.WorkloadEvicted, state: WorkloadsState) -> None:
 
 
 @_apply.register
+def _(event: qev.WorkloadShrunk, state: WorkloadsState) -> None:
+    """Surplus pods preempted: it runs on with fewer."""
+    view = state.workloads.get(event.workload_id)
+    if view is not None and view.attempt == event.attempt:
+        view.pods = max(0, view.pods - len(event.pods))
+        view.pods_started = min(view.pods_started, view.pods)
+        _set(state, view.id, view.status, "PodsPreempted", event.message)
+
+
+@_apply.register
 def _(event: qev.WorkloadFinished, state: WorkloadsState) -> None:
     _set(state, event.workload_id, event.outcome, event.reason, event.message)
 
