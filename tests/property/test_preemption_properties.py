@@ -24,25 +24,12 @@ from muster.core.events import workload as wev
 from muster.core.sim.harness import Harness
 from muster.core.verify import verify_decisions
 from tests.property.test_core_properties import GPU, SETTINGS, Scenario
-from tests.property.test_queueing_properties import bounded_rounds
+from tests.property.test_queueing_properties import _preemption, bounded_rounds
 
 Doc = dict[str, Any]
 # Preemption happens in about one run of seven: draw more of them than elsewhere.
 MORE = settings(SETTINGS, max_examples=150)
 REPRO = Path(__file__).parents[2] / ".." / "shared" / "repro" / "preemption-livelock"
-
-
-def _preemption(draw: st.DrawFn) -> Doc:
-    reclaim = draw(st.sampled_from(["Never", "LowerPriority", "Any"]))
-    doc: Doc = {
-        "withinClusterQueue": draw(
-            st.sampled_from(["Never", "LowerPriority", "LowerOrNewerEqualPriority"])
-        ),
-        "reclaimWithinCohort": reclaim,
-    }
-    if reclaim != "Never" and draw(st.booleans()):
-        doc["borrowWithinCohort"] = {"policy": "LowerPriority"}
-    return doc
 
 
 @st.composite

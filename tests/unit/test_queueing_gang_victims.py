@@ -9,54 +9,27 @@ from typing import Any
 from muster.core.events import node as nev
 from muster.core.events import queue as qev
 from muster.core.model import parse
-from muster.core.sim.harness import Harness, build
+from muster.core.sim.harness import Harness, Submission, build
 from muster.core.verify import verify_decisions
-
-GPU = "nvidia.com/gpu"
+from tests.unit.harness_inputs import gpu_job, gpu_node_cluster
 
 
 def _job(
     name: str, at: float, pods: int, priority: int, seconds: float, min_count: int | None = None
-) -> tuple[float, str, Any]:
-    pod_set: dict[str, Any] = {"name": "w", "count": pods, "requests": {GPU: 1}}
-    if min_count is not None:
-        pod_set["minCount"] = min_count
-    doc = {
-        "name": name,
-        "namespace": "team",
-        "queueName": "q",
-        "priority": priority,
-        "podSets": [pod_set],
-        "runtime": {"durationSeconds": seconds},
-    }
-    return (at, name, parse.workload(doc))
+) -> Submission:
+    extra = {"minCount": min_count} if min_count is not None else {}
+    return gpu_job(name, at, pods, 1, seconds, priority=priority, **extra)
 
 
-def _run(*jobs: tuple[float, str, Any]) -> Harness:
-    cluster = parse.cluster(
-        {
-            "name": "gangs",
-            "zones": ["z"],
-            "resourceFlavors": [{"name": "gpu"}],
-            "nodes": [{"name": "n", "count": 1, "allocatable": {GPU: 4}}],
-            "clusterQueues": [
-                {
-                    "name": "cq",
-                    "preemption": {"withinClusterQueue": "LowerPriority"},
-                    "resourceGroups": [
-                        {
-                            "coveredResources": [GPU],
-                            "flavors": [
-                                {"name": "gpu", "resources": [{"name": GPU, "nominalQuota": 4}]}
-                            ],
-                        }
-                    ],
-                }
-            ],
-            "localQueues": [{"namespace": "team", "name": "q", "clusterQueue": "cq"}],
-        }
+def _run(*jobs: Submission) -> Harness:
+    cluster = gpu_node_cluster(
+        "gangs",
+        nodes=1,
+        gpus=4,
+        nominal=4,
+        preemption={"withinClusterQueue": "LowerPriority"},
     )
-    h = build(cluster, list(jobs))
+    h = build(parse.cluster(cluster), list(jobs))
     h.run()
     for runner in h.runners:
         _, mismatches = verify_decisions(h.log.envelopes, runner.decider)

@@ -8,56 +8,21 @@ scratch (a replay) records it.
 
 from __future__ import annotations
 
-from typing import Any
-
 from muster.core.events import queue as qev
 from muster.core.model import parse
 from muster.core.sim.harness import Harness, build
 from muster.core.verify import verify_decisions
-
-GPU = "nvidia.com/gpu"
-
-
-def _job(name: str, at: float, pods: int, gpus: int, **extra: Any) -> tuple[float, str, Any]:
-    pod_set: dict[str, Any] = {"name": "w", "count": pods, "requests": {GPU: gpus}, **extra}
-    doc = {
-        "name": name,
-        "namespace": "team",
-        "queueName": "q",
-        "podSets": [pod_set],
-        "runtime": {"durationSeconds": 1000},
-    }
-    return (at, name, parse.workload(doc))
+from tests.unit.harness_inputs import gpu_job, gpu_node_cluster
 
 
 def _run() -> Harness:
-    cluster = parse.cluster(
-        {
-            "name": "memo",
-            "zones": ["z"],
-            "resourceFlavors": [{"name": "gpu"}],
-            "nodes": [{"name": "n", "count": 2, "allocatable": {GPU: 2}}],
-            "clusterQueues": [
-                {
-                    "name": "cq",
-                    "resourceGroups": [
-                        {
-                            "coveredResources": [GPU],
-                            "flavors": [
-                                {"name": "gpu", "resources": [{"name": GPU, "nominalQuota": 16}]}
-                            ],
-                        }
-                    ],
-                }
-            ],
-            "localQueues": [{"namespace": "team", "name": "q", "clusterQueue": "cq"}],
-        }
-    )
+    cluster = parse.cluster(gpu_node_cluster("memo", nodes=2, gpus=2, nominal=16))
     subs = [
-        _job("x", 0, 1, 1),  # n-0 keeps 1 GPU free
-        _job("gang", 1, 2, 2),  # w-0 has n-1, w-1 has nowhere to go
-        _job("y", 2, 1, 1, nodeSelector={"kubernetes.io/hostname": "n-1"}),  # n-1: 1 free
-        _job("gang-2", 3, 2, 2),  # now already w-0 has nowhere to go
+        gpu_job("x", 0, 1, 1, 1000),  # n-0 keeps 1 GPU free
+        gpu_job("gang", 1, 2, 2, 1000),  # w-0 has n-1, w-1 has nowhere to go
+        # n-1 keeps 1 GPU free
+        gpu_job("y", 2, 1, 1, 1000, nodeSelector={"kubernetes.io/hostname": "n-1"}),
+        gpu_job("gang-2", 3, 2, 2, 1000),  # now already w-0 has nowhere to go
     ]
     h = build(cluster, subs)
     h.run(until=10)

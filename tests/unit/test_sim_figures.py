@@ -11,44 +11,18 @@ import pytest
 from muster.cli.main import main
 from muster.core.model import parse
 from muster.core.sim.figures import figures
-from muster.core.sim.harness import build
+from muster.core.sim.harness import Submission, build
+from tests.unit.harness_inputs import GPU, gpu_job, gpu_node_cluster
 
 REPRO = Path(__file__).parents[2] / ".." / "shared" / "repro" / "preemption-livelock"
-GPU = "nvidia.com/gpu"
 
 
 def _cluster() -> dict[str, object]:
-    return {
-        "name": "two",
-        "zones": ["z"],
-        "resourceFlavors": [{"name": "gpu"}],
-        "nodes": [{"name": "n", "count": 1, "allocatable": {GPU: 2}}],
-        "clusterQueues": [
-            {
-                "name": "cq",
-                "resourceGroups": [
-                    {
-                        "coveredResources": [GPU],
-                        "flavors": [
-                            {"name": "gpu", "resources": [{"name": GPU, "nominalQuota": 2}]}
-                        ],
-                    }
-                ],
-            }
-        ],
-        "localQueues": [{"namespace": ns, "name": "q", "clusterQueue": "cq"} for ns in ("a", "b")],
-    }
+    return gpu_node_cluster("two", nodes=1, gpus=2, nominal=2, namespaces=("a", "b"))
 
 
-def _job(name: str, ns: str, at: float, gpus: int, seconds: float) -> tuple[float, str, object]:
-    doc = {
-        "name": name,
-        "namespace": ns,
-        "queueName": "q",
-        "podSets": [{"name": "w", "count": 1, "requests": {GPU: gpus}}],
-        "runtime": {"durationSeconds": seconds},
-    }
-    return (at, name, parse.workload(doc))
+def _job(name: str, ns: str, at: float, gpus: int, seconds: float) -> Submission:
+    return gpu_job(name, at, 1, gpus, seconds, namespace=ns)
 
 
 def test_figures_of_a_run_worked_out_by_hand() -> None:
