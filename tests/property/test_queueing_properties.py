@@ -444,7 +444,15 @@ def test_cohort_quota_is_never_exceeded(sc: Scenario) -> None:
 
 def _workload_view(state: QueueState) -> dict[str, tuple[object, ...]]:
     return {
-        w.id: (w.status, w.cluster_queue, w.attempt, w.usage, w.evictions, w.priority, w.order)
+        w.id: (
+            w.status,
+            w.run.cluster_queue,
+            w.run.attempt,
+            w.run.usage,
+            w.evictions,
+            w.priority,
+            w.order,
+        )
         for w in state.workloads.values()
     }
 

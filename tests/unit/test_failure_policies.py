@@ -133,9 +133,9 @@ def test_task_completed_completes_the_job() -> None:
     )
     wl = WorkloadEntry(id="w", spec=spec, order=0, submitted_at=0.0, status="Admitted")
     assert failures.verdict(wl) is None
-    wl.pods_succeeded = {"worker-0"}
+    wl.run.pods_succeeded = {"worker-0"}
     assert failures.verdict(wl) is None
-    wl.pods_succeeded = {"master-0"}
+    wl.run.pods_succeeded = {"master-0"}
     done = failures.verdict(wl)
     assert isinstance(done, qev.WorkloadFinished)
     assert (done.outcome, done.reason) == ("Succeeded", "CompleteJob")

@@ -50,7 +50,7 @@ def admit(s: QueueSim, name: str, pods_started: int = 0) -> None:
                 event=qev.WorkloadAdmitted(
                     workload_id=name,
                     cluster_queue="a",
-                    attempt=wl.attempt,
+                    attempt=wl.run.attempt,
                     placements={},
                     message="admitted",
                 ),
@@ -70,7 +70,7 @@ def start(s: QueueSim, name: str, pods: range) -> None:
                 event=nev.PodStarted(
                     node="x",
                     workload_id=name,
-                    attempt=wl.attempt,
+                    attempt=wl.run.attempt,
                     pod=f"{name}-{i}",
                     finishes_at=1e9,
                 ),
@@ -114,7 +114,7 @@ def test_ready_pods_mean_no_timeout() -> None:
     s.submit("job", 2)
     s.settle()
     admit(s, "job", pods_started=2)
-    assert s.state.workloads["job"].pods_ready
+    assert s.state.workloads["job"].run.pods_ready
     assert s.decider.next_deadline(s.state) is None
     at(s, 10 * TIMEOUT)
     assert not of(s.settle(), qev.WorkloadEvicted)

@@ -82,10 +82,10 @@ def _config(state: QueueState, check_name: str) -> ProvisioningRequestConfigSpec
 
 def outcome(state: QueueState, wl: WorkloadEntry) -> Event | None:
     """What the request of a workload holding quota reported that ends its attempt."""
-    if wl.check_event is None or not wl.holds_quota:
+    if wl.run.check_event is None or not wl.holds_quota:
         return None
-    condition, reason, message, retryable = wl.check_event
-    what = f"ProvisioningRequest {wl.request_id or pev.request_id(wl.id, wl.attempt)}"
+    condition, reason, message, retryable = wl.run.check_event
+    what = f"ProvisioningRequest {wl.run.request_id or pev.request_id(wl.id, wl.run.attempt)}"
     if condition == "CapacityRevoked":
         return qev.WorkloadEvicted(
             workload_id=wl.id,
@@ -95,12 +95,12 @@ def outcome(state: QueueState, wl: WorkloadEntry) -> Event | None:
         )
     if condition == "BookingExpired" and wl.status == "Admitted":
         return None  # "if the workload is Admitted we don't want to retry on BookingExpired"
-    if wl.ask is None:
+    if wl.run.ask is None:
         # No admission check: the nodes are muster's own business, and a failure final.
         return qev.WorkloadRejected(
             workload_id=wl.id, reason="ProvisioningFailed", message=f"{reason}: {message}"
         )
-    config = _config(state, wl.ask.check)
+    config = _config(state, wl.run.ask.check)
     limit = config.retry.backoff_limit_count if config is not None else 0
     if retryable and wl.check_retries < limit:
         assert config is not None
@@ -110,7 +110,7 @@ def outcome(state: QueueState, wl: WorkloadEntry) -> Event | None:
             workload_id=wl.id,
             reason="AdmissionCheck",
             message=(
-                f"AdmissionCheck {wl.ask.check}: {what} {condition}: {reason}: {message}; "
+                f"AdmissionCheck {wl.run.ask.check}: {what} {condition}: {reason}: {message}; "
                 f"retry {retry} of {limit} in {delay:g}s"
             ),
             requeue_after_seconds=delay,
@@ -119,7 +119,7 @@ def outcome(state: QueueState, wl: WorkloadEntry) -> Event | None:
     return qev.WorkloadRejected(
         workload_id=wl.id,
         reason="AdmissionCheckRejected",
-        message=f"AdmissionCheck {wl.ask.check} rejected the workload ({why}): "
+        message=f"AdmissionCheck {wl.run.ask.check} rejected the workload ({why}): "
         f"{what} {condition}: {reason}: {message}",
     )
 
@@ -154,7 +154,7 @@ def bind(state: QueueState, wl: WorkloadEntry) -> Event | None:
             return qev.WorkloadAdmitted(
                 workload_id=wl.id,
                 cluster_queue="",
-                attempt=wl.attempt + 1,
+                attempt=wl.run.attempt + 1,
                 placements=dict(zip(names, slots, strict=True)),
                 message=f"bound to the nodes of ProvisioningRequest {rid}",
                 request_id=rid,

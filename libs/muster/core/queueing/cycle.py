@@ -360,7 +360,7 @@ class Cycle:
         if not (config.enable and config.block_admission):
             return False
         return any(
-            self.state.workloads[w].holds_quota and not self.state.workloads[w].pods_ready
+            self.state.workloads[w].holds_quota and not self.state.workloads[w].run.pods_ready
             for w in self.state.active
         )
 
@@ -526,7 +526,7 @@ class Cycle:
             self.evicted.add(victim.holder.id)
             self.tree.add(victim.holder.cluster_queue, victim.holder.usage, -1)
             gives = self.state.workloads[victim.holder.id]
-            self._charge_tenant(gives, victim.holder.usage, -1, gives.pod_counts)
+            self._charge_tenant(gives, victim.holder.usage, -1, gives.run.pod_counts)
             if victim.holder.shrink is not None:  # it keeps its other pods in its namespace
                 self._charge_tenant(gives, {}, +1, victim.holder.shrink.pod_counts)
             self._take_pods(self.book, victim.holder)
@@ -730,7 +730,7 @@ class Cycle:
             for resource, qty in resources.items():
                 per_flavor[resource] = per_flavor.get(resource, 0) + sign * qty
         per_ns = self.ns_usage.setdefault(wl.spec.namespace, {})
-        for resource, qty in namespace_charge(wl.spec, counts or wl.pod_counts).items():
+        for resource, qty in namespace_charge(wl.spec, counts or wl.run.pod_counts).items():
             per_ns[resource] = per_ns.get(resource, 0) + sign * qty
 
     def namespace_excess(
@@ -776,10 +776,10 @@ class Cycle:
             fresh: dict[str, list[pre.Holder]] = {}
             for wid in sorted(self.state.active):
                 wl = self.state.workloads[wid]
-                if wl.holds_quota and wl.cluster_queue in self.tree.queues:
+                if wl.holds_quota and wl.run.cluster_queue in self.tree.queues:
                     holder = _holder(wl)
                     if holder is not None:
-                        fresh.setdefault(self._root_name(wl.cluster_queue), []).append(holder)
+                        fresh.setdefault(self._root_name(wl.run.cluster_queue), []).append(holder)
             for name in {*fresh, *kept, root}:
                 kept[name] = (
                     (self.state.config_version, self.state.quota_changed.get(name, 0)),
@@ -1021,21 +1021,21 @@ def _holder(wl: WorkloadEntry) -> pre.Holder | None:
     """The workload as a preemption candidate. One admitted partially (a ``minCount``) is
     never taken below its minimum (Volcano's gang rule): on existing nodes it offers the
     pods it runs above it, elsewhere nothing."""
-    if wl.cluster_queue is None:
+    if wl.run.cluster_queue is None:
         return None
     shrink = None
-    usage = wl.usage
+    usage = wl.run.usage
     if wl.has_min_count:
-        surplus = _surplus(wl) if wl.placed else None
+        surplus = _surplus(wl) if wl.run.placed else None
         if surplus is None:
             return None
         shrink, usage = surplus
     return pre.Holder(
         id=wl.id,
-        cluster_queue=wl.cluster_queue,
+        cluster_queue=wl.run.cluster_queue,
         priority=wl.priority,
         order=wl.order,
-        reserved_seq=wl.reserved_seq,
+        reserved_seq=wl.run.reserved_seq,
         usage=usage,
         shrink=shrink,
     )
@@ -1046,21 +1046,21 @@ def _surplus(wl: WorkloadEntry) -> tuple[pre.Shrink, dict[str, dict[str, int]]] 
     for ps in wl.spec.pod_sets:
         if ps.min_count is None:
             continue
-        running = wl.pod_counts.get(ps.name, ps.count)
+        running = wl.run.pod_counts.get(ps.name, ps.count)
         extra = running - ps.min_count
         if extra <= 0:
             return None
         taken: dict[str, dict[str, int]] = {}
-        for resource, flavor in wl.flavors.get(ps.name, {}).items():
+        for resource, flavor in wl.run.flavors.get(ps.name, {}).items():
             per_pod = 1 if resource == "pods" else ps.requests.get(resource, 0)
             if per_pod:
                 taken.setdefault(flavor, {})[resource] = per_pod * extra
         left = {
             f: {r: q - taken.get(f, {}).get(r, 0) for r, q in res.items()}
-            for f, res in wl.usage.items()
+            for f, res in wl.run.usage.items()
         }
         pods = tuple(ps.pod_names(running)[ps.min_count :])
-        counts = {**wl.pod_counts, ps.name: ps.min_count}
+        counts = {**wl.run.pod_counts, ps.name: ps.min_count}
         return pre.Shrink(pods, counts, left), taken
     return None
 
@@ -1101,7 +1101,7 @@ def to_events(state: QueueState, verdicts: list[Verdict]) -> list[NewEvent]:
                         flavors=v.outcome.flavors,
                         usage=v.outcome.usage,
                         node_selectors=v.outcome.node_selectors,
-                        attempt=wl.attempt + 1,
+                        attempt=wl.run.attempt + 1,
                         message=_reserved_message(wl, v),
                         pod_counts=v.pod_counts,
                         tolerations=placing.injected_tolerations(state, v.outcome),
@@ -1155,7 +1155,7 @@ def _taken(state: QueueState, preemptor: WorkloadEntry, v: Verdict, victim: pre.
     holder = state.workloads[victim.holder.id]
     event = qev.WorkloadShrunk(
         workload_id=holder.id,
-        attempt=holder.attempt,
+        attempt=holder.run.attempt,
         pods=shrink.pods,
         pod_counts=shrink.pod_counts,
         usage=shrink.left,
@@ -1179,7 +1179,7 @@ def _eviction(state: QueueState, preemptor: WorkloadEntry, v: Verdict, victim: p
             f"Preempted to accommodate a workload (UID: {preemptor.id}, "
             f"name: {preemptor.spec.namespace}/{preemptor.spec.name}, priority "
             f"{preemptor.priority}) due to {victim.reason}; preemptor path: "
-            f"{v.cluster_queue}; preemptee path: {holder.cluster_queue} "
+            f"{v.cluster_queue}; preemptee path: {holder.run.cluster_queue} "
             f"(priority {holder.priority})"
         ),
         preemptor=preemptor.id,

@@ -15,7 +15,7 @@ class QueueDecider:
     categories = frozenset(
         {"config", "cloud", "workload", "admission", "provisioning", "node", "timer"}
     )
-    snapshot_format = "queue-state-v8"
+    snapshot_format = "queue-state-v9"
 
     def initial(self) -> qs.QueueState:
         return qs.QueueState()
@@ -37,7 +37,7 @@ class QueueDecider:
         if config.enable:
             times = [
                 at + config.timeout_seconds
-                for at in (state.workloads[w].admitted_at for w in state.awaiting_pods)
+                for at in (state.workloads[w].run.admitted_at for w in state.awaiting_pods)
                 if at is not None
             ]
         times += [

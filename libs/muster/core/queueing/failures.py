@@ -20,23 +20,23 @@ def verdict(wl: WorkloadEntry) -> Event | None:
     """What the policy does now, or None when nothing happened that it acts on."""
     if not wl.holds_quota:
         return None
-    if wl.pods_evicted:
-        pod, (reason, message) = sorted(wl.pods_evicted.items())[0]
+    if wl.run.pods_evicted:
+        pod, (reason, message) = sorted(wl.run.pods_evicted.items())[0]
         action = wl.spec.failure_policy.action("PodEvicted", pod_set_of(pod))
         return _act(wl, action or "RestartJob", reason, f"pod {pod} evicted: {message}")
     if wl.status != "Admitted":
         return None
-    if wl.pods_failed:
-        pod, why = sorted(wl.pods_failed.items())[0]
+    if wl.run.pods_failed:
+        pod, why = sorted(wl.run.pods_failed.items())[0]
         ps_name = pod_set_of(pod)
         ps = next((p for p in wl.spec.pod_sets if p.name == ps_name), None)
-        failures = wl.pod_failures.get(ps_name, 0)
+        failures = wl.run.pod_failures.get(ps_name, 0)
         if ps is not None and failures <= ps.backoff_limit:
             return qev.PodReplaced(
                 workload_id=wl.id,
-                attempt=wl.attempt,
+                attempt=wl.run.attempt,
                 pod=pod,
-                node=(wl.placements or {}).get(pod, ""),
+                node=(wl.run.placements or {}).get(pod, ""),
                 failures=failures,
                 message=(
                     f"pod {pod} failed ({why}); replaced ({failures} of backoffLimit "
@@ -49,8 +49,8 @@ def verdict(wl: WorkloadEntry) -> Event | None:
             message += f" (backoffLimit {ps.backoff_limit} reached)"
         return _act(wl, action, "PodFailed", message)
     for ps in wl.spec.pod_sets:
-        names = ps.pod_names(wl.pod_counts.get(ps.name, ps.count))
-        if names and all(n in wl.pods_succeeded for n in names):
+        names = ps.pod_names(wl.run.pod_counts.get(ps.name, ps.count))
+        if names and all(n in wl.run.pods_succeeded for n in names):
             action = wl.spec.failure_policy.action("TaskCompleted", ps.name)
             if action is not None:
                 return _act(wl, action, "TaskCompleted", f"all pods of {ps.name} succeeded")

@@ -71,8 +71,8 @@ def figures(state: QueueState) -> list[Family]:
     held: dict[str, int] = {}
     for wid in state.active:
         wl = state.workloads[wid]
-        if wl.holds_quota and wl.cluster_queue:
-            held[wl.cluster_queue] = held.get(wl.cluster_queue, 0) + 1
+        if wl.holds_quota and wl.run.cluster_queue:
+            held[wl.run.cluster_queue] = held.get(wl.run.cluster_queue, 0) + 1
     for name in sorted(tree.queues):
         node = tree.queues[name]
         for (flavor, resource), q in sorted(node.quotas.items()):

@@ -59,7 +59,7 @@ def _to_look_at(state: QueueState) -> set[str]:
         looked.update(
             w
             for w in state.awaiting_pods
-            if (at := state.workloads[w].admitted_at) is not None and at <= due
+            if (at := state.workloads[w].run.admitted_at) is not None and at <= due
         )
     return looked
 
@@ -68,16 +68,21 @@ def _pods_ready_timeout(state: QueueState, wl: WorkloadEntry) -> Event | None:
     """waitForPodsReady: an admitted workload whose pods did not all start in time is
     evicted and requeued with backoff (the cycle rejects it past the backoff limit)."""
     config = state.wait_for_pods_ready
-    if not config.enable or wl.status != "Admitted" or wl.pods_ready or wl.admitted_at is None:
+    if (
+        not config.enable
+        or wl.status != "Admitted"
+        or wl.run.pods_ready
+        or wl.run.admitted_at is None
+    ):
         return None
-    if state.now < wl.admitted_at + config.timeout_seconds:
+    if state.now < wl.run.admitted_at + config.timeout_seconds:
         return None
     return qev.WorkloadEvicted(
         workload_id=wl.id,
         reason="PodsReadyTimeout",
         message=(
             f"Exceeded the PodsReady timeout {wl.spec.namespace}/{wl.spec.name}: "
-            f"{len(wl.pods_started)} of {wl.admitted_pods} pods running after "
+            f"{len(wl.run.pods_started)} of {wl.admitted_pods} pods running after "
             f"{config.timeout_seconds:g}s"
         ),
     )
@@ -87,7 +92,7 @@ def _drain(state: QueueState, wl: WorkloadEntry) -> Event | None:
     """stopPolicy HoldAndDrain evicts what the queue admitted (it stays queued, held)."""
     if not wl.holds_quota:
         return None
-    cq = state.cluster_queues.get(wl.cluster_queue or "")
+    cq = state.cluster_queues.get(wl.run.cluster_queue or "")
     if cq is not None and cq.stop_policy == "HoldAndDrain":
         return qev.WorkloadEvicted(
             workload_id=wl.id,
@@ -106,19 +111,19 @@ def _drain(state: QueueState, wl: WorkloadEntry) -> Event | None:
 
 def _admit(wl: WorkloadEntry) -> Event | None:
     """Quota reserved and every node of its request Ready: admitted onto them."""
-    if wl.status != "QuotaReserved" or wl.placements is None or wl.check_event is not None:
+    if wl.status != "QuotaReserved" or wl.run.placements is None or wl.run.check_event is not None:
         return None
-    message = f"Admitted by ClusterQueue {wl.cluster_queue}"
-    if wl.ask is not None:
-        message += f"; AdmissionCheck {wl.ask.check}: Ready"
+    message = f"Admitted by ClusterQueue {wl.run.cluster_queue}"
+    if wl.run.ask is not None:
+        message += f"; AdmissionCheck {wl.run.ask.check}: Ready"
     return qev.WorkloadAdmitted(
         workload_id=wl.id,
-        cluster_queue=wl.cluster_queue or "",
-        attempt=wl.attempt,
-        placements=wl.placements,
+        cluster_queue=wl.run.cluster_queue or "",
+        attempt=wl.run.attempt,
+        placements=wl.run.placements,
         message=message,
-        request_id="" if wl.placed else pev.request_id(wl.id, wl.attempt),
-        devices=wl.devices,
+        request_id="" if wl.run.placed else pev.request_id(wl.id, wl.run.attempt),
+        devices=wl.run.devices,
     )
 
 
@@ -130,9 +135,9 @@ def _next_step(wl: WorkloadEntry) -> Event | None:
         return qev.WorkloadRejected(workload_id=wl.id, reason=reason, message=message)
     if (
         wl.status == "Admitted"
-        and not wl.pods_failed
-        and not wl.pods_evicted
-        and len(wl.pods_succeeded) >= wl.admitted_pods
+        and not wl.run.pods_failed
+        and not wl.run.pods_evicted
+        and len(wl.run.pods_succeeded) >= wl.admitted_pods
     ):
         return qev.WorkloadFinished(
             workload_id=wl.id,

@@ -40,7 +40,41 @@ Usage = dict[str, dict[str, int]]  # flavor -> resource -> quantity
 
 
 @dataclass(slots=True)
+class Attempt:
+    """One admission of a workload, from its quota reservation (or, for a consumer of a
+    standalone request, its binding) until it ends or the next one: a new attempt is a new
+    value, the old one's pod progress is not reset field by field."""
+
+    attempt: int = 0  # its number: late events of an earlier attempt are ignored
+    cluster_queue: str | None = None
+    reserved_seq: int = 0  # when it got quota: preemption takes the newest first
+    usage: Usage = field(default_factory=dict)
+    flavors: dict[str, dict[str, str]] = field(default_factory=dict)  # pod set -> resource
+    pod_counts: dict[str, int] = field(default_factory=dict)  # partially admitted pod sets
+    admitted_at: float | None = None
+    ask: qev.ProvisioningAsk | None = None  # its ClusterQueue's provisioning admission check
+    request_id: str = ""  # the request its pods run on, once admitted
+    # Placed on existing nodes by the queue (not on a provisioning request's nodes).
+    placed: bool = False
+    placements: dict[str, str] | None = None  # pod -> node, once provisioned or placed
+    devices: dict[str, tuple[DeviceShare, ...]] = field(default_factory=dict)
+    # What its request reported that ends it: (condition, reason, message, retryable),
+    # condition Failed, BookingExpired or CapacityRevoked.
+    check_event: tuple[str, str, str, bool] | None = None
+    pods_started: set[str] = field(default_factory=set)
+    pods_ready: bool = False  # every admitted pod has started (Kueue's PodsReady)
+    pods_succeeded: set[str] = field(default_factory=set)
+    pods_failed: dict[str, str] = field(default_factory=dict)  # pod -> reason
+    # Pods gone with their node: pod -> (reason, message); the failure policy acts on them.
+    pods_evicted: dict[str, tuple[str, str]] = field(default_factory=dict)
+    pod_failures: dict[str, int] = field(default_factory=dict)  # pod set -> failed pods
+
+
+@dataclass(slots=True)
 class WorkloadEntry:
+    """A workload: what was submitted, its place in the queue and what happened to it over
+    its attempts; ``run`` is its current (or last) attempt."""
+
     id: str
     spec: WorkloadSpec
     order: int  # position of the submission: FIFO order, kept across requeues
@@ -50,47 +84,24 @@ class WorkloadEntry:
     has_min_count: bool = False  # a pod set may be admitted partially
     shape: tuple[object, ...] = ()  # what flavor assignment depends on (equivalence key)
     problem: tuple[str, str] | None = None  # (reason, message): rejected at once
-    reserved_seq: int = 0  # when it last got quota: preemption takes the newest first
+    status: Status = "Pending"
+    run: Attempt = field(default_factory=Attempt)
     evictions: int = 0
+    restarts: int = 0  # by its failure policy, counted against maxRestarts
     queued_at: float = 0.0  # submitted, or requeued after an eviction
-    pod_counts: dict[str, int] = field(default_factory=dict)  # partially admitted pod sets
-    admitted_at: float | None = None
-    pods_started: set[str] = field(default_factory=set)
-    pods_ready: bool = False  # every admitted pod has started (Kueue's PodsReady)
     requeue_count: int = 0  # evictions for PodsReadyTimeout
     requeue_at: float | None = None  # not eligible before (backoff)
     backoff_reason: str = ""  # why it waits until requeue_at: its eviction's message
     check_retries: int = 0  # provisioning attempts retried by its admission check
     preempted_for: dict[str, dict[str, str]] = field(default_factory=dict)  # its flavors
     preempted_on: Placement | None = None  # where it goes once its victims are gone
-    flavors: dict[str, dict[str, str]] = field(default_factory=dict)  # pod set -> resource
-
-    @property
-    def admitted_pods(self) -> int:
-        return sum(self.pod_counts.get(ps.name, ps.count) for ps in self.spec.pod_sets)
-
-    status: Status = "Pending"
-    cluster_queue: str | None = None
-    attempt: int = 0
-    usage: Usage = field(default_factory=dict)
     pending_reason: tuple[str, str] | None = None  # (reason, message) last recorded
     reason_at: float = 0.0
     cancel_requested: bool = False
-    placements: dict[str, str] | None = None  # pod -> node, once provisioned
-    ask: qev.ProvisioningAsk | None = None  # its ClusterQueue's provisioning admission check
-    # What the current attempt's request reported that ends it: (condition, reason, message,
-    # retryable), condition Failed, BookingExpired or CapacityRevoked.
-    check_event: tuple[str, str, str, bool] | None = None
-    request_id: str = ""  # the request its pods run on, once admitted
-    pods_succeeded: set[str] = field(default_factory=set)
-    pods_failed: dict[str, str] = field(default_factory=dict)  # pod -> reason
-    # Placed on existing nodes by the queue (not on a provisioning request's nodes).
-    placed: bool = False
-    devices: dict[str, tuple[DeviceShare, ...]] = field(default_factory=dict)
-    # Pods gone with their node: pod -> (reason, message); the failure policy acts on them.
-    pods_evicted: dict[str, tuple[str, str]] = field(default_factory=dict)
-    pod_failures: dict[str, int] = field(default_factory=dict)  # pod set -> failed pods
-    restarts: int = 0  # by its failure policy, counted against maxRestarts
+
+    @property
+    def admitted_pods(self) -> int:
+        return sum(self.run.pod_counts.get(ps.name, ps.count) for ps in self.spec.pod_sets)
 
     @property
     def holds_quota(self) -> bool:
@@ -235,7 +246,7 @@ def roots(
 def _touched(state: QueueState, wl: WorkloadEntry) -> None:
     """Settle looks at it again; waitForPodsReady's clock runs while its pods start."""
     state.notes.touch(wl.id)
-    if wl.status == "Admitted" and not wl.pods_ready:
+    if wl.status == "Admitted" and not wl.run.pods_ready:
         state.awaiting_pods.add(wl.id)
     else:
         state.awaiting_pods.discard(wl.id)
@@ -436,32 +447,26 @@ def _(event: qev.WorkloadPending, state: QueueState) -> None:
 def _(event: qev.QuotaReserved, state: QueueState) -> None:
     wl = state.workloads[event.workload_id]
     wl.status = "QuotaReserved"
-    wl.cluster_queue = event.cluster_queue
-    wl.attempt = event.attempt
-    wl.usage = {f: dict(r) for f, r in event.usage.items()}
-    wl.flavors = {ps: dict(m) for ps, m in event.flavors.items()}
-    wl.pod_counts = dict(event.pod_counts)
-    wl.admitted_at, wl.pods_started, wl.pods_ready = None, set(), False
+    state.reservations += 1
+    placement = event.placement
+    wl.run = Attempt(
+        attempt=event.attempt,
+        cluster_queue=event.cluster_queue,
+        reserved_seq=state.reservations,
+        usage={f: dict(r) for f, r in event.usage.items()},
+        flavors={ps: dict(m) for ps, m in event.flavors.items()},
+        pod_counts=dict(event.pod_counts),
+        ask=event.provisioning,
+        placed=placement is not None,
+        placements=dict(placement.nodes) if placement is not None else None,
+        devices=dict(placement.devices) if placement is not None else {},
+    )
+    if placement is not None:
+        want = demands(wl.spec, event.pod_counts, event.node_selectors, event.tolerations)
+        state.book.hold(wl.id, placement, {p.name: p for d in want for p in d.pods})
     wl.preempted_for = {}
     wl.preempted_on = None
     wl.pending_reason = None
-    wl.placements = None
-    wl.ask = event.provisioning
-    wl.placed = event.placement is not None
-    wl.devices = {}
-    wl.pods_evicted = {}
-    wl.pod_failures = {}
-    if event.placement is not None:
-        wl.placements = dict(event.placement.nodes)
-        wl.devices = dict(event.placement.devices)
-        want = demands(wl.spec, event.pod_counts, event.node_selectors, event.tolerations)
-        state.book.hold(wl.id, event.placement, {p.name: p for d in want for p in d.pods})
-    wl.check_event = None
-    wl.request_id = ""
-    wl.pods_succeeded = set()
-    wl.pods_failed = {}
-    state.reservations += 1
-    wl.reserved_seq = state.reservations
     _bump(state.stats.reserved, event.cluster_queue)
     state.stats.observe_wait(event.cluster_queue, state.now - wl.queued_at)
     _hold(state, wl, +1)
@@ -475,15 +480,15 @@ def _(event: qev.QuotaReserved, state: QueueState) -> None:
 def _(event: qev.WorkloadAdmitted, state: QueueState) -> None:
     wl = state.workloads[event.workload_id]
     wl.status = "Admitted"
-    wl.admitted_at = state.now
-    wl.attempt = event.attempt
-    wl.request_id = event.request_id
     wl.pending_reason = None
     if wl.spec.consumes is None:
+        wl.run.admitted_at = state.now
+        wl.run.attempt = event.attempt
+        wl.run.request_id = event.request_id
         _bump(state.stats.admitted, event.cluster_queue)
     else:
-        wl.pods_started, wl.pods_ready, wl.pods_succeeded, wl.pods_failed = set(), False, set(), {}
-        wl.check_event = None
+        # A consumer's attempt begins with its binding (it reserves no quota).
+        wl.run = Attempt(attempt=event.attempt, admitted_at=state.now, request_id=event.request_id)
         req = state.requests.get(event.request_id)
         if req is not None:
             free = req.free()
@@ -493,7 +498,7 @@ def _(event: qev.WorkloadAdmitted, state: QueueState) -> None:
 @_apply.register
 def _(event: qev.WorkloadEvicted, state: QueueState) -> None:
     wl = state.workloads[event.workload_id]
-    cq = wl.cluster_queue or ""
+    cq = wl.run.cluster_queue or ""
     _bump(state.stats.evicted, (cq, event.reason))
     if event.preemptor is not None and event.preemptor in state.workloads:
         preemptor_cq = state.cluster_queue_of(state.workloads[event.preemptor].spec) or ""
@@ -507,8 +512,8 @@ def _(event: qev.WorkloadEvicted, state: QueueState) -> None:
     if event.restart:
         wl.restarts += 1
     wl.queued_at = state.now
-    wl.admitted_at = None
-    wl.check_event = None
+    wl.run.admitted_at = None
+    wl.run.check_event = None
     if event.deactivate:
         # Kueue's spec.active=false: never requeued; settle closes it as Deactivated.
         wl.problem = ("Deactivated", f"deactivated after eviction: {event.message}")
@@ -542,8 +547,8 @@ def _(event: qev.WorkloadShrunk, state: QueueState) -> None:
     if wl is None:
         return
     _hold(state, wl, -1)
-    wl.usage = {f: dict(r) for f, r in event.usage.items()}
-    wl.pod_counts = dict(event.pod_counts)
+    wl.run.usage = {f: dict(r) for f, r in event.usage.items()}
+    wl.run.pod_counts = dict(event.pod_counts)
     _hold(state, wl, +1)
     gone = set(event.pods)
     held = state.book.held.get(wl.id)
@@ -556,11 +561,11 @@ def _(event: qev.WorkloadShrunk, state: QueueState) -> None:
         pods = {p: a for p, a in held.pods.items() if p not in gone}
         state.book.release(wl.id)
         state.book.hold(wl.id, kept, pods)
-    if wl.placements is not None:
-        wl.placements = {p: n for p, n in wl.placements.items() if p not in gone}
-    wl.devices = {p: d for p, d in wl.devices.items() if p not in gone}
-    wl.pods_started -= gone
-    wl.pods_ready = len(wl.pods_started) >= wl.admitted_pods
+    if wl.run.placements is not None:
+        wl.run.placements = {p: n for p, n in wl.run.placements.items() if p not in gone}
+    wl.run.devices = {p: d for p, d in wl.run.devices.items() if p not in gone}
+    wl.run.pods_started -= gone
+    wl.run.pods_ready = len(wl.run.pods_started) >= wl.admitted_pods
     preemptor_cq = ""
     if event.preemptor in state.workloads:
         preemptor_cq = state.cluster_queue_of(state.workloads[event.preemptor].spec) or ""
@@ -573,7 +578,7 @@ def _(event: qev.WorkloadShrunk, state: QueueState) -> None:
 
 @_apply.register
 def _(event: qev.WorkloadFinished, state: QueueState) -> None:
-    _bump(state.stats.finished, state.workloads[event.workload_id].cluster_queue or "")
+    _bump(state.stats.finished, state.workloads[event.workload_id].run.cluster_queue or "")
     _end(state, event.workload_id, "Finished")
 
 
@@ -638,7 +643,7 @@ def _(event: pev.ProvisioningProvisioned, state: QueueState) -> None:
         return
     wl = _attempt_of(state, event.request_id)
     if wl is not None:
-        wl.placements = dict(event.assignments)
+        wl.run.placements = dict(event.assignments)
 
 
 def _check_event(
@@ -650,11 +655,11 @@ def _check_event(
         for wid in req.taken:
             consumer = state.workloads[wid]
             if condition == "CapacityRevoked" and consumer.holds_quota:
-                consumer.check_event = (condition, reason, message, retryable)
+                consumer.run.check_event = (condition, reason, message, retryable)
         return
     wl = _attempt_of(state, rid)
     if wl is not None:
-        wl.check_event = (condition, reason, message, retryable)
+        wl.run.check_event = (condition, reason, message, retryable)
 
 
 @_apply.register
@@ -683,33 +688,33 @@ def _(event: pev.NodesDeleted, state: QueueState) -> None:
 def _(event: nev.PodStarted, state: QueueState) -> None:
     wl = _current(state, event.workload_id, event.attempt)
     if wl is not None:
-        wl.pods_started.add(event.pod)
-        wl.pods_ready = len(wl.pods_started) >= wl.admitted_pods
+        wl.run.pods_started.add(event.pod)
+        wl.run.pods_ready = len(wl.run.pods_started) >= wl.admitted_pods
 
 
 @_apply.register
 def _(event: nev.PodSucceeded, state: QueueState) -> None:
     wl = _current(state, event.workload_id, event.attempt)
     if wl is not None:
-        wl.pods_succeeded.add(event.pod)
+        wl.run.pods_succeeded.add(event.pod)
 
 
 @_apply.register
 def _(event: nev.PodFailed, state: QueueState) -> None:
     wl = _current(state, event.workload_id, event.attempt)
     if wl is not None:
-        wl.pods_failed[event.pod] = f"{event.reason} (exit code {event.exit_code})"
+        wl.run.pods_failed[event.pod] = f"{event.reason} (exit code {event.exit_code})"
         ps = pod_set_of(event.pod)
-        wl.pod_failures[ps] = wl.pod_failures.get(ps, 0) + 1
+        wl.run.pod_failures[ps] = wl.run.pod_failures.get(ps, 0) + 1
 
 
 @_apply.register
 def _(event: qev.PodReplaced, state: QueueState) -> None:
     wl = _current(state, event.workload_id, event.attempt)
     if wl is not None:
-        wl.pods_failed.pop(event.pod, None)
-        wl.pods_started.discard(event.pod)
-        wl.pods_ready = False
+        wl.run.pods_failed.pop(event.pod, None)
+        wl.run.pods_started.discard(event.pod)
+        wl.run.pods_ready = False
 
 
 def pod_set_of(pod: str) -> str:
@@ -738,11 +743,11 @@ def _(event: nev.NodeLost, state: QueueState) -> None:
     state.book.lose(event.node)
     for wid in sorted(state.active):
         wl = state.workloads[wid]
-        if not wl.holds_quota or not wl.placements:
+        if not wl.holds_quota or not wl.run.placements:
             continue
-        for pod, node in wl.placements.items():
-            if node == event.node and pod not in wl.pods_succeeded:
-                wl.pods_evicted[pod] = ("NodeLost", f"node {event.node} lost: {event.message}")
+        for pod, node in wl.run.placements.items():
+            if node == event.node and pod not in wl.run.pods_succeeded:
+                wl.run.pods_evicted[pod] = ("NodeLost", f"node {event.node} lost: {event.message}")
                 state.notes.touch(wl.id)
 
 
@@ -754,7 +759,7 @@ def _(event: nev.NodeRemoved, state: QueueState) -> None:
 def _current(state: QueueState, workload_id: str, attempt: int) -> WorkloadEntry | None:
     """The workload, if ``attempt`` is the one holding quota now (late events are ignored)."""
     wl = state.workloads.get(workload_id)
-    if wl is None or wl.attempt != attempt or not wl.holds_quota:
+    if wl is None or wl.run.attempt != attempt or not wl.holds_quota:
         return None
     return wl
 
@@ -781,7 +786,7 @@ def _end(state: QueueState, workload_id: str, status: Status) -> None:
 
 def _unbind(state: QueueState, wl: WorkloadEntry) -> None:
     """A consumer gives its pod slots back to its standalone request."""
-    req = state.requests.get(wl.request_id)
+    req = state.requests.get(wl.run.request_id)
     if req is not None:
         req.taken.pop(wl.id, None)
 
@@ -789,25 +794,25 @@ def _unbind(state: QueueState, wl: WorkloadEntry) -> None:
 def _release(state: QueueState, wl: WorkloadEntry) -> None:
     _unbind(state, wl)
     state.book.release(wl.id)
-    if wl.holds_quota and wl.cluster_queue is not None:
+    if wl.holds_quota and wl.run.cluster_queue is not None:
         _hold(state, wl, -1)
-    wl.usage = {}
+    wl.run.usage = {}
 
 
 def _hold(state: QueueState, wl: WorkloadEntry, sign: int) -> None:
     """Charge (or release) a workload's usage to its queue, tenant and namespace."""
-    assert wl.cluster_queue is not None
-    root = root_of(state, wl.cluster_queue)
+    assert wl.run.cluster_queue is not None
+    root = root_of(state, wl.run.cluster_queue)
     state.quota_changed[root] = state.quota_changed.get(root, 0) + 1
     if sign < 0:
         state.quota_released[root] = state.quota_released.get(root, 0) + 1
     ns = wl.spec.namespace
     state.ns_changed[ns] = state.ns_changed.get(ns, 0) + 1
-    state.notes.charged(wl.cluster_queue, wl.usage, sign)
-    _charge(state.usage.setdefault(wl.cluster_queue, {}), wl.usage, sign)
-    _charge(state.lq_usage.setdefault(wl.local_queue, {}), wl.usage, sign)
+    state.notes.charged(wl.run.cluster_queue, wl.run.usage, sign)
+    _charge(state.usage.setdefault(wl.run.cluster_queue, {}), wl.run.usage, sign)
+    _charge(state.lq_usage.setdefault(wl.local_queue, {}), wl.run.usage, sign)
     per_ns = state.ns_usage.setdefault(wl.spec.namespace, {})
-    for resource, qty in namespace_charge(wl.spec, wl.pod_counts).items():
+    for resource, qty in namespace_charge(wl.spec, wl.run.pod_counts).items():
         per_ns[resource] = per_ns.get(resource, 0) + sign * qty
 
 
