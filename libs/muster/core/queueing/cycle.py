@@ -1,18 +1,23 @@
-"""The admission cycle: an explicit pipeline over one snapshot of the quota tree.
+"""The admission cycle: an explicit pipeline over the pending lanes.
 
-    heads -> nominate (flavors, preemption mode) -> order -> admit or preempt -> requeue
+    lanes to judge -> held back whole -> heads judged against the log's state (parked
+    or live) -> rounds over the live lanes: nominate, order, admit or preempt -> events
 
-Kueue pops one head per ClusterQueue per cycle. muster runs that same round again
-and again inside one cycle, against the snapshot the earlier rounds mutated,
-until every queue's pending list is exhausted: a deep BestEffortFIFO queue admits
-everything that fits in one cycle, in the order Kueue would have, instead of one
-workload per cycle. A StrictFIFO queue stops at its first workload that does not
-fit. Within one cycle a verdict of "does not fit" for a workload shape is reused
-for the same shape in the same queue (Kueue's equivalence hashing) until a
-preemption frees quota, so a cycle over many identical workloads is cheap.
+The lanes to judge are every lane (a fresh notebook, a configuration change) or those
+the notebook says: touched by an event, not parked, or parked under a cause that moved
+(parking.py). A head is judged by a dry run of its admission against the state as the
+log left it: a lane that cannot be admitted is parked whole and takes no turn in the
+rounds, whether judged now or earlier. Kueue pops one head per ClusterQueue per cycle;
+muster runs that round again and again inside one cycle, against what the earlier
+rounds admitted, until every live lane is decided: a deep BestEffortFIFO queue admits
+everything that fits in one cycle. A StrictFIFO queue stops at its first workload that
+does not fit. Within one cycle a verdict of "does not fit" for a workload shape is
+reused for the same shape (Kueue's equivalence hashing). Placement is tried on a view
+of the node book and quota on a copy of the cohort trees looked at: the state is read,
+never written.
 
-Deterministic for a given state: queues are visited in name order and every
-ordering ends in the submission order.
+Deterministic for a given state: queues are visited in name order and every ordering
+ends in the submission order; a fresh notebook decides the same.
 """
 
 from __future__ import annotations
@@ -42,6 +47,11 @@ REJECTIONS = {
     "NamespaceQuotaRejected": "NamespaceQuotaExceeded",
     "RequeuingLimitExceeded": "RequeuingLimitExceeded",
 }
+
+
+def admission_cycle(state: QueueState) -> list[NewEvent]:
+    """The queue's admissions, evictions and pending reasons for this state."""
+    return to_events(state, Cycle(state).run())
 
 
 @dataclass(slots=True)
@@ -1185,10 +1195,6 @@ def _eviction(state: QueueState, preemptor: WorkloadEntry, v: Verdict, victim: p
         preemptor=preemptor.id,
         preemption_reason=victim.reason,
     )
-
-
-def admission_cycle(state: QueueState) -> list[NewEvent]:
-    return to_events(state, Cycle(state).run())
 
 
 def _new(state: QueueState, correlation: str, event: Event) -> NewEvent:
