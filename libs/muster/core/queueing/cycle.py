@@ -205,6 +205,7 @@ class Cycle:
             state.now,
         )
         self.judge: set[LaneId] | None = None
+        self.strict_judged: set[str] = set()  # StrictFIFO queues judged whole (cursors)
         if not every_verdict and notes.lanes is not None:
             self.judge = notes.parking.to_judge(notes.lanes, self.counters)
         self.stamps: dict[LaneId, Stamp | None] = {}
@@ -275,8 +276,8 @@ class Cycle:
         if self.judge is None:
             return sorted(every)
         picked = {lq for lq, _ in self.judge if lq in every}
-        strict = set()
-        for lq in picked:
+        strict = self.strict_judged
+        for lq in {lq for lq, _ in self.judge}:  # a lane that left counts too: a new head
             spec = self.state.local_queues.get(lq)
             cq = self.state.cluster_queues.get(spec.cluster_queue) if spec is not None else None
             if cq is not None and cq.queueing_strategy == "StrictFIFO":
@@ -292,13 +293,9 @@ class Cycle:
     def _to_judge(self, name: str | None, lanes: list[Lane]) -> list[Lane]:
         """All of them, or those the notebook says (a StrictFIFO queue's lanes go together:
         one head decides them all)."""
-        if self.judge is None:
+        if self.judge is None or name in self.strict_judged:
             return lanes
-        picked = [lane for lane in lanes if (lane.local_queue, lane.key) in self.judge]
-        cq = self.state.cluster_queues.get(name) if name else None
-        if picked and cq is not None and cq.queueing_strategy == "StrictFIFO":
-            return lanes
-        return picked
+        return [lane for lane in lanes if (lane.local_queue, lane.key) in self.judge]
 
     def _held(
         self, lane: Lane, name: str | None, cq: ClusterQueueSpec | None, blocked: bool
@@ -699,14 +696,14 @@ class Cycle:
             return known
         misses = self.state.notes.misses
         freed = self.state.book.freed
-        if not self.book.released:
+        pristine = not self.book.changed()
+        if pristine:  # the book as the log left it: what was found on it holds
             seen = misses.get(key)
             if seen is not None and seen[0] == freed:
                 # No room was freed since it found none. Its reason's numbers are of then:
                 # if they are to be recorded, they are worked out now (lane_verdict).
                 self.recall[id(seen[1])] = lambda: self._fresh_miss(cq, wl, outcome, counts)
                 return seen[1]
-        pristine = not self.book.changed()
         book = view(self.book) if self.dry else self.book  # a dry run keeps nothing
         placed = placing.try_place(self.state, book, wl, cq.name, outcome, counts, self.routes)
         if isinstance(placed, Unassignable):
@@ -804,6 +801,9 @@ class Cycle:
         """Judge the heads (parking the lanes that cannot be admitted now), then admit or
         preempt round by round; the notebook keeps what was parked, and why."""
         cursors = [c for c in self.cursors() if self._judge_heads(c)]
+        # The rounds find their own misses: what the heads' judgement found on the book
+        # as the log left it is not said again with its numbers of then.
+        self.unplaced.clear()
         self._rounds(cursors)
         if not self.every_verdict:
             self._keep_parking()

@@ -4,8 +4,9 @@ done the replayable way.
 A lane whose head cannot be admitted now (judged against the state as the log left it,
 before the cycle admits anything) is parked with what its verdict depends on:
 
-* ``quota``: quota its cohort tree gives back (a verdict of flavor assignment: more
-  usage never makes it fit);
+* ``quota``: any change of its cohort tree's usage (a verdict of flavor assignment:
+  more usage never makes it fit, but may change why: a second pod set over the maximum
+  is only reached once the first one fits);
 * ``state``: any change of its tree's usage, of the node book, or of its namespace's
   usage (placement, preemption and namespace-quota verdicts);
 * ``config``: only a configuration change (a missing or stopped queue);
@@ -34,8 +35,8 @@ class Stamp:
     kind: str
     root: str = ""
     namespace: str = ""
-    released: int = 0  # quota given back in the tree (quota)
-    changed: int = 0  # quota taken or given back in the tree (state)
+    released: int = 0  # quota given back in the tree
+    changed: int = 0  # quota taken or given back in the tree (quota, state)
     book: int = 0  # the node book's version (state)
     ns: int = 0  # the namespace's usage changes (state)
     until: float = 0.0  # time
@@ -65,7 +66,7 @@ class Counters:
 
     def holds(self, s: Stamp) -> bool:
         if s.kind == QUOTA:
-            return self.released.get(s.root, 0) == s.released
+            return self.changed.get(s.root, 0) == s.changed
         if s.kind == STATE:
             return (
                 self.changed.get(s.root, 0) == s.changed

@@ -257,6 +257,7 @@ def lane_key(state: QueueState, wl: WorkloadEntry) -> LaneKey:
     nothing of their own history that the cycle looks at."""
     if (
         wl.id in state.preemptors
+        or wl.id in state.evicted_for  # the workloads it may not take again are its own
         or wl.preempted_for
         or wl.has_min_count
         or wl.requeue_at is not None
