@@ -320,8 +320,10 @@ class Cycle:
     ) -> None:
         """What a judged lane is parked under (None: judged again next cycle)."""
         lane_id = (lane.local_queue, lane.key)
-        own = lane.key[0] == "workload" and kind != TIME  # its own history decides it
-        if kind is None or why is None or why.reason in REJECTIONS or own:
+        # A workload's own lane parks like any other: what its history holds (victims it
+        # may not take again, flavors it preempted for) changes only with events that
+        # re-file it, and so touch its lane.
+        if kind is None or why is None or why.reason in REJECTIONS:
             self.stamps[lane_id] = None
             return
         root = self._root_name(cq.name) if cq is not None else ""
