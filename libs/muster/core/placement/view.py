@@ -62,11 +62,6 @@ class BookView(NodeBook):
             self._room.pop(domain, None)
             self._changed.add(domain)
 
-    @property
-    def released(self) -> bool:
-        """Some pod was taken away on this view: nodes may have more room than the book's."""
-        return self.freed != self.base.freed
-
     def changed(self) -> bool:
         """Anything was placed or taken away on this view."""
         return bool(self._own)

@@ -198,7 +198,6 @@ class Cycle:
         # Parking (parking.py): the lanes to judge (None: every one), what the judged
         # ones are parked under, and the lanes that recorded something in this cycle.
         self.counters = Counters(
-            dict(state.quota_released),
             dict(state.quota_changed),
             dict(state.ns_changed),
             state.book.version,

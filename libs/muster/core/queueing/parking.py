@@ -35,7 +35,6 @@ class Stamp:
     kind: str
     root: str = ""
     namespace: str = ""
-    released: int = 0  # quota given back in the tree
     changed: int = 0  # quota taken or given back in the tree (quota, state)
     book: int = 0  # the node book's version (state)
     ns: int = 0  # the namespace's usage changes (state)
@@ -46,7 +45,6 @@ class Stamp:
 class Counters:
     """The state's counts that stamps are compared with."""
 
-    released: dict[str, int]
     changed: dict[str, int]
     ns: dict[str, int]
     book: int
@@ -57,7 +55,6 @@ class Counters:
             kind,
             root,
             namespace,
-            self.released.get(root, 0),
             self.changed.get(root, 0),
             self.book,
             self.ns.get(namespace, 0),

@@ -192,12 +192,11 @@ class QueueState:
     # settle still has to look at.
     lanes: PendingQueues = field(default_factory=PendingQueues)
     # What a lane's verdict depends on, counted (the cycle remembers verdicts while these
-    # stand still): configuration changes; per cohort tree, quota taken or given back and
-    # quota given back; per namespace, its usage changed.
+    # stand still): configuration changes; per cohort tree, quota taken or given back;
+    # per namespace, its usage changed.
     config_version: int = 0
     root_of: dict[str, str] = field(default_factory=dict)  # cluster queue -> its tree
     quota_changed: dict[str, int] = field(default_factory=dict)
-    quota_released: dict[str, int] = field(default_factory=dict)
     ns_changed: dict[str, int] = field(default_factory=dict)
     awaiting_pods: set[str] = field(default_factory=set)
     notes: Notebook = field(default_factory=Notebook)
@@ -805,8 +804,6 @@ def _hold(state: QueueState, wl: WorkloadEntry, sign: int) -> None:
     assert wl.run.cluster_queue is not None
     root = root_of(state, wl.run.cluster_queue)
     state.quota_changed[root] = state.quota_changed.get(root, 0) + 1
-    if sign < 0:
-        state.quota_released[root] = state.quota_released.get(root, 0) + 1
     ns = wl.spec.namespace
     state.ns_changed[ns] = state.ns_changed.get(ns, 0) + 1
     state.notes.charged(wl.run.cluster_queue, wl.run.usage, sign)
