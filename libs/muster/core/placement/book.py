@@ -452,6 +452,20 @@ class NodeBook:
             self.exclusive[key] = workload
         self.held[workload] = Held(placement, dict(pods))
 
+    def take_pods(self, workload: str, pods: Iterable[str]) -> None:
+        """Some of a workload's pods leave (preempted surplus): it keeps the others."""
+        held = self.held.get(workload)
+        if held is None:
+            return
+        gone = set(pods)
+        kept = Placement(
+            nodes={p: n for p, n in held.placement.nodes.items() if p not in gone},
+            devices={p: d for p, d in held.placement.devices.items() if p not in gone},
+            exclusive=held.placement.exclusive,
+        )
+        self.release(workload)
+        self.hold(workload, kept, {p: a for p, a in held.pods.items() if p not in gone})
+
     def release(self, workload: str) -> None:
         """Give back a workload's placement (folding its end or eviction; on a view, a
         victim's pods taken away to see what its preemptor would find)."""

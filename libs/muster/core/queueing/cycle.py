@@ -592,17 +592,10 @@ class Cycle:
 
     def _take_pods(self, book: NodeBook, holder: pre.Holder) -> None:
         """A victim's pods leave ``book`` (a view): all of them, or its surplus pods."""
-        held = book.held.get(holder.id)
-        book.release(holder.id)
-        if holder.shrink is None or held is None:
-            return
-        gone = set(holder.shrink.pods)
-        kept = Placement(
-            nodes={p: n for p, n in held.placement.nodes.items() if p not in gone},
-            devices={p: d for p, d in held.placement.devices.items() if p not in gone},
-            exclusive=held.placement.exclusive,
-        )
-        book.hold(holder.id, kept, {p: a for p, a in held.pods.items() if p not in gone})
+        if holder.shrink is None:
+            book.release(holder.id)
+        else:
+            book.take_pods(holder.id, holder.shrink.pods)
 
     def _place_and_admit(
         self, cq: ClusterQueueSpec, wl: WorkloadEntry, outcome: Assignment, counts: dict[str, int]

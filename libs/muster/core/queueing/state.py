@@ -551,16 +551,7 @@ def _(event: qev.WorkloadShrunk, state: QueueState) -> None:
     wl.run.pod_counts = dict(event.pod_counts)
     _hold(state, wl, +1)
     gone = set(event.pods)
-    held = state.book.held.get(wl.id)
-    if held is not None:
-        kept = Placement(
-            nodes={p: n for p, n in held.placement.nodes.items() if p not in gone},
-            devices={p: d for p, d in held.placement.devices.items() if p not in gone},
-            exclusive=held.placement.exclusive,
-        )
-        pods = {p: a for p, a in held.pods.items() if p not in gone}
-        state.book.release(wl.id)
-        state.book.hold(wl.id, kept, pods)
+    state.book.take_pods(wl.id, gone)
     if wl.run.placements is not None:
         wl.run.placements = {p: n for p, n in wl.run.placements.items() if p not in gone}
     wl.run.devices = {p: d for p, d in wl.run.devices.items() if p not in gone}
