@@ -92,6 +92,8 @@ def _preemption(draw: st.DrawFn) -> Doc:
         if draw(st.booleans()):
             bwc["maxPriorityThreshold"] = draw(st.integers(0, 6))
         doc["borrowWithinCohort"] = bwc
+    if draw(st.integers(0, 3)) == 0:  # a minimum runtime before preemption
+        doc["minAdmitDuration"] = draw(st.integers(1, 40))
     return doc
 
 

@@ -321,11 +321,13 @@ def _preemption(o: Obj | None) -> PreemptionPolicy:
             max_priority_threshold=b.integer("maxPriorityThreshold"),
         )
         b.done()
+    protect = o.duration("minAdmitDuration", default=0.0, hi=MAX_RUN_SECONDS) or 0.0
     o.done()
     return PreemptionPolicy(
         within_cluster_queue=within,  # type: ignore[arg-type]
         reclaim_within_cohort=reclaim,  # type: ignore[arg-type]
         borrow_within_cohort=borrow,
+        min_admit_duration=protect,
     )
 
 

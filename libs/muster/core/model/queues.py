@@ -65,6 +65,10 @@ class PreemptionPolicy:
     within_cluster_queue: WithinClusterQueue = "Never"
     reclaim_within_cohort: ReclaimWithinCohort = "Never"
     borrow_within_cohort: BorrowWithinCohort = field(default_factory=BorrowWithinCohort)
+    # Seconds a workload this queue admitted runs before any preemptor may take it (the
+    # minimum-runtime guarantee of Slurm's PreemptExemptTime, KAI's min-runtime, Kueue's
+    # KEP-9876): 0, the default, protects nothing.
+    min_admit_duration: float = 0.0
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

@@ -38,7 +38,12 @@ from muster.core.queueing import quota as qt
 from muster.core.queueing.flavors import FIT, Assignment, Unassignable, assign
 from muster.core.queueing.parking import CONFIG, QUOTA, STATE, TIME, Counters, LaneId, Stamp
 from muster.core.queueing.pending import Lane
-from muster.core.queueing.state import QueueState, WorkloadEntry, namespace_charge
+from muster.core.queueing.state import (
+    QueueState,
+    WorkloadEntry,
+    namespace_charge,
+    protected_until,
+)
 
 # Placement misses remembered across cycles (the notebook's): more are forgotten at once.
 MAX_MISSES = 10_000
@@ -210,6 +215,8 @@ class Cycle:
         self.stamps: dict[LaneId, Stamp | None] = {}
         self.emitted: set[LaneId] = set()
         self.dry = False  # judging heads before the rounds: nothing is kept
+        # The first end of a protection (minAdmitDuration) the last failed search met.
+        self.protection_met = 0.0
 
     def queue_key(self, wl: WorkloadEntry) -> tuple[int, int, int]:
         return (0 if wl.id in self.state.preemptors else 1, -wl.priority, wl.order)
@@ -315,9 +322,15 @@ class Cycle:
         return None, None
 
     def _judged(
-        self, lane: Lane, kind: str | None, cq: ClusterQueueSpec | None, why: Unassignable | None
+        self,
+        lane: Lane,
+        kind: str | None,
+        cq: ClusterQueueSpec | None,
+        why: Unassignable | None,
+        until: float = 0.0,
     ) -> None:
-        """What a judged lane is parked under (None: judged again next cycle)."""
+        """What a judged lane is parked under (None: judged again next cycle); ``until``:
+        when a protection its verdict met ends."""
         lane_id = (lane.local_queue, lane.key)
         # A workload's own lane parks like any other: what its history holds (victims it
         # may not take again, flavors it preempted for) changes only with events that
@@ -326,7 +339,6 @@ class Cycle:
             self.stamps[lane_id] = None
             return
         root = self._root_name(cq.name) if cq is not None else ""
-        until = 0.0
         if kind == TIME:
             wl = self._workload(lane, 0)
             until = wl.requeue_at if wl.requeue_at is not None else 0.0
@@ -495,6 +507,7 @@ class Cycle:
         spared = self.state.evicted_for.get(wl.id, set())  # it evicted them once already
         gone = self.evicted | spared
         holders = [h for h in self.holders(cq.name) if h.id not in gone]
+        holders, protected = self._unprotected(holders, outcome)
         excluded: frozenset[str] = frozenset()
         while True:
             victims = pre.victims(
@@ -523,8 +536,17 @@ class Cycle:
                 f"couldn't assign flavors: {outcome.message}; no preemption candidates "
                 "whose eviction makes room for it"
             )
+            if protected:
+                ends = min(protected.values())
+                self.protection_met = ends
+                message += (
+                    f"; {len(protected)} that could are protected by minAdmitDuration, the "
+                    f"first for another {ends - self.state.now:g}s"
+                )
             verdict = Unassignable("WaitingForQuota", message, outcome.shortfall)
-            if not spared:  # its lane-mates have the same candidates
+            # Its lane-mates have the same candidates; a verdict that met protections is
+            # not shared, so each lane it parks learns when they end.
+            if not spared and not protected:
                 root = id(self.tree.queues[cq.name].root())
                 self.no_fit.setdefault(root, {})[(cq.name, wl.shape, wl.priority)] = verdict
             return self._partial(cq, wl) or Verdict(wl, cq.name, verdict)
@@ -550,6 +572,22 @@ class Cycle:
             victims,
             placement=planned if isinstance(planned, Placement) else None,
         )
+
+    def _unprotected(
+        self, holders: list[pre.Holder], outcome: Assignment
+    ) -> tuple[list[pre.Holder], dict[str, float]]:
+        """The candidates that may be taken now, and those that hold the preemptor's pairs
+        but are protected (minAdmitDuration) -> when that ends."""
+        if not any(c.preemption.min_admit_duration for c in self.state.cluster_queues.values()):
+            return holders, {}
+        now, free, protected = self.state.now, [], {}
+        for h in holders:
+            until = protected_until(self.state, self.state.workloads[h.id])
+            if until <= now:
+                free.append(h)
+            elif h.frs() & outcome.contested:
+                protected[h.id] = until
+        return free, protected
 
     def _placeable_without(
         self, cq: ClusterQueueSpec, wl: WorkloadEntry, outcome: Assignment
@@ -812,7 +850,7 @@ class Cycle:
         if cq.queueing_strategy == "StrictFIFO":
             head = cursor.peek()
             assert head is not None
-            why, kind = self._judge(cursor, head)
+            why, kind, until = self._judge(cursor, head)
             if why is None:
                 for lane, _ in cursor.lanes():
                     self.stamps[(lane.local_queue, lane.key)] = None
@@ -822,30 +860,35 @@ class Cycle:
             rest = [(lane, at + 1), *cursor.rest()]
             self._block(cursor, head, rest)
             for other, _ in rest:
-                self._judged(other, kind, cq, why)
+                self._judged(other, kind, cq, why, until)
             return False
         parked = []
         for lane, at in cursor.lanes():
-            why, kind = self._judge(cursor, self._workload(lane, at))
+            why, kind, until = self._judge(cursor, self._workload(lane, at))
             if why is not None:
                 parked.append(lane)
                 self.lane_verdict(lane, at, cq.name, why)
-            self._judged(lane, kind, cq, why)
+            self._judged(lane, kind, cq, why, until)
         cursor.drop(parked)
         return cursor.peek() is not None
 
-    def _judge(self, cursor: QueueCursor, wl: WorkloadEntry) -> tuple[Unassignable | None, str]:
-        """Why the workload cannot be admitted now, and what can change that (parking.py);
-        None when it can (or can preempt). Nothing is kept (a dry run of ``process``)."""
+    def _judge(
+        self, cursor: QueueCursor, wl: WorkloadEntry
+    ) -> tuple[Unassignable | None, str, float]:
+        """Why the workload cannot be admitted now, what can change that (parking.py) and
+        when a protection that held it back ends (0: none); None when it can be admitted
+        (or can preempt). Nothing is kept (a dry run of ``process``)."""
         v = self.nominate(cursor.cq, wl)
         if isinstance(v.outcome, Unassignable) and not wl.has_min_count:
-            return v.outcome, QUOTA
-        self.dry = True
+            return v.outcome, QUOTA, 0.0
+        self.dry, self.protection_met = True, 0.0
         try:
             done = self.process(cursor, v)
         finally:
             self.dry = False
-        return (done.outcome, STATE) if isinstance(done.outcome, Unassignable) else (None, STATE)
+        if isinstance(done.outcome, Unassignable):
+            return done.outcome, STATE, self.protection_met
+        return None, STATE, 0.0
 
     def _keep_parking(self) -> None:
         notes = self.state.notes

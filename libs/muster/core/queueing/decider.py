@@ -31,7 +31,8 @@ class QueueDecider:
         return admission_cycle(state)
 
     def next_deadline(self, state: qs.QueueState) -> float | None:
-        """waitForPodsReady's next admission timeout, or the end of a requeue backoff."""
+        """waitForPodsReady's next admission timeout, the end of a requeue backoff, or of a
+        preemption protection (minAdmitDuration)."""
         config = state.wait_for_pods_ready
         times = []
         if config.enable:
@@ -45,6 +46,8 @@ class QueueDecider:
             for at in (state.workloads[w].requeue_at for w in state.backing_off)
             if at is not None
         ]
+        if (protection := qs.protection_ends(state)) is not None:
+            times.append(protection)
         return min((t for t in times if t > state.now), default=None)
 
     def summary(self, state: qs.QueueState) -> dict[str, Any]:

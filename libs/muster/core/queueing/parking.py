@@ -12,6 +12,9 @@ before the cycle admits anything) is parked with what its verdict depends on:
 * ``config``: only a configuration change (a missing or stopped queue);
 * ``time``: the end of its backoff.
 
+A preemption verdict that met protected victims (``minAdmitDuration``) is also judged
+again when the first of those protections ends (``until`` on a ``state`` stamp).
+
 A cycle judges the lanes an event touched, the parked lanes whose cause moved, and the
 lanes it did not park; the others get the verdict they had, and have recorded it
 already. Parking is a cache: it is not pickled, a cycle over a fresh one judges every
@@ -38,7 +41,7 @@ class Stamp:
     changed: int = 0  # quota taken or given back in the tree (quota, state)
     book: int = 0  # the node book's version (state)
     ns: int = 0  # the namespace's usage changes (state)
-    until: float = 0.0  # time
+    until: float = 0.0  # time; for state, when a protection it met ends (0: none)
 
 
 @dataclass(frozen=True, slots=True)
@@ -69,6 +72,7 @@ class Counters:
                 self.changed.get(s.root, 0) == s.changed
                 and self.book == s.book
                 and self.ns.get(s.namespace, 0) == s.ns
+                and (not s.until or self.now < s.until)
             )
         if s.kind == TIME:
             return self.now < s.until
@@ -102,7 +106,8 @@ class Parking:
         for lane, stamp in self.parked.items():
             if lane in out:
                 continue
-            maybe = stamp.kind == TIME or stamp.root in moved_roots or moved_ns or book
+            maybe = stamp.kind == TIME or stamp.until or stamp.root in moved_roots
+            maybe = maybe or moved_ns or book
             if maybe and not now.holds(stamp):
                 out.add(lane)
         return out

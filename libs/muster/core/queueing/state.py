@@ -216,6 +216,28 @@ def evolve(state: QueueState, envelope: Envelope) -> QueueState:
     return state
 
 
+def protected_until(state: QueueState, wl: WorkloadEntry) -> float:
+    """When the workload's current attempt may first be preempted: its ClusterQueue's
+    ``minAdmitDuration`` after it was admitted (0: not protected). Only admission starts
+    the clock: quota reserved while admission checks run guards no running work."""
+    at = wl.run.admitted_at
+    cq = state.cluster_queues.get(wl.run.cluster_queue or "")
+    if at is None or cq is None or cq.preemption.min_admit_duration <= 0:
+        return 0.0
+    return at + cq.preemption.min_admit_duration
+
+
+def protection_ends(state: QueueState) -> float | None:
+    """The next end of a protection while anything waits: a preemptor it held back may
+    go then (the cycle parks such a lane until the protection it met ends)."""
+    if not state.pending or not any(
+        cq.preemption.min_admit_duration > 0 for cq in state.cluster_queues.values()
+    ):
+        return None
+    ends = (protected_until(state, state.workloads[w]) for w in state.active)
+    return min((t for t in ends if t > state.now), default=None)
+
+
 def _configured(state: QueueState) -> None:
     """Any configuration changed: everything is judged afresh; cohort trees are redrawn."""
     state.notes.touch_all()
