@@ -11,9 +11,10 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from muster.core.queueing.cycle import Cycle, Verdict
+from muster.core.queueing.cycle import decide
 from muster.core.queueing.flavors import Assignment
 from muster.core.queueing.state import QueueState, WorkloadEntry
+from muster.core.queueing.verdicts import Verdict
 
 MAX_LIMIT = 100_000  # Kueue caps the on-demand API at the same number
 
@@ -47,15 +48,17 @@ class PendingItem:
 
 def pending(state: QueueState) -> list[PendingItem]:
     """Every pending workload with its positions and its reason right now."""
-    cycle = Cycle(state, every_verdict=True)
-    verdicts = {v.workload.id: v for v in cycle.run()}
+    verdicts = {v.workload.id: v for v in decide(state, every_verdict=True)}
     by_cq: dict[str | None, list[WorkloadEntry]] = {}
     for wid in state.pending:
         wl = state.workloads[wid]
         by_cq.setdefault(state.cluster_queue_of(wl.spec), []).append(wl)
     items: list[PendingItem] = []
     for cq in sorted(by_cq, key=lambda c: c or ""):
-        entries = sorted(by_cq[cq], key=cycle.queue_key)
+        entries = sorted(
+            by_cq[cq],
+            key=lambda wl: (0 if wl.id in state.preemptors else 1, -wl.priority, wl.order),
+        )
         in_lq: dict[str, int] = {}
         for position, wl in enumerate(entries):
             lq_position = in_lq.get(wl.local_queue, 0)

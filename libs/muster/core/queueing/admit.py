@@ -1,0 +1,504 @@
+"""Admit or preempt: the cycle's last phase for one head, over the cycle's snapshot.
+
+``nominate`` assigns flavors (quota on the snapshot's copy of the cohort trees; a "does
+not fit" is kept for the shape for the rest of the cycle); ``process`` admits a fitting
+assignment once it has a place on existing nodes (a view of the book), tries partial
+admission, or preempts: the fewest victims that make room in quota *and* on the nodes
+(preemption.py), skipping workloads protected by ``minAdmitDuration``. In a dry run
+(``snap.dry``: judging heads before the rounds) nothing is kept.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+
+from muster.core.model.queues import ClusterQueueSpec
+from muster.core.model.resources import format_quantity
+from muster.core.placement.book import NodeBook, Placement
+from muster.core.placement.view import view
+from muster.core.queueing import placing
+from muster.core.queueing import preemption as pre
+from muster.core.queueing.cursor import QueueCursor
+from muster.core.queueing.flavors import FIT, Assignment, Unassignable, assign
+from muster.core.queueing.snapshot import Snapshot
+from muster.core.queueing.state import WorkloadEntry, namespace_charge, protected_until
+from muster.core.queueing.verdicts import Verdict
+
+# Placement misses remembered across cycles (the notebook's): more are forgotten at once.
+MAX_MISSES = 10_000
+
+
+def preempt_rules(snap: Snapshot, cq: ClusterQueueSpec) -> tuple[bool, bool]:
+    """(may preempt at all, may preempt in order to borrow)."""
+    rules = snap.rules.get(cq.name)
+    if rules is None:
+        rules = snap.rules[cq.name] = _preempt_rules(snap, cq)
+    return rules
+
+
+def _preempt_rules(snap: Snapshot, cq: ClusterQueueSpec) -> tuple[bool, bool]:
+    in_cohort = snap.tree.queues[cq.name].parent is not None
+    fs_reclaim = snap.fair_sharing and in_cohort and cq.preemption.reclaim_within_cohort != "Never"
+    beyond = fs_reclaim or (in_cohort and cq.preemption.borrow_within_cohort.policy != "Never")
+    return pre.possible(cq.preemption, in_cohort) or fs_reclaim, beyond
+
+
+def nominate(
+    snap: Snapshot, cq: ClusterQueueSpec, wl: WorkloadEntry, exclude: frozenset[str] = frozenset()
+) -> Verdict:
+    can_preempt, beyond = preempt_rules(snap, cq)
+    if wl.preempted_for and not exclude:
+        # It evicted for these flavors: take them now that the victims are gone.
+        pinned = assign(cq, snap.state.flavors, wl.spec, snap.tree, False, pinned=wl.preempted_for)
+        if isinstance(pinned, Assignment):
+            return Verdict(wl, cq.name, pinned)
+    key = (cq.name, wl.shape, wl.priority if can_preempt else None)
+    cache = snap.no_fit.setdefault(id(snap.tree.queues[cq.name].root()), {})
+    cached = cache.get(key)
+    if cached is not None:
+        return Verdict(wl, cq.name, cached)
+    outcome = assign(
+        cq,
+        snap.state.flavors,
+        wl.spec,
+        snap.tree,
+        can_preempt,
+        beyond_nominal=beyond,
+        exclude=exclude,
+    )
+    if isinstance(outcome, Unassignable) and not exclude:
+        cache[key] = outcome
+    return Verdict(wl, cq.name, outcome)
+
+
+def process(snap: Snapshot, cursor: QueueCursor, v: Verdict) -> Verdict:
+    cq, wl = cursor.cq, v.workload
+    if snap.admission_blocked:
+        return Verdict(wl, cq.name, pods_ready_block())
+    if isinstance(v.outcome, Assignment):
+        # Earlier entries of this round may have taken the room: assign again.
+        v = nominate(snap, cq, wl)
+    outcome = v.outcome
+    if isinstance(outcome, Unassignable):
+        if outcome.reason == "WaitingForQuota":
+            return _partial(snap, cq, wl) or v
+        return v
+    over = namespace_excess(snap, wl)
+    if over is not None:
+        return Verdict(wl, cq.name, over)
+    if outcome.mode == FIT:
+        v = _place_and_admit(snap, cq, wl, outcome, {})
+        if isinstance(v.outcome, Unassignable):
+            return _partial(snap, cq, wl) or v
+        return v
+    return preempt(snap, cq, wl, outcome)
+
+
+def preempt(
+    snap: Snapshot, cq: ClusterQueueSpec, wl: WorkloadEntry, outcome: Assignment
+) -> Verdict:
+    """Evict the fewest workloads that make room, in quota and on the nodes, or say why
+    none do. The room goes to the preemptor: later entries of this cycle cannot take it."""
+    spared = snap.state.evicted_for.get(wl.id, set())  # it evicted them once already
+    gone = snap.evicted | spared
+    candidates = [h for h in holders(snap, cq.name) if h.id not in gone]
+    candidates, protected = _unprotected(snap, candidates, outcome)
+    excluded: frozenset[str] = frozenset()
+    while True:
+        victims = pre.victims(
+            snap.tree,
+            pre.Preemptor(wl.id, cq, wl.priority, wl.order, outcome),
+            candidates,
+            snap.state.fair_sharing.preemption_strategies if snap.fair_sharing else None,
+            placeable=_placeable_without(snap, cq, wl, outcome),
+            nodes_of=lambda h: _nodes_of(snap, h),
+        )
+        if victims:
+            break
+        # No candidates in these flavors: Kueue ranks that below every viable mode,
+        # so the next flavor (fit, or preemption with candidates) gets its turn.
+        excluded |= {flavor for flavor, _ in outcome.contested}
+        retry = nominate(snap, cq, wl, excluded).outcome
+        if isinstance(retry, Assignment) and retry.mode == FIT:
+            if namespace_excess(snap, wl) is not None:
+                break
+            return _place_and_admit(snap, cq, wl, retry, {})
+        if not isinstance(retry, Assignment):
+            break
+        outcome = retry
+    if not victims:
+        message = (
+            f"couldn't assign flavors: {outcome.message}; no preemption candidates "
+            "whose eviction makes room for it"
+        )
+        if protected:
+            ends = min(protected.values())
+            snap.protection_met = ends
+            message += (
+                f"; {len(protected)} that could are protected by minAdmitDuration, the "
+                f"first for another {ends - snap.state.now:g}s"
+            )
+        verdict = Unassignable("WaitingForQuota", message, outcome.shortfall)
+        # Its lane-mates have the same candidates; a verdict that met protections is
+        # not shared, so each lane it parks learns when they end.
+        if not spared and not protected:
+            root = id(snap.tree.queues[cq.name].root())
+            snap.no_fit.setdefault(root, {})[(cq.name, wl.shape, wl.priority)] = verdict
+        return _partial(snap, cq, wl) or Verdict(wl, cq.name, verdict)
+    if snap.dry:
+        return Verdict(wl, cq.name, outcome, victims)
+    for victim in victims:
+        snap.evicted.add(victim.holder.id)
+        snap.tree.add(victim.holder.cluster_queue, victim.holder.usage, -1)
+        gives = snap.state.workloads[victim.holder.id]
+        charge_tenant(snap, gives, victim.holder.usage, -1, gives.run.pod_counts)
+        if victim.holder.shrink is not None:  # it keeps its other pods in its namespace
+            charge_tenant(snap, gives, {}, +1, victim.holder.shrink.pod_counts)
+        _take_pods(snap, snap.book, victim.holder)
+    snap.tree.add(cq.name, outcome.usage)
+    charge_tenant(snap, wl, outcome.usage, +1)
+    planned = placing.try_place(snap.state, snap.book, wl, cq.name, outcome, {}, snap.routes)
+    # "Does not fit" verdicts of this cycle are kept although quota moved: a workload
+    # that the evictions made room for gets in next cycle, right after they are folded.
+    return Verdict(
+        wl,
+        cq.name,
+        outcome,
+        victims,
+        placement=planned if isinstance(planned, Placement) else None,
+    )
+
+
+def _unprotected(
+    snap: Snapshot, candidates: list[pre.Holder], outcome: Assignment
+) -> tuple[list[pre.Holder], dict[str, float]]:
+    """The candidates that may be taken now, and those that hold the preemptor's pairs
+    but are protected (minAdmitDuration) -> when that ends."""
+    if not any(c.preemption.min_admit_duration for c in snap.state.cluster_queues.values()):
+        return candidates, {}
+    now, free, protected = snap.state.now, [], {}
+    for h in candidates:
+        until = protected_until(snap.state, snap.state.workloads[h.id])
+        if until <= now:
+            free.append(h)
+        elif h.frs() & outcome.contested:
+            protected[h.id] = until
+    return free, protected
+
+
+def _placeable_without(
+    snap: Snapshot, cq: ClusterQueueSpec, wl: WorkloadEntry, outcome: Assignment
+) -> Callable[[Sequence[pre.Holder]], bool]:
+    """Whether the preemptor finds a place on existing nodes once these are gone (always,
+    when the provisioner makes its nodes). The sets asked about grow and shrink by one
+    holder at a time: one trial view follows them, a placement is tried on a view of it."""
+    if not placing.routed(snap.state, wl, outcome, snap.routes):
+        return lambda gone: True
+    seen: dict[frozenset[str], bool] = {}
+    trial = view(snap.book)
+    released: set[str] = set()
+
+    def placeable(gone: Sequence[pre.Holder]) -> bool:
+        key = frozenset(h.id for h in gone)
+        found = seen.get(key)
+        if found is None:
+            for wid in sorted(released - key):
+                held = snap.book.held[wid]
+                trial.hold(wid, held.placement, held.pods)
+                released.discard(wid)
+            for h in gone:
+                if h.id not in released:
+                    _take_pods(snap, trial, h)
+                    released.add(h.id)
+            got = placing.try_place(
+                snap.state, view(trial), wl, cq.name, outcome, {}, snap.routes, explain=False
+            )
+            found = seen[key] = not isinstance(got, Unassignable)
+        return found
+
+    return placeable
+
+
+def _nodes_of(snap: Snapshot, holder: pre.Holder) -> frozenset[str]:
+    held = snap.book.held.get(holder.id)
+    if held is None:
+        return frozenset()
+    pods = holder.shrink.pods if holder.shrink is not None else held.placement.nodes
+    return frozenset(held.placement.nodes[p] for p in pods if p in held.placement.nodes)
+
+
+def _take_pods(snap: Snapshot, book: NodeBook, holder: pre.Holder) -> None:
+    """A victim's pods leave ``book`` (a view): all of them, or its surplus pods."""
+    if holder.shrink is None:
+        book.release(holder.id)
+    else:
+        book.take_pods(holder.id, holder.shrink.pods)
+
+
+def _place_and_admit(
+    snap: Snapshot,
+    cq: ClusterQueueSpec,
+    wl: WorkloadEntry,
+    outcome: Assignment,
+    counts: dict[str, int],
+) -> Verdict:
+    """Admit a fitting assignment once its gang has a place on existing nodes (if it
+    goes there), or say why it has none."""
+    placed = _place(snap, cq, wl, outcome, counts)
+    if isinstance(placed, Unassignable):
+        return Verdict(wl, cq.name, placed)
+    if not snap.dry:
+        _admit(snap, cq, wl, outcome, counts)
+    return Verdict(wl, cq.name, outcome, pod_counts=counts, placement=placed)
+
+
+def _admit(
+    snap: Snapshot,
+    cq: ClusterQueueSpec,
+    wl: WorkloadEntry,
+    outcome: Assignment,
+    counts: dict[str, int],
+) -> None:
+    snap.tree.add(cq.name, outcome.usage)
+    charge_tenant(snap, wl, outcome.usage, +1, counts)
+    snap.admission_blocked = snap.block_after_admit
+
+
+def _partial(snap: Snapshot, cq: ClusterQueueSpec, wl: WorkloadEntry) -> Verdict | None:
+    """Kueue's partial admission: the largest count >= minCount that fits now, in
+    quota and, on existing nodes, in placement (Volcano's minAvailable).
+
+    Only one pod set may have a ``minCount``; the search is a bisection because
+    fitting is monotone in the count.
+    """
+    ps = next(
+        (p for p in wl.spec.pod_sets if p.min_count is not None and p.min_count < p.count),
+        None,
+    )
+    if ps is None or ps.min_count is None:
+        return None
+    lo, hi = ps.min_count, ps.count - 1
+    best: tuple[int, Assignment] | None = None
+    while lo <= hi:
+        mid = (lo + hi) // 2
+        a = assign(cq, snap.state.flavors, wl.spec, snap.tree, False, {ps.name: mid})
+        if isinstance(a, Assignment) and a.mode == FIT and _placeable(snap, cq, wl, a, mid):
+            best, lo = (mid, a), mid + 1
+        else:
+            hi = mid - 1
+    if best is None:
+        return None
+    counts = {ps.name: best[0]}
+    if namespace_excess(snap, wl, counts) is not None:
+        return None
+    return _place_and_admit(snap, cq, wl, best[1], counts)
+
+
+def _placeable(
+    snap: Snapshot, cq: ClusterQueueSpec, wl: WorkloadEntry, a: Assignment, n: int
+) -> bool:
+    ps = next(p for p in wl.spec.pod_sets if p.min_count is not None)
+    trial = view(snap.book)
+    got = placing.try_place(
+        snap.state, trial, wl, cq.name, a, {ps.name: n}, snap.routes, explain=False
+    )
+    return not isinstance(got, Unassignable)
+
+
+def _place(
+    snap: Snapshot,
+    cq: ClusterQueueSpec,
+    wl: WorkloadEntry,
+    outcome: Assignment,
+    counts: dict[str, int],
+) -> Placement | Unassignable | None:
+    """Placement on existing nodes (None: the provisioner makes the nodes)."""
+    # What placement depends on: the pods (not whose they are), the flavors' labels and
+    # tolerations, the policy. Tenants and queues with lookalike heads share one search.
+    key = (
+        wl.spec.placement or cq.placement,
+        wl.shape[2:],
+        tuple(sorted(counts.items())),
+        tuple(sorted((k, tuple(sorted(v.items()))) for k, v in outcome.node_selectors.items())),
+        tuple(sorted((k, tuple(sorted(v.items()))) for k, v in outcome.flavors.items())),
+    )
+    if wl.preempted_on is not None:
+        # Where its victims made room: there first, before anywhere a lookalike fails.
+        within = frozenset(wl.preempted_on.nodes.values())
+        there = placing.try_place(
+            snap.state,
+            view(snap.book) if snap.dry else snap.book,
+            wl,
+            cq.name,
+            outcome,
+            counts,
+            snap.routes,
+            within=within,
+        )
+        if not isinstance(there, Unassignable):
+            return there
+    known = snap.unplaced.get(key)
+    if known is not None:
+        return known
+    misses = snap.state.notes.misses
+    freed = snap.state.book.freed
+    pristine = not snap.book.changed()
+    if pristine:  # the book as the log left it: what was found on it holds
+        seen = misses.get(key)
+        if seen is not None and seen[0] == freed:
+            # No room was freed since it found none. Its reason's numbers are of then:
+            # if they are to be recorded, they are worked out now (lane_verdict).
+            snap.recall[id(seen[1])] = lambda: _fresh_miss(snap, cq, wl, outcome, counts)
+            return seen[1]
+    book = view(snap.book) if snap.dry else snap.book  # a dry run keeps nothing
+    placed = placing.try_place(snap.state, book, wl, cq.name, outcome, counts, snap.routes)
+    if isinstance(placed, Unassignable):
+        snap.unplaced[key] = placed
+        if pristine:  # found on the book as the log left it
+            if len(misses) > MAX_MISSES:
+                misses.clear()
+            misses[key] = (freed, placed)
+    return placed
+
+
+def _fresh_miss(
+    snap: Snapshot,
+    cq: ClusterQueueSpec,
+    wl: WorkloadEntry,
+    outcome: Assignment,
+    counts: dict[str, int],
+) -> Unassignable:
+    got = placing.try_place(snap.state, view(snap.book), wl, cq.name, outcome, counts, snap.routes)
+    assert isinstance(got, Unassignable), "a remembered miss found a place"
+    return got
+
+
+def charge_tenant(
+    snap: Snapshot,
+    wl: WorkloadEntry,
+    usage: dict[str, dict[str, int]],
+    sign: int,
+    counts: dict[str, int] | None = None,
+) -> None:
+    per_lq = snap.lq_usage.setdefault(wl.local_queue, {})
+    snap.shares.pop(wl.local_queue, None)
+    for flavor, resources in usage.items():
+        per_flavor = per_lq.setdefault(flavor, {})
+        for resource, qty in resources.items():
+            per_flavor[resource] = per_flavor.get(resource, 0) + sign * qty
+    per_ns = snap.ns_usage.setdefault(wl.spec.namespace, {})
+    for resource, qty in namespace_charge(wl.spec, counts or wl.run.pod_counts).items():
+        per_ns[resource] = per_ns.get(resource, 0) + sign * qty
+
+
+def namespace_excess(
+    snap: Snapshot, wl: WorkloadEntry, counts: dict[str, int] | None = None
+) -> Unassignable | None:
+    """A ResourceQuota of the workload's namespace it would exceed, with numbers."""
+    quotas = [
+        q
+        for k, q in sorted(snap.state.namespace_quotas.items())
+        if q.namespace == wl.spec.namespace
+    ]
+    if not quotas:
+        return None
+    want = namespace_charge(wl.spec, counts)
+    used = snap.ns_usage.get(wl.spec.namespace, {})
+    for q in quotas:
+        over = sorted(r for r, hard in q.hard.items() if used.get(r, 0) + want.get(r, 0) > hard)
+        if over:
+
+            def fmt(amounts: dict[str, int], over: list[str] = over) -> str:
+                return ",".join(f"{r}={format_quantity(r, amounts.get(r, 0))}" for r in over)
+
+            message = (
+                f"exceeded quota: {q.name}, requested: {fmt(want)}, used: {fmt(used)}, "
+                f"limited: {fmt(dict(q.hard))}"
+            )
+            reason = (
+                "NamespaceQuotaRejected"
+                if q.enforcement == "Reject"
+                else ("NamespaceQuotaExceeded")
+            )
+            return Unassignable(reason, message)
+    return None
+
+
+def holders(snap: Snapshot, cq: str) -> list[pre.Holder]:
+    """Workloads holding quota in ``cq``'s cohort tree: the only possible victims. Kept
+    in the notebook per tree until quota moves in it (or the configuration changes)."""
+    root = snap.root_name(cq)
+    stamp = (snap.state.config_version, snap.state.quota_changed.get(root, 0))
+    kept = snap.state.notes.holders
+    found = kept.get(root)
+    if found is None or found[0] != stamp:
+        fresh: dict[str, list[pre.Holder]] = {}
+        for wid in sorted(snap.state.active):
+            wl = snap.state.workloads[wid]
+            if wl.holds_quota and wl.run.cluster_queue in snap.tree.queues:
+                holder = _holder(wl)
+                if holder is not None:
+                    fresh.setdefault(snap.root_name(wl.run.cluster_queue), []).append(holder)
+        for name in {*fresh, *kept, root}:
+            kept[name] = (
+                (snap.state.config_version, snap.state.quota_changed.get(name, 0)),
+                fresh.get(name, []),
+            )
+        found = kept[root]
+    return found[1]
+
+
+def pods_ready_block() -> Unassignable:
+    return Unassignable(
+        "WaitingForPodsReady",
+        "admission blocked until every admitted workload has all its pods running "
+        "(waitForPodsReady.blockAdmission)",
+    )
+
+
+def _holder(wl: WorkloadEntry) -> pre.Holder | None:
+    """The workload as a preemption candidate. One admitted partially (a ``minCount``) is
+    never taken below its minimum (Volcano's gang rule): on existing nodes it offers the
+    pods it runs above it, elsewhere nothing."""
+    if wl.run.cluster_queue is None:
+        return None
+    shrink = None
+    usage = wl.run.usage
+    if wl.has_min_count:
+        surplus = _surplus(wl) if wl.run.placed else None
+        if surplus is None:
+            return None
+        shrink, usage = surplus
+    return pre.Holder(
+        id=wl.id,
+        cluster_queue=wl.run.cluster_queue,
+        priority=wl.priority,
+        order=wl.order,
+        reserved_seq=wl.run.reserved_seq,
+        usage=usage,
+        shrink=shrink,
+    )
+
+
+def _surplus(wl: WorkloadEntry) -> tuple[pre.Shrink, dict[str, dict[str, int]]] | None:
+    """(what taking the pods above its minimum leaves, what those pods hold), or None."""
+    for ps in wl.spec.pod_sets:
+        if ps.min_count is None:
+            continue
+        running = wl.run.pod_counts.get(ps.name, ps.count)
+        extra = running - ps.min_count
+        if extra <= 0:
+            return None
+        taken: dict[str, dict[str, int]] = {}
+        for resource, flavor in wl.run.flavors.get(ps.name, {}).items():
+            per_pod = 1 if resource == "pods" else ps.requests.get(resource, 0)
+            if per_pod:
+                taken.setdefault(flavor, {})[resource] = per_pod * extra
+        left = {
+            f: {r: q - taken.get(f, {}).get(r, 0) for r, q in res.items()}
+            for f, res in wl.run.usage.items()
+        }
+        pods = tuple(ps.pod_names(running)[ps.min_count :])
+        counts = {**wl.run.pod_counts, ps.name: ps.min_count}
+        return pre.Shrink(pods, counts, left), taken
+    return None
