@@ -10,13 +10,12 @@ same stream and optimistic concurrency turns it into "return the original".
 
 from __future__ import annotations
 
+import asyncio
 import time
 import uuid
 from collections.abc import AsyncIterator, Callable, Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
-
-import yaml
 
 from muster.core import inputs
 from muster.core.access.policy import Action, authorize, visible_namespaces
@@ -26,6 +25,7 @@ from muster.core.codec import to_plain
 from muster.core.events import Envelope, NewEvent, StreamAppend, encode_payload
 from muster.core.events.workload import WorkloadSubmitted
 from muster.core.model import kinds, manifests, parse
+from muster.core.model.documents import DocumentError, load_documents
 from muster.core.model.fields import InvalidInput
 from muster.core.model.workload import ProvisioningRequestSpec, WorkloadSpec
 from muster.core.queueing import visibility
@@ -505,7 +505,8 @@ class Intake:
         """``kubectl apply`` for muster: queue objects (admin), workloads and standalone
         ProvisioningRequests (the tenant's namespaces). Everything is checked first —
         syntax, fields, access, queues, conflicts, rate — so a refusal appends nothing."""
-        m, requests = _read_manifests(text)
+        # Parsed in a worker thread: the event loop serves other tenants meanwhile.
+        m, requests = _read_manifests(await asyncio.to_thread(_load_manifests, text))
         if m.queue_object_count:
             self.require(who, Action.ADMIN)
         for wl in m.workloads:
@@ -663,11 +664,14 @@ def _row(kind: str, name: str, result: str, wid: str | None = None) -> dict[str,
     return row
 
 
-def _read_manifests(text: str | bytes) -> tuple[manifests.Manifests, list[Any]]:
+def _load_manifests(text: str | bytes) -> list[Any]:
     try:
-        docs = [d for d in yaml.safe_load_all(text) if d is not None]
-    except yaml.YAMLError as exc:
-        raise ApiError(400, "MalformedYAML", f"not valid YAML or JSON: {exc}") from None
+        return [d for d in load_documents(text) if d is not None]
+    except DocumentError as exc:
+        raise ApiError(400, "MalformedYAML", str(exc)) from None
+
+
+def _read_manifests(docs: list[Any]) -> tuple[manifests.Manifests, list[Any]]:
     if len(docs) == 1 and isinstance(docs[0], dict) and isinstance(docs[0].get("items"), list):
         docs = docs[0]["items"]  # a kubectl List
     if not docs:

@@ -179,3 +179,25 @@ async def test_signed_tokens(api_: Api) -> None:
     forged = sign_token(b"x" * 32, {"sub": "ci", "admin": True})
     resp = await api_.http.post("/v1/admin/replay", headers={"Authorization": f"Bearer {forged}"})
     assert resp.status == 401
+
+
+async def test_hostile_manifests_are_refused_with_a_4xx_and_leave_nothing(api_: Api) -> None:
+    before = await api_.head()
+    deep = "a: " + "[" * 600 + "]" * 600  # the constructor's recursion would end in a 500
+    laughs = "a: &a [x, x]\n" + "".join(
+        f"{c}: &{c} [{', '.join(['*' + p] * 15)}]\n"
+        for p, c in zip("abcdefgh", "bcdefghi", strict=True)
+    )
+    cases = [
+        (deep, "nested too deeply: more than 64 levels"),
+        (laughs, "more than 100 aliases"),
+        ("kind: [unclosed", "not valid YAML or JSON"),
+    ]
+    for text, message in cases:
+        resp = await api_.http.post("/v1/apply", data=text, headers=bearer("team-a"))
+        assert resp.status == 400, text[:40]
+        body = await resp.json()
+        assert body["error"]["code"] == "MalformedYAML"
+        assert message in body["error"]["message"]
+        assert "\n" not in body["error"]["message"]
+    assert await api_.head() == before

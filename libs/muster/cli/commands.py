@@ -13,7 +13,6 @@ from pathlib import Path
 from typing import Any
 
 import orjson
-import yaml
 
 from muster.cli import resources
 from muster.cli.http import ApiError, call
@@ -21,6 +20,7 @@ from muster.cli.tables import table
 from muster.core.decider import Decider
 from muster.core.model import manifests, parse
 from muster.core.model.cluster import ClusterSpec
+from muster.core.model.documents import FILE_DOCUMENTS, DocumentError, load_documents
 from muster.core.model.fields import InvalidInput, parse_duration
 from muster.core.model.resources import format_quantity
 from muster.core.model.workload import (
@@ -49,11 +49,6 @@ def deciders() -> dict[str, Decider[Any]]:
     return {d.name: d for d in sim_harness.default_deciders()}
 
 
-# libyaml's loader where PyYAML was built with it: a trace of 10,000 workloads loads in
-# seconds instead of a minute. The pure-Python loader reads the same documents.
-_LOADER: Any = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
-
-
 def load_yaml(path: Path) -> Any:
     """The one document of a YAML or JSON file (None if it is empty)."""
     docs = load_docs(path)
@@ -76,8 +71,8 @@ def load_docs(path: Path) -> list[Any]:
         text = path.read_bytes()
         if path.suffix == ".json":
             return [orjson.loads(text)]  # JSON is YAML, but read directly it is 10x faster
-        return list(yaml.load_all(text, Loader=_LOADER))
-    except (OSError, yaml.YAMLError, orjson.JSONDecodeError) as exc:
+        return load_documents(text, max_documents=FILE_DOCUMENTS)
+    except (OSError, DocumentError, orjson.JSONDecodeError) as exc:
         raise CliError(f"cannot read {path}: {exc}") from None
 
 

@@ -4,22 +4,38 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import json
 import os
 import sys
 from pathlib import Path
 from typing import Any
 
-import yaml
+from sqlalchemy.engine import make_url
+from sqlalchemy.exc import ArgumentError, SQLAlchemyError
 
 from muster.cli import commands, http, resources
+from muster.core.model.documents import DocumentError, load_documents
 
 
-def _store_url(value: str | None) -> str:
+def _store_url(value: str | None, *, existing: bool = True) -> str:
+    """The store's URL; ``existing``: an SQLite file must be there already (reading one
+    that is not would create it empty)."""
     url = value or os.environ.get("MUSTER_STORE_URL")
     if not url:
         raise SystemExit("muster: give --store-url or set MUSTER_STORE_URL")
+    try:
+        parsed = make_url(url)
+    except ArgumentError:
+        raise SystemExit(f"muster: {url!r} is not a database URL") from None
+    path = parsed.database
+    local = parsed.get_backend_name() == "sqlite" and path and path != ":memory:"
+    if existing and local and not Path(str(path)).exists():
+        raise SystemExit(f"muster: no store at {path} (`muster migrate` creates one)")
     return url
+
+
+def _first_line(exc: BaseException) -> str:
+    text = str(exc).strip()
+    return text.splitlines()[0] if text else type(exc).__name__
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -219,6 +235,9 @@ def main(argv: list[str] | None = None) -> None:
     except (commands.CliError, resources.ResourceError) as exc:
         print(f"muster {args.command}: {exc}", file=sys.stderr)
         code = 1
+    except (OSError, SQLAlchemyError) as exc:  # a store or file the command could not use
+        print(f"muster {args.command}: {_first_line(exc)}", file=sys.stderr)
+        code = 1
     raise SystemExit(code)
 
 
@@ -235,7 +254,7 @@ def _dispatch(args: argparse.Namespace) -> int:
         case "migrate":
             from muster.store.migrate import upgrade
 
-            upgrade(_store_url(args.store_url))
+            upgrade(_store_url(args.store_url, existing=False))
             print("store schema is up to date")
             return 0
         case "apply":
@@ -282,11 +301,15 @@ def _dispatch(args: argparse.Namespace) -> int:
 
 
 def _read_doc(path: str) -> Any:
-    text = sys.stdin.read() if path == "-" else Path(path).read_text()
+    if path != "-":
+        return commands.load_yaml(Path(path))
     try:
-        return json.loads(text)
-    except ValueError:
-        return yaml.safe_load(text)
+        docs = load_documents(sys.stdin.read())
+    except DocumentError as exc:
+        raise commands.CliError(f"cannot read standard input: {exc}") from None
+    if len(docs) != 1:
+        raise commands.CliError(f"standard input: expected one document, found {len(docs)}")
+    return docs[0]
 
 
 if __name__ == "__main__":

@@ -21,6 +21,7 @@ from muster.cli.http import ApiError, call
 from muster.cli.tables import table
 from muster.core import inputs
 from muster.core.model import kinds, manifests
+from muster.core.model.documents import FILE_DOCUMENTS, DocumentError, load_documents
 from muster.core.model.fields import InvalidInput
 
 OUTPUTS = ("table", "wide", "json", "yaml")
@@ -406,8 +407,8 @@ def read_manifests(files: list[str]) -> tuple[str, manifests.Manifests]:
     for f in files:
         try:
             text = sys.stdin.read() if f == "-" else Path(f).read_text()
-            docs = list(yaml.safe_load_all(text))
-        except (OSError, yaml.YAMLError) as exc:
+            docs = load_documents(text, max_documents=FILE_DOCUMENTS)
+        except (OSError, DocumentError) as exc:
             raise ResourceError(f"cannot read {f}: {exc}") from None
         if not manifests.is_manifests(docs):
             raise ResourceError(

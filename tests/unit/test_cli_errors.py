@@ -1,0 +1,42 @@
+"""Every CLI error is one line on standard error and exit status 1, and leaves no trace:
+a missing file, a missing or empty store, a document that does not parse."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+
+def _muster(*args: str, stdin: str = "") -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "muster.cli.main", *args],
+        input=stdin,
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+
+
+@pytest.mark.parametrize(
+    ("args", "stdin", "says"),
+    [
+        (("submit", "{missing}"), "", "No such file or directory"),
+        (("submit", "-"), "a: [", "cannot read standard input: not valid YAML or JSON"),
+        (("replay", "--store-url", "sqlite:///{missing}"), "", "no store at"),
+        (("replay", "--store-url", "sqlite:///{empty}"), "", "no such table"),
+        (("replay", "--store-url", "nonsense://"), "", "muster"),
+    ],
+)
+def test_an_error_is_one_line(tmp_path: Path, args: tuple[str, ...], stdin: str, says: str) -> None:
+    empty = tmp_path / "empty.db"
+    empty.touch()
+    missing = tmp_path / "missing.db"
+    done = _muster(*(a.format(missing=missing, empty=empty) for a in args), stdin=stdin)
+    assert done.returncode == 1, done
+    assert says in done.stderr
+    assert len(done.stderr.strip().splitlines()) == 1, done.stderr
+    assert not missing.exists()  # reading a store never creates one
