@@ -14,8 +14,9 @@ from muster.core.events import node as nev
 from muster.core.events import provisioning as pev
 from muster.core.events import queue as qev
 from muster.core.model import parse
+from muster.core.model.inventory import NodeInventory
 from muster.core.nodes.decider import NodeAgentDecider
-from muster.core.nodes.state import evolve, owns
+from muster.core.nodes.state import beating, evolve, owns
 from muster.core.provisioning.decider import ProvisionerDecider
 from muster.core.queueing.decider import QueueDecider
 from muster.core.sim.harness import Harness, build
@@ -300,3 +301,52 @@ def test_each_replacement_is_the_next_run_even_when_the_last_never_started() -> 
         if isinstance(ev, qev.PodReplaced):
             runs.append(state.pods[key].run)
     assert runs == [1, 2]
+
+
+def _fold(decider: NodeAgentDecider, events: Sequence[Event]) -> Any:
+    state = decider.initial()
+    for i, ev in enumerate(events, 1):
+        state = decider.evolve(
+            state,
+            Envelope(
+                position=i,
+                event_id=f"e{i}",
+                stream_id="s",
+                stream_version=i,
+                type=ev.TYPE,
+                schema_version=ev.VERSION,
+                occurred_at=float(i),
+                recorded_at=float(i),
+                causation_id=None,
+                correlation_id=None,
+                producer="test",
+                event=ev,
+            ),
+        )
+    return state
+
+
+@pytest.mark.parametrize("deleted_first", [True, False])
+def test_a_deletion_wins_over_a_registration_in_either_order(deleted_first: bool) -> None:
+    """Ghost nodes: the agent decided to register a node, the provisioner deleted it, and
+    the deletion was logged first. The late registration must not keep the node live."""
+    spec = pev.NodeSpec(name="n-1", pool="gpu", zone="z", machine_type="m", allocatable={GPU: 8})
+    agent = NodeAgentDecider()
+    registered = nev.NodeRegistered.of(
+        NodeInventory(name="n-1", allocatable={GPU: 8}), agent.name, "req-1"
+    )
+    deleted = pev.NodesDeleted(request_id="req-1", nodes=("n-1",), reason="Cancelled", message="")
+    events: list[Event] = [
+        pev.NodesCreating(request_id="req-1", zone="z", nodes=(spec,), ready_at=1.0),
+        pev.ProvisioningProvisioned(
+            request_id="req-1", zone="z", assignments={"p-0": "n-1"}, message=""
+        ),
+    ]
+    events += [deleted, registered] if deleted_first else [registered, deleted]
+    state = _fold(agent, events)
+    decided = [e.event for e in agent.decide(state)]
+    assert [(type(e).__name__, e.node) for e in decided] == [("NodeRemoved", "n-1")]
+    assert isinstance(decided[0], nev.NodeRemoved) and decided[0].reason == "Cancelled"
+    assert beating(state) == []
+    state = _fold(agent, [*events, decided[0]])
+    assert agent.decide(state) == [] and not state.nodes and not state.deleted

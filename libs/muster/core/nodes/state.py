@@ -60,6 +60,10 @@ class NodeAgentState:
     lost: set[str] = field(default_factory=set)  # declared nodes declared lost
     runs: dict[tuple[str, int, str], int] = field(default_factory=dict)  # pod -> replacements
     doomed: dict[str, str] = field(default_factory=dict)  # node -> why it goes away
+    # Nodes deleted while their registration was pending (node -> why): the registration
+    # may be on its way already, and when it is folded the node goes at once. A deletion
+    # wins over a registration, whatever their order in the log.
+    deleted: dict[str, str] = field(default_factory=dict)
     creating: dict[str, tuple[pev.NodeSpec, ...]] = field(default_factory=dict)  # request -> nodes
     pods: dict[tuple[str, int, str], Pod] = field(default_factory=dict)  # to start or running
     stopping: dict[tuple[str, int, str], str] = field(default_factory=dict)  # pod -> reason
@@ -181,7 +185,8 @@ def _(event: qev.PodReplaced, state: NodeAgentState) -> None:
 def _(event: pev.NodesDeleted, state: NodeAgentState) -> None:
     state.creating.pop(event.request_id, None)
     for name in event.nodes:
-        state.unregistered.pop(name, None)
+        if state.unregistered.pop(name, None) is not None:
+            state.deleted[name] = event.reason
         if name in state.nodes:
             state.doomed[name] = event.reason
     for key, pod in state.pods.items():
@@ -197,12 +202,16 @@ def _(event: nev.NodeRegistered, state: NodeAgentState) -> None:
         state.unregistered.pop(event.node, None)
         state.nodes.add(event.node)
         state.lost.discard(event.node)
+        late = state.deleted.pop(event.node, None)
+        if late is not None:  # registered after its deletion: it goes at once
+            state.doomed[event.node] = late
 
 
 @_apply.register
 def _(event: nev.NodeRemoved, state: NodeAgentState) -> None:
     state.nodes.discard(event.node)
     state.doomed.pop(event.node, None)
+    state.deleted.pop(event.node, None)
 
 
 @_apply.register
