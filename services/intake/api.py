@@ -15,6 +15,7 @@ from aiohttp import web
 
 from muster.core.access.tokens import Authenticator, Principal
 from muster.runtime.loop import DeciderLoop
+from muster.store import unavailable
 from services.intake import openapi
 from services.intake.errors import ApiError
 from services.intake.ops import KINDS, Intake, Scope
@@ -77,6 +78,10 @@ def _h(handler: Handler) -> Callable[[web.Request], Awaitable[web.StreamResponse
             return await handler(request, intake, who)
         except ApiError as exc:
             return exc.response()
+        except Exception as exc:
+            if not unavailable(exc):
+                raise
+            return ApiError.store_away().response()
 
     wrapped.__name__ = handler.__name__
     return wrapped

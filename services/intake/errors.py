@@ -12,6 +12,21 @@ from typing import Any
 
 from aiohttp import web
 
+from muster.core.intake.refusal import Refusal
+
+# The HTTP status of each refusal code the core decides (gRPC maps the status on).
+STATUS = {
+    "InvalidField": 422,
+    "UnknownQueue": 422,
+    "UnknownFlavor": 422,
+    "BatchTooLarge": 413,
+    "Forbidden": 403,
+    "NotFound": 404,
+    "IdempotencyKeyReused": 409,
+    "AlreadyExists": 409,
+    "RateLimited": 429,
+}
+
 
 @dataclass(slots=True)
 class ApiError(Exception):
@@ -23,6 +38,16 @@ class ApiError(Exception):
 
     def __str__(self) -> str:
         return self.message
+
+    @classmethod
+    def store_away(cls) -> ApiError:
+        """The store cannot be reached right now (intake waits for it; the client retries)."""
+        return cls(503, "StoreUnavailable", "the event store is unavailable; retry", None, 1.0)
+
+    @classmethod
+    def refused(cls, r: Refusal) -> ApiError:
+        """A refusal the core decided, with its transport status."""
+        return cls(STATUS[r.code], r.code, r.message, r.field, r.retry_after)
 
     def to_json(self) -> dict[str, Any]:
         body: dict[str, Any] = {"code": self.code, "message": self.message}

@@ -22,6 +22,7 @@ from grpc import aio
 from muster.api.v1 import muster_pb2 as pb
 from muster.core.access.tokens import Principal
 from muster.runtime.settings import Settings
+from muster.store import unavailable
 from services.intake.errors import ApiError
 from services.intake.ops import Intake, Scope
 
@@ -37,6 +38,7 @@ STATUS_CODES: dict[int, grpc.StatusCode] = {
     413: grpc.StatusCode.RESOURCE_EXHAUSTED,
     422: grpc.StatusCode.INVALID_ARGUMENT,
     429: grpc.StatusCode.RESOURCE_EXHAUSTED,
+    503: grpc.StatusCode.UNAVAILABLE,
 }
 ERROR_CODES: dict[str, grpc.StatusCode] = {
     "AlreadyFinished": grpc.StatusCode.FAILED_PRECONDITION,
@@ -105,6 +107,10 @@ def _unary(intake: Intake, cls: type[Message], fn: Unary) -> grpc.RpcMethodHandl
             reply = await fn(request, _principal(intake, context))
         except ApiError as exc:
             await _abort(context, exc)
+        except Exception as exc:
+            if not unavailable(exc):
+                raise
+            await _abort(context, ApiError.store_away())
         return reply.SerializeToString()
 
     return grpc.unary_unary_rpc_method_handler(handle)
@@ -117,6 +123,10 @@ def _streaming(intake: Intake, cls: type[Message], fn: Streaming) -> grpc.RpcMet
             replies = await fn(request, _principal(intake, context))
         except ApiError as exc:
             await _abort(context, exc)
+        except Exception as exc:
+            if not unavailable(exc):
+                raise
+            await _abort(context, ApiError.store_away())
         async for reply in replies:
             yield reply.SerializeToString()
 

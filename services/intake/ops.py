@@ -15,7 +15,7 @@ import time
 import uuid
 from collections.abc import AsyncIterator, Callable, Iterable, Mapping
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, TypeVar
 
 from muster.core import inputs
 from muster.core.access.policy import Action, authorize, visible_namespaces
@@ -23,7 +23,10 @@ from muster.core.access.rate import Limit, Limiter
 from muster.core.access.tokens import Authenticator, AuthError, Principal
 from muster.core.codec import to_plain
 from muster.core.events import Envelope, NewEvent, StreamAppend, encode_payload
+from muster.core.events import workload as wev
 from muster.core.events.workload import WorkloadSubmitted
+from muster.core.intake import submissions
+from muster.core.intake.refusal import Refusal
 from muster.core.model import kinds, manifests, parse
 from muster.core.model.documents import DocumentError, load_documents
 from muster.core.model.fields import InvalidInput
@@ -38,6 +41,7 @@ from muster.store import ConcurrencyConflict
 from services.intake.batcher import GroupCommitter
 from services.intake.errors import ApiError
 
+T = TypeVar("T")
 MAX_LIST = 1000
 WATCH_BATCH = 500
 # Categories a queue's watch reads: its workloads' lives and its own configuration.
@@ -125,108 +129,85 @@ class Intake:
 
     # -- workloads --------------------------------------------------------------------
 
-    def _spec(
-        self, who: Principal, body: object, path: str = ""
-    ) -> tuple[WorkloadSpec, str | None]:
-        """Parse one submission (``idempotencyKey`` may ride in the body) and check access."""
-        key = None
-        if isinstance(body, dict) and "idempotencyKey" in body:
-            body = dict(body)
-            key = body.pop("idempotencyKey")
-            if not isinstance(key, str) or not 0 < len(key) <= 256:
-                raise ApiError(
-                    422,
-                    "InvalidField",
-                    "must be a string of 1 to 256 characters",
-                    f"{path}idempotencyKey",
-                )
-        try:
-            spec = parse.workload(body, path.rstrip("."))
-        except InvalidInput as exc:
-            raise invalid(exc) from None
-        self.require(who, Action.SUBMIT, spec.namespace, spec.queue_name or None)
-        return spec, key
-
-    async def _require_queue(self, spec: WorkloadSpec, field: str = "queueName") -> None:
-        if spec.consumes is not None:  # a consumer runs on its request's nodes, not a queue
-            return
-        key = f"{spec.namespace}/{spec.queue_name}"
-        if key not in self.state.local_queues:
-            await self.loop.step()  # configuration may have been applied a moment ago
-        if key not in self.state.local_queues:
-            raise ApiError(
-                422,
-                "UnknownQueue",
-                f"LocalQueue {spec.queue_name!r} does not exist in namespace {spec.namespace!r}",
-                field,
-            )
-
     async def submit(
         self, who: Principal, body: object, header_key: str | None = None
     ) -> Submitted:
-        spec, body_key = self._spec(who, body)
-        await self._require_queue(spec)
-        self._rate(who, 1)
-        return await self._append(spec, header_key or body_key)
+        spec, body_key = _decided(submissions.read(who, body))
+        return (await self._submit(who, [(spec, header_key or body_key)], batch=False))[0]
 
     async def submit_batch(self, who: Principal, items: object) -> list[Submitted]:
         """All valid and accepted, or none: one bad item refuses the batch, naming it."""
-        if not isinstance(items, list) or not items:
-            raise ApiError(422, "InvalidField", "must be a non-empty list of workloads", "items")
-        if len(items) > self.settings.max_batch:
-            raise ApiError(
-                413,
-                "BatchTooLarge",
-                f"a batch of {len(items)} exceeds the limit of {self.settings.max_batch}",
-                "items",
-            )
-        parsed = [self._spec(who, item, f"items[{i}].") for i, item in enumerate(items)]
-        for i, (spec, _) in enumerate(parsed):
-            await self._require_queue(spec, f"items[{i}].queueName")
-        self._rate(who, len(parsed))
-        news = [self._submission(spec, key) for spec, key in parsed]
-        if len({n.stream_id for n, _ in news}) == len(news):
-            try:
-                await self.loop.store.append(
-                    [StreamAppend(n.stream_id, 0, [n]) for n, _ in news],
-                    producer=inputs.INTAKE,
-                    recorded_at=time.time(),
-                )
-            except ConcurrencyConflict:
-                pass  # some key was seen before: settle each on its own below
-            else:
-                self.loop.appended()
-                return [Submitted(self._fresh(n), True) for n, _ in news]
-        return [await self._append(spec, key) for spec, key in parsed]
+        read = _decided(submissions.read_batch(who, items, self.settings.max_batch))
+        return await self._submit(who, read, batch=True)
 
-    def _submission(self, spec: WorkloadSpec, key: str | None) -> tuple[NewEvent, str]:
-        wid = inputs.workload_id(spec.namespace, key) if key else uuid.uuid4().hex[:16]
-        return inputs.submission(wid, spec, time.time(), key), wid
+    async def _submit(
+        self, who: Principal, read: list[tuple[WorkloadSpec, str | None]], *, batch: bool
+    ) -> list[Submitted]:
+        items = [
+            submissions.Item(spec, key, self._new_id(spec, key), f"items[{i}]." if batch else "")
+            for i, (spec, key) in enumerate(read)
+        ]
+        for item in items:
+            await self._require_queue(item)
+        self._rate(who, len(items))
+        return await self._commit(items)
+
+    async def _commit(self, items: list[submissions.Item]) -> list[Submitted]:
+        """The core's plan, appended in one transaction. A conflict means some id was
+        taken meanwhile: what created those streams is read and the plan made again
+        (each round learns at least one id, so it ends)."""
+        known: dict[str, str] = {}
+        while True:
+            plan = _decided(submissions.plan(items, known, time.time()))
+            try:
+                await self._append_plan(plan)
+            except ConcurrencyConflict:
+                firsts = await self.loop.store.first_events(
+                    wev.stream(i.workload_id) for i in items
+                )
+                known = {
+                    env.correlation_id or "": getattr(env.event, "request_digest", "")
+                    for env in firsts.values()
+                }
+                continue
+            break
+        if not all(plan.created):
+            await self.loop.step()  # the originals, for the answers
+        return [
+            Submitted(self._fresh(new), True)
+            if new is not None
+            else Submitted(self._workload_json(item.workload_id), False)
+            for item, new in zip(items, _per_item(plan), strict=True)
+        ]
+
+    @staticmethod
+    def _new_id(spec: WorkloadSpec, key: str | None) -> str:
+        return inputs.workload_id(spec.namespace, key) if key else uuid.uuid4().hex[:16]
+
+    async def _append_plan(self, plan: submissions.Plan) -> None:
+        if len(plan.append) == 1:  # one request: shares a transaction with its neighbours
+            await self.committer.append(StreamAppend(plan.append[0].stream_id, 0, plan.append))
+        elif plan.append:
+            await self.loop.store.append(
+                [StreamAppend(n.stream_id, 0, [n]) for n in plan.append],
+                producer=inputs.INTAKE,
+                recorded_at=time.time(),
+            )
+        if plan.append:
+            self.loop.appended()
+
+    async def _require_queue(self, item: submissions.Item) -> None:
+        refused = submissions.unknown_queue(item.spec, self.state.local_queues, item.field)
+        if refused is not None:
+            await self.loop.step()  # configuration may have been applied a moment ago
+            refused = submissions.unknown_queue(item.spec, self.state.local_queues, item.field)
+        if refused is not None:
+            raise ApiError.refused(refused)
 
     @staticmethod
     def _fresh(new: NewEvent) -> dict[str, Any]:
         assert isinstance(new.event, WorkloadSubmitted)
         return submitted_view(new.event, new.occurred_at).to_json()
-
-    async def _append(self, spec: WorkloadSpec, key: str | None) -> Submitted:
-        new, wid = self._submission(spec, key)
-        try:
-            await self.committer.append(StreamAppend(new.stream_id, 0, [new]))
-        except ConcurrencyConflict:
-            return await self._retried(wid, inputs.digest(spec))
-        self.loop.appended()
-        return Submitted(self._fresh(new), True)
-
-    async def _retried(self, wid: str, digest: str) -> Submitted:
-        first = (await self.loop.store.read_stream(f"workload-{wid}"))[0].event
-        if getattr(first, "request_digest", None) != digest:
-            raise ApiError(
-                409,
-                "IdempotencyKeyReused",
-                "this idempotency key was used for a different workload",
-            )
-        await self.loop.step()
-        return Submitted(self._workload_json(wid), False)
 
     def _workload_json(self, wid: str) -> dict[str, Any]:
         view = self.state.workloads.get(wid)
@@ -526,9 +507,12 @@ class Intake:
                     f"{m.sources[i].kind} {wl.namespace}/{wl.name}: LocalQueue "
                     f"{wl.queue_name!r} does not exist in namespace {wl.namespace!r}",
                 )
-        subs = [self._submission(wl, f"{wl.namespace}/{wl.name}") for wl in m.workloads]
-        for (_, wid), wl in zip(subs, m.workloads, strict=True):
-            seen = self.state.workloads.get(wid)
+        subs = [
+            submissions.Item(wl, key, inputs.workload_id(wl.namespace, key), "")
+            for wl, key in ((wl, f"{wl.namespace}/{wl.name}") for wl in m.workloads)
+        ]
+        for item, wl in zip(subs, m.workloads, strict=True):
+            seen = self.state.workloads.get(item.workload_id)
             if seen is not None and seen.digest != inputs.digest(wl):
                 raise ApiError(
                     409,
@@ -553,10 +537,10 @@ class Intake:
             rows.append(_row(kind, name, "configured" if new.stream_id in changed else "unchanged"))
         if changed:
             self.loop.appended()
-        for (_, wid), wl, src in zip(subs, m.workloads, m.sources, strict=True):
-            done = await self._append(wl, f"{wl.namespace}/{wl.name}")
-            result = "submitted" if done.created else "unchanged"
-            rows.append(_row(src.kind, f"{wl.namespace}/{wl.name}", result, wid))
+        done = await self._commit(subs) if subs else []
+        for item, wl, src, sub in zip(subs, m.workloads, m.sources, done, strict=True):
+            result = "submitted" if sub.created else "unchanged"
+            rows.append(_row(src.kind, f"{wl.namespace}/{wl.name}", result, item.workload_id))
         for _, req, _ in requests:
             created = await self._create(req)
             rows.append(_row("ProvisioningRequest", req.key, "created" if created else "unchanged"))
@@ -646,6 +630,19 @@ class Intake:
         decider = QueueDecider()
         runner = await admin.rebuild(self.loop.store, decider, until_position=until or None)
         return {"position": runner.position, "summary": decider.summary(runner.state)}
+
+
+def _decided(got: T | Refusal) -> T:
+    """What the core decided, or its refusal raised for the transport to answer."""
+    if isinstance(got, Refusal):
+        raise ApiError.refused(got)
+    return got
+
+
+def _per_item(plan: submissions.Plan) -> list[NewEvent | None]:
+    """Each item's new submission, or None where it is answered with the original."""
+    new = iter(plan.append)
+    return [next(new) if created else None for created in plan.created]
 
 
 def _request_exists(key: str) -> ApiError:

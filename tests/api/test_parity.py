@@ -195,6 +195,52 @@ CASES = [
         *INVALID,
         "items[1].podSets[0].count",
     ),
+    # A batch is all or nothing: a key reused for another body, in the store or within
+    # the batch, refuses it whole, and the new items before it are not appended.
+    Case(
+        "batch whose last item reuses a key for another body",
+        "team-a",
+        "batch",
+        lambda ids, t: {
+            "items": [
+                {"workload": workload(f"n-{t}"), "key": f"n-{t}"},
+                {"workload": workload(f"m-{t}")},
+                {"workload": workload("other"), "key": "seed"},
+            ]
+        },
+        409,
+        C.ALREADY_EXISTS,
+        "IdempotencyKeyReused",
+        "items[2].idempotencyKey",
+    ),
+    Case(
+        "batch with one new key and two bodies",
+        "team-a",
+        "batch",
+        lambda ids, t: {
+            "items": [
+                {"workload": workload(f"p-{t}"), "key": f"p-{t}"},
+                {"workload": workload(f"q-{t}"), "key": f"p-{t}"},
+            ]
+        },
+        409,
+        C.ALREADY_EXISTS,
+        "IdempotencyKeyReused",
+        "items[1].idempotencyKey",
+    ),
+    Case(
+        "batch retrying a key with its body, beside a new item",
+        "team-a",
+        "batch",
+        lambda ids, t: {
+            "items": [
+                {"workload": workload("seed"), "key": "seed"},
+                {"workload": workload(f"r-{t}"), "key": f"r-{t}"},
+            ]
+        },
+        201,
+        C.OK,
+    ),
     Case("get", "team-a", "get", lambda ids, t: {"id": ids["seed"]}, 200, C.OK),
     Case("get by admin", "admin", "get", lambda ids, t: {"id": ids["seed"]}, 200, C.OK),
     Case(

@@ -125,6 +125,15 @@ async def test_batched_append_spans_streams_in_one_transaction(store: SqlEventSt
     assert len(await store.read_all(0)) == 100
 
 
+async def test_first_events_reads_what_created_each_stream(store: SqlEventStore) -> None:
+    await put(store, "timer-a", 0, 3)
+    await put(store, "timer-b", 0)
+    names = [f"timer-{i}" for i in range(1200)]  # more than one IN list's worth
+    found = await store.first_events(["timer-a", "timer-b", "timer-none", *names])
+    assert sorted(found) == ["timer-a", "timer-b"]
+    assert found["timer-a"].stream_version == 1 and found["timer-a"].position == 1
+
+
 async def test_concurrent_writers_get_distinct_gapless_positions(store_url: str) -> None:
     stores = [SqlEventStore(store_url) for _ in range(4)]
     try:

@@ -5,6 +5,11 @@ order) -> decide -> append (guarded by stream versions; a conflict means another
 replica decided first: re-read and decide again) -> fold what was appended.
 timers: sleep until the decider's next deadline, then append an explicit timer event.
 relay: publish, in order, what this producer committed past its tracking position.
+
+A store that cannot be reached (a database restart, a dropped connection) stops no
+routine: the loop says it is degraded (``/healthz``), waits with a growing backoff, and
+goes on from the position it had folded once the store answers again. Nothing is lost:
+a decision whose append failed is made again from the same state.
 """
 
 from __future__ import annotations
@@ -12,6 +17,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import time
+from collections.abc import Awaitable
 from typing import Any
 
 import structlog
@@ -23,9 +29,10 @@ from muster.core.runner import DeciderRunner
 from muster.runtime.metrics import ServiceMetrics
 from muster.runtime.relay import relay_step
 from muster.runtime.settings import Settings
-from muster.store import ConcurrencyConflict, SqlEventStore, Tracking
+from muster.store import ConcurrencyConflict, SqlEventStore, Tracking, unavailable
 
 READ_BATCH = 5000
+BACKOFF_FIRST, BACKOFF_MAX = 0.2, 5.0  # seconds between tries while the store is away
 
 
 class DeciderLoop:
@@ -54,11 +61,18 @@ class DeciderLoop:
         self.last_step_at = 0.0
         self.published_up_to = 0
         self.rounds_beaten = 0  # heartbeat rounds sent (node-agent)
+        self.degraded: str | None = None  # why the store cannot be used now, while it cannot
+        self._backoff = BACKOFF_FIRST
 
     # -- start ------------------------------------------------------------------
 
     async def restore(self) -> None:
-        """Latest snapshot (if its format is current) plus the store's tail."""
+        """Latest snapshot (if its format is current) plus the store's tail; waits for a
+        store that cannot be reached yet."""
+        while not await self.riding_out(self._restore()):
+            pass
+
+    async def _restore(self) -> None:
         snap = await self.store.load_snapshot(self.name)
         if snap is not None and snap[1] == self.runner.decider.snapshot_format:
             try:
@@ -150,7 +164,29 @@ class DeciderLoop:
                 async with asyncio.timeout(self.settings.poll_seconds):
                     await self._wake.wait()
             self._wake.clear()
-            await self.step()
+            if not await self.riding_out(self.step()):
+                self._wake.set()  # try again at once after the backoff
+
+    async def riding_out(self, work: Awaitable[None]) -> bool:
+        """Run ``work``; if the store cannot be reached, say so, wait out a backoff and
+        return False (the caller tries again). Other errors propagate."""
+        try:
+            await work
+        except Exception as exc:
+            if not unavailable(exc):
+                raise
+            if self.degraded is None:
+                self.log.warning("store unavailable; retrying", error=_brief(exc))
+            self.degraded = f"store unavailable: {_brief(exc)}"
+            self.metrics.store_unavailable.labels(self.name).inc()
+            await asyncio.sleep(self._backoff)
+            self._backoff = min(BACKOFF_MAX, self._backoff * 2)
+            return False
+        if self.degraded is not None:
+            self.log.info("store back", position=self.runner.position)
+            self.degraded = None
+        self._backoff = BACKOFF_FIRST
+        return True
 
     async def listen(self, doorbell: Doorbell) -> None:
         async for position in doorbell.rings():
@@ -170,7 +206,7 @@ class DeciderLoop:
                         await self._deadline_changed.wait()
                 continue
             assert deadline is not None
-            await self._fire(deadline)
+            await self.riding_out(self._fire(deadline))
 
     async def _fire(self, deadline: float) -> None:
         new = self.runner.timer_event(deadline)
@@ -212,3 +248,8 @@ class DeciderLoop:
             await self.store.save_snapshot(
                 self.name, self.runner.position, self.runner.decider.snapshot_format, data
             )
+
+
+def _brief(exc: BaseException) -> str:
+    text = str(exc).strip()
+    return (text.splitlines()[0] if text else type(exc).__name__)[:200]

@@ -28,6 +28,12 @@ class ServiceMetrics:
             ["service"],
             registry=r,
         )
+        self.store_unavailable = Counter(
+            "muster_store_unavailable_total",
+            "Store calls that failed because the database could not be reached (then retried)",
+            ["service"],
+            registry=r,
+        )
         self.published = Counter(
             "muster_relay_published_total", "Events published to Kafka", ["service"], registry=r
         )

@@ -53,15 +53,17 @@ async def run(
     collectors: Sequence[Callable[[DeciderLoop], Collector]] = (),
 ) -> None:
     log = structlog.get_logger(service)
-    if settings.migrate:
-        await upgrade_async(settings.store_url)
     store = SqlEventStore(settings.store_url)
     metrics = ServiceMetrics()
     loop = DeciderLoop(decider, store, settings, metrics, decides=decides)
+    if settings.migrate:  # a store not up yet is waited for, like one that goes away later
+        while not await loop.riding_out(upgrade_async(settings.store_url)):
+            pass
     for make in collectors:
         metrics.registry.register(make(loop))
     await loop.restore()
-    await loop.step()
+    while not await loop.riding_out(loop.step()):
+        pass
     app = http_app(loop, metrics, on_step)
     extra = (routes(app, loop) or []) if routes is not None else []
     web_runner = web.AppRunner(app, access_log=None)
@@ -140,12 +142,14 @@ def http_app(
     app = web.Application(client_max_size=loop.settings.max_body_bytes)
 
     async def healthz(_: web.Request) -> web.Response:
-        # Alive: the follow loop stepped within a few poll intervals.
+        # Alive: the follow loop stepped within a few poll intervals, and the store answers
+        # (while it does not, the service waits for it: degraded, 503, not down).
         age = time.time() - loop.last_step_at
-        ok = age < 10 * loop.settings.poll_seconds + 30
-        return web.json_response(
-            {"ok": ok, "position": loop.runner.position}, status=200 if ok else 503
-        )
+        ok = age < 10 * loop.settings.poll_seconds + 30 and loop.degraded is None
+        body: dict[str, Any] = {"ok": ok, "position": loop.runner.position}
+        if loop.degraded is not None:
+            body["degraded"] = loop.degraded
+        return web.json_response(body, status=200 if ok else 503)
 
     async def metrics_view(_: web.Request) -> web.Response:
         if on_step is not None:

@@ -1,6 +1,8 @@
 """The embedded stack: a Tansu broker, a SQLite store and the four services as processes.
 
 Used by ``muster demo`` and by the end-to-end tests, which kill and restart parts of it.
+A service that exits on its own (a crash, a kill from outside) is started again, as a
+process supervisor (systemd, Kubernetes) would; ``kill_service`` stops one for good.
 """
 
 from __future__ import annotations
@@ -8,12 +10,16 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
+import threading
 import time
 import urllib.request
 from pathlib import Path
 
 from muster.bus.broker import EmbeddedBroker, free_port
 from muster.store.migrate import upgrade
+
+SUPERVISE_SECONDS = 0.5  # how often exited services are looked for
+MAX_RESTARTS = 20  # a service restarted more often is crash-looping: wait_healthy says so
 
 SERVICES = {
     "intake": "services.intake",
@@ -51,6 +57,10 @@ class Stack:
         self.processes: dict[str, subprocess.Popen[bytes]] = {}
         self.poll_seconds = poll_seconds
         self.extra_env = extra_env or {}
+        self.restarts: dict[str, int] = {}  # service -> times started again after it exited
+        self._lock = threading.Lock()
+        self._stopping = threading.Event()
+        self._supervisor: threading.Thread | None = None
 
     def url(self, service: str = "intake") -> str:
         return f"http://127.0.0.1:{self.ports[service]}"
@@ -85,9 +95,16 @@ class Stack:
         upgrade(self.store_url)
         for name in self.services:
             self.start_service(name)
+        self._stopping.clear()
+        self._supervisor = threading.Thread(target=self._supervise, daemon=True)
+        self._supervisor.start()
         self.wait_healthy()
 
     def start_service(self, name: str) -> None:
+        with self._lock:
+            self._spawn(name)
+
+    def _spawn(self, name: str) -> None:
         log = open(self.data_dir / f"{name}.log", "ab")  # noqa: SIM115 - owned by the child
         self.processes[name] = subprocess.Popen(
             [sys.executable, "-m", self.services[name]],
@@ -98,19 +115,29 @@ class Stack:
         )
 
     def kill_service(self, name: str) -> None:
-        proc = self.processes.pop(name)
+        """SIGKILL a service and leave it down (until ``start_service``)."""
+        with self._lock:
+            proc = self.processes.pop(name)
         proc.kill()
         proc.wait()
+
+    def _supervise(self) -> None:
+        while not self._stopping.wait(SUPERVISE_SECONDS):
+            with self._lock:
+                for name, proc in list(self.processes.items()):
+                    if proc.poll() is not None and not self._stopping.is_set():
+                        self.restarts[name] = self.restarts.get(name, 0) + 1
+                        self._spawn(name)
 
     def wait_healthy(self, names: list[str] | None = None, timeout: float = 120.0) -> None:
         deadline = time.monotonic() + timeout
         for name in names or list(self.services):
             while True:
                 proc = self.processes[name]
-                if proc.poll() is not None:
+                if proc.poll() is not None and self.restarts.get(name, 0) >= MAX_RESTARTS:
                     raise RuntimeError(
-                        f"{name} exited with {proc.returncode}; see "
-                        f"{self.data_dir / (name + '.log')}"
+                        f"{name} keeps exiting (last with {proc.returncode}, restarted "
+                        f"{self.restarts[name]} times); see {self.data_dir / (name + '.log')}"
                     )
                 try:
                     with urllib.request.urlopen(f"{self.url(name)}/healthz", timeout=1) as r:
@@ -123,6 +150,10 @@ class Stack:
                 time.sleep(0.1)
 
     def stop(self) -> None:
+        self._stopping.set()
+        if self._supervisor is not None:
+            self._supervisor.join()
+            self._supervisor = None
         for proc in self.processes.values():
             proc.terminate()
         for proc in self.processes.values():

@@ -1,6 +1,13 @@
 """The append-only SQL event store (SQLite embedded, PostgreSQL in production)."""
 
-from muster.store.errors import ConcurrencyConflict, StoreError
+from muster.store.errors import ConcurrencyConflict, StoreError, unavailable
 from muster.store.sql import SqlEventStore, StreamAppend, Tracking
 
-__all__ = ["ConcurrencyConflict", "SqlEventStore", "StoreError", "StreamAppend", "Tracking"]
+__all__ = [
+    "ConcurrencyConflict",
+    "SqlEventStore",
+    "StoreError",
+    "StreamAppend",
+    "Tracking",
+    "unavailable",
+]

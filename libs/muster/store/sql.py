@@ -21,6 +21,7 @@ import uuid
 from collections.abc import Callable, Iterable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
+from functools import partial
 from typing import Any, TypeVar
 
 import orjson
@@ -155,6 +156,18 @@ class SqlEventStore:
             .order_by(events.c.stream_version)
         )
         return await self._read(lambda conn: _envelopes(conn, query))
+
+    async def first_events(self, stream_ids: Iterable[str]) -> dict[str, Envelope]:
+        """The first event of each of these streams that has one (what created it)."""
+        wanted = sorted(set(stream_ids))
+        found: dict[str, Envelope] = {}
+        for start in range(0, len(wanted), 500):  # bounded IN lists
+            query = select(events).where(
+                events.c.stream_id.in_(wanted[start : start + 500]), events.c.stream_version == 1
+            )
+            for env in await self._read(partial(_envelopes, query=query)):
+                found[env.stream_id] = env
+        return found
 
     async def read_all(
         self,

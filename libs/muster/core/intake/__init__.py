@@ -1,0 +1,1 @@
+"""Intake's decisions, pure: what a submission, a batch or an apply appends, or why not."""
