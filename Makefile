@@ -5,7 +5,7 @@ BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
 DATA   ?= .muster
 
-.PHONY: setup demo test fuzz unit lint bench bench-full migrate clean
+.PHONY: setup demo test fuzz chaos unit lint bench bench-full migrate clean
 
 GEN    := libs/muster/api/v1/muster_pb2.py
 PYC    := $(VENV)/.compiled
@@ -43,6 +43,11 @@ test: setup
 # Property tests with fresh random examples each run (`make test` draws the same ones).
 fuzz: setup
 	MUSTER_HYPOTHESIS_PROFILE=fuzz $(BIN)/python -m pytest -q -p no:cacheprovider tests/property $(PYTEST_ARGS)
+
+# The stack under faults (every service SIGKILLed, the broker killed, PostgreSQL cut when
+# MUSTER_TEST_POSTGRES_URL is set), checked by an independent checker (tests/chaos).
+chaos: setup
+	$(BIN)/python -m tests.chaos.run $(CHAOS_ARGS)
 
 unit: setup
 	$(BIN)/python -m pytest -q tests/unit

@@ -3,19 +3,16 @@
 from __future__ import annotations
 
 import os
-import uuid
 from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
 
 import pytest
 from hypothesis import Phase, settings
-from sqlalchemy.engine import make_url
 
 from muster.bus.broker import EmbeddedBroker
 from muster.store import SqlEventStore
 from muster.store.migrate import upgrade_async
-
-POSTGRES_URL = os.environ.get("MUSTER_TEST_POSTGRES_URL")
+from tests.postgres import POSTGRES_URL, drop_postgres, fresh_postgres
 
 # Property tests draw the same examples on every run (derandomized from each test's name),
 # so `make test` and CI fail on a change, not on a lucky draw; `make fuzz` explores new
@@ -32,33 +29,6 @@ def broker() -> Iterator[EmbeddedBroker]:
         yield b
 
 
-async def _fresh_postgres() -> tuple[str, str]:
-    """A throwaway database on the test server, so tests never see each other's events."""
-    import asyncpg
-
-    assert POSTGRES_URL is not None
-    base = make_url(POSTGRES_URL)
-    name = f"muster_t_{uuid.uuid4().hex[:10]}"
-    conn = await asyncpg.connect(base.set(drivername="postgresql").render_as_string(False))
-    try:
-        await conn.execute(f'CREATE DATABASE "{name}"')
-    finally:
-        await conn.close()
-    return base.set(database=name).render_as_string(False), name
-
-
-async def _drop_postgres(name: str) -> None:
-    import asyncpg
-
-    assert POSTGRES_URL is not None
-    base = make_url(POSTGRES_URL).set(drivername="postgresql")
-    conn = await asyncpg.connect(base.render_as_string(False))
-    try:
-        await conn.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
-    finally:
-        await conn.close()
-
-
 @pytest.fixture(params=["sqlite", pytest.param("postgres", marks=pytest.mark.postgres)])
 async def store_url(request: pytest.FixtureRequest, tmp_path: Path) -> AsyncIterator[str]:
     """A migrated, empty store: a SQLite file, and a fresh PostgreSQL database when available."""
@@ -69,12 +39,12 @@ async def store_url(request: pytest.FixtureRequest, tmp_path: Path) -> AsyncIter
         return
     if not POSTGRES_URL:
         pytest.skip("PostgreSQL not configured (MUSTER_TEST_POSTGRES_URL); CI always sets it")
-    url, name = await _fresh_postgres()
+    url, name = await fresh_postgres()
     await upgrade_async(url)
     try:
         yield url
     finally:
-        await _drop_postgres(name)
+        await drop_postgres(name)
 
 
 @pytest.fixture

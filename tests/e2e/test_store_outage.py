@@ -23,7 +23,6 @@ from muster.core.events import workload as wev
 from muster.core.verify import verify_decisions
 from muster.runtime import admin
 from muster.runtime.stack import Stack
-from tests.conftest import POSTGRES_URL, _drop_postgres, _fresh_postgres
 from tests.e2e.tcp_proxy import TcpProxy
 from tests.e2e.test_stack import (
     CLUSTER,
@@ -34,6 +33,7 @@ from tests.e2e.test_stack import (
     body,
     quota_violations,
 )
+from tests.postgres import POSTGRES_URL, drop_postgres, fresh_postgres
 
 pytestmark = [pytest.mark.e2e, pytest.mark.postgres]
 
@@ -65,7 +65,7 @@ def _until(what: str, check: Any, timeout: float = 60.0) -> Any:
 
 @pytest.mark.skipif(POSTGRES_URL is None, reason="needs MUSTER_TEST_POSTGRES_URL")
 def test_a_database_outage_is_ridden_out(tmp_path: Path) -> None:
-    url, name = asyncio.run(_fresh_postgres())
+    url, name = asyncio.run(fresh_postgres())
     real = make_url(url)
     try:
         with TcpProxy(real.host or "127.0.0.1", real.port or 5432) as proxy:
@@ -106,4 +106,4 @@ def test_a_database_outage_is_ridden_out(tmp_path: Path) -> None:
             checked, mismatches = verify_decisions(log, decider)
             assert checked > 0 and mismatches == [], decider.name
     finally:
-        asyncio.run(_drop_postgres(name))
+        asyncio.run(drop_postgres(name))

@@ -1,0 +1,109 @@
+"""The chaos suite, bounded for `make test`: the checker's mutation self-test (it must
+catch each injected fault in a real run's log), and a short run with every service and
+the broker killed (and the database cut, on PostgreSQL). `make chaos` runs the long one."""
+
+from __future__ import annotations
+
+import asyncio
+from dataclasses import replace
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tests.chaos import run as chaos
+from tests.chaos.checker import Row, check, read_rows
+from tests.postgres import POSTGRES_URL, drop_postgres, fresh_postgres
+
+pytestmark = pytest.mark.e2e
+
+SMALL = chaos.Plan(workloads=40, kills=1, broker_kills=1, db_restarts=1, rate=20.0)
+
+
+@pytest.fixture(scope="module")
+def clean_run(tmp_path_factory: pytest.TempPathFactory) -> tuple[list[Row], list[str]]:
+    """A run without faults: its log, and the workloads accepted."""
+    data = tmp_path_factory.mktemp("clean")
+    plan = replace(SMALL, workloads=12, kills=0, broker_kills=0, db_restarts=0)
+    figures = chaos.run(plan, data, quiet=True)
+    assert chaos.failures(figures) == []
+    return read_rows(f"sqlite:///{data / 'muster.db'}"), list(figures.accepted.values())
+
+
+def _mutate(rows: list[Row], kind: str) -> list[Row]:
+    """The log with one fault of ``kind`` injected."""
+    first = {r.type: r for r in reversed(rows)}
+    out = list(rows)
+    last = rows[-1].position
+
+    def extra(r: Row, payload: dict[str, Any] | None = None) -> Row:
+        return Row(last + 1, r.type, payload or r.payload)
+
+    match kind:
+        case "lost":
+            out = [
+                r
+                for r in rows
+                if not (
+                    r.type == "workload.submitted"
+                    and r.payload["workload_id"]
+                    == first["workload.submitted"].payload["workload_id"]
+                )
+            ]
+        case "duplicated":
+            out.append(extra(first["workload.submitted"]))
+        case "double admission":  # reserved again before the first is released
+            reserved = first["admission.quota_reserved"]
+            out.insert(rows.index(reserved) + 1, replace(reserved, position=reserved.position))
+        case "quota violation":
+            r = first["admission.quota_reserved"]
+            big = {**r.payload, "usage": {"gpu": {"nvidia.com/gpu": chaos.ROOM + 1}}}
+            out.insert(rows.index(r), replace(r, payload=big))
+            out.remove(r)
+        case "unfinished":
+            wid = first["admission.finished"].payload["workload_id"]
+            out = [
+                r
+                for r in rows
+                if not (r.type == "admission.finished" and r.payload["workload_id"] == wid)
+            ]
+        case "node left":
+            node = first["node.removed"].payload["node"]
+            out = [r for r in rows if not (r.type == "node.removed" and r.payload["node"] == node)]
+    return out
+
+
+@pytest.mark.parametrize(
+    ("kind", "found"),
+    [
+        ("lost", "lost"),
+        ("duplicated", "duplicated"),
+        ("double admission", "double admissions"),
+        ("quota violation", "quota violations"),
+        ("unfinished", "unfinished"),
+        ("node left", "nodes left"),
+    ],
+)
+def test_the_checker_catches_each_injected_fault(
+    clean_run: tuple[list[Row], list[str]], kind: str, found: str
+) -> None:
+    rows, accepted = clean_run
+    assert check(rows, accepted).problems() == {}
+    problems = check(_mutate(rows, kind), accepted).problems()
+    assert found in problems, problems
+
+
+def test_a_short_chaos_run_keeps_every_promise(tmp_path: Path) -> None:
+    if POSTGRES_URL:
+        url, name = asyncio.run(fresh_postgres())
+        try:
+            figures = chaos.run(SMALL, tmp_path, url, quiet=True)
+        finally:
+            asyncio.run(drop_postgres(name))
+    else:
+        figures = chaos.run(SMALL, tmp_path, quiet=True)
+    assert chaos.failures(figures) == []
+    assert figures.report is not None and figures.report.stored == SMALL.workloads
+    services = {"intake", "queue", "provisioner", "node-agent"}
+    assert {s for s, n in figures.faults.items() if n} >= services | {"broker"}
+    assert all(n > 0 for n in figures.checked.values())
