@@ -34,42 +34,13 @@ from pathlib import Path
 from typing import Any
 
 from muster.cli.commands import deciders
-from muster.core.events import Envelope
-from muster.core.model import parse
 from muster.core.verify import verify_decisions
 from muster.runtime import admin
 from muster.runtime.stack import Stack
-from muster.store import SqlEventStore
 from tests.chaos.checker import Report, check, read_rows
 
-ROOM = 10  # GPUs of quota: workloads wait for each other
-CLUSTER = {
-    "name": "chaos",
-    "region": "local",
-    "zones": ["z1", "z2"],
-    "nodePools": [
-        {"name": "gpu", "machineType": "g1", "allocatable": {"nvidia.com/gpu": 1}, "maxNodes": 200}
-    ],
-    "activeRequests": 1000,
-    "resourceFlavors": [{"name": "gpu"}],
-    "clusterQueues": [
-        {
-            "name": "cq",
-            "resourceGroups": [
-                {
-                    "coveredResources": ["nvidia.com/gpu"],
-                    "flavors": [
-                        {
-                            "name": "gpu",
-                            "resources": [{"name": "nvidia.com/gpu", "nominalQuota": ROOM}],
-                        }
-                    ],
-                }
-            ],
-        }
-    ],
-    "localQueues": [{"namespace": "team", "name": "lq", "clusterQueue": "cq"}],
-}
+# The end-to-end cluster: one queue of 10 GPUs (ROOM), so workloads wait for each other.
+from tests.e2e.test_stack import CLUSTER, _log, body
 
 
 @dataclass(frozen=True)
@@ -97,16 +68,6 @@ class Figures:
     checked: dict[str, int] = field(default_factory=dict)
 
 
-def body(i: int) -> dict[str, Any]:
-    return {
-        "name": f"job-{i}",
-        "namespace": "team",
-        "queueName": "lq",
-        "podSets": [{"count": 1, "requests": {"nvidia.com/gpu": 1}}],
-        "runtime": {"durationSeconds": 0.2 + (i % 4) * 0.1},
-    }
-
-
 def run(plan: Plan, data_dir: Path, postgres: str | None = None, *, quiet: bool = False) -> Figures:
     say: Callable[[str], None] = (lambda _: None) if quiet else (lambda m: print(m, flush=True))
     figures = Figures()
@@ -119,9 +80,7 @@ def run(plan: Plan, data_dir: Path, postgres: str | None = None, *, quiet: bool 
         stack = stack_of.enter_context(
             Stack(data_dir, store_url=store_url, poll_seconds=0.3, extra_env=env)
         )
-        asyncio.run(
-            admin.configure(stack.store_url, parse.cluster(CLUSTER), stack.broker.bootstrap)
-        )
+        asyncio.run(admin.configure(stack.store_url, CLUSTER, stack.broker.bootstrap))
         say(f"stack up ({stack.store_url.split('@')[-1]}); {plan.workloads} workloads")
         started = time.monotonic()
         done = threading.Event()
@@ -249,14 +208,6 @@ def _quiesce(store_url: str, figures: Figures, timeout: float) -> Report:
         if (not report.unfinished and not report.nodes_left) or time.monotonic() > deadline:
             return report
         time.sleep(0.5)
-
-
-async def _log(url: str) -> list[Envelope]:
-    store = SqlEventStore(url)
-    try:
-        return await store.read_all(0)
-    finally:
-        await store.close()
 
 
 def print_figures(plan: Plan, f: Figures) -> None:

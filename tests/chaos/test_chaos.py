@@ -13,6 +13,7 @@ import pytest
 
 from tests.chaos import run as chaos
 from tests.chaos.checker import Row, check, read_rows
+from tests.e2e.test_stack import ROOM
 from tests.postgres import POSTGRES_URL, drop_postgres, fresh_postgres
 
 pytestmark = pytest.mark.e2e
@@ -57,7 +58,7 @@ def _mutate(rows: list[Row], kind: str) -> list[Row]:
             out.insert(rows.index(reserved) + 1, replace(reserved, position=reserved.position))
         case "quota violation":
             r = first["admission.quota_reserved"]
-            big = {**r.payload, "usage": {"gpu": {"nvidia.com/gpu": chaos.ROOM + 1}}}
+            big = {**r.payload, "usage": {"gpu": {"nvidia.com/gpu": ROOM + 1}}}
             out.insert(rows.index(r), replace(r, payload=big))
             out.remove(r)
         case "unfinished":
