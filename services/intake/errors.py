@@ -16,6 +16,7 @@ from muster.core.intake.refusal import Refusal
 
 # The HTTP status of each refusal code the core decides (gRPC maps the status on).
 STATUS = {
+    "MalformedYAML": 400,
     "InvalidField": 422,
     "UnknownQueue": 422,
     "UnknownFlavor": 422,

@@ -10,7 +10,6 @@ same stream and optimistic concurrency turns it into "return the original".
 
 from __future__ import annotations
 
-import asyncio
 import time
 import uuid
 from collections.abc import AsyncIterator, Callable, Iterable, Mapping
@@ -28,7 +27,6 @@ from muster.core.events.workload import WorkloadSubmitted
 from muster.core.intake import submissions
 from muster.core.intake.refusal import Refusal
 from muster.core.model import kinds, manifests, parse
-from muster.core.model.documents import DocumentError, load_documents
 from muster.core.model.fields import InvalidInput
 from muster.core.model.workload import ProvisioningRequestSpec, WorkloadSpec
 from muster.core.queueing import visibility
@@ -40,6 +38,7 @@ from muster.runtime.settings import Settings
 from muster.store import ConcurrencyConflict
 from services.intake.batcher import GroupCommitter
 from services.intake.errors import ApiError
+from services.intake.readers import ManifestReaders
 
 T = TypeVar("T")
 MAX_LIST = 1000
@@ -79,9 +78,11 @@ class Intake:
         self.limiter = Limiter()
         self.committer = GroupCommitter(loop.store, producer=inputs.INTAKE)
         self.visibility = _Visibility()
+        self.readers = ManifestReaders()
 
     async def close(self) -> None:
         await self.committer.close()
+        self.readers.close()
 
     @property
     def state(self) -> WorkloadsState:
@@ -486,8 +487,7 @@ class Intake:
         """``kubectl apply`` for muster: queue objects (admin), workloads and standalone
         ProvisioningRequests (the tenant's namespaces). Everything is checked first —
         syntax, fields, access, queues, conflicts, rate — so a refusal appends nothing."""
-        # Parsed in a worker thread: the event loop serves other tenants meanwhile.
-        m, requests = _read_manifests(await asyncio.to_thread(_load_manifests, text))
+        m, requests = _decided(await self.readers.read(text))
         if m.queue_object_count:
             self.require(who, Action.ADMIN)
         for wl in m.workloads:
@@ -659,27 +659,6 @@ def _row(kind: str, name: str, result: str, wid: str | None = None) -> dict[str,
     if wid is not None:
         row["id"] = wid
     return row
-
-
-def _load_manifests(text: str | bytes) -> list[Any]:
-    try:
-        return [d for d in load_documents(text) if d is not None]
-    except DocumentError as exc:
-        raise ApiError(400, "MalformedYAML", str(exc)) from None
-
-
-def _read_manifests(docs: list[Any]) -> tuple[manifests.Manifests, list[Any]]:
-    if len(docs) == 1 and isinstance(docs[0], dict) and isinstance(docs[0].get("items"), list):
-        docs = docs[0]["items"]  # a kubectl List
-    if not docs:
-        raise ApiError(422, "InvalidField", "no manifests given")
-    if not manifests.is_manifests(docs):
-        raise ApiError(422, "InvalidField", "not Kubernetes manifests: no document has a kind")
-    try:
-        m = manifests.read(docs)
-        return m, m.provisioning_requests()
-    except InvalidInput as exc:
-        raise invalid(exc) from None
 
 
 def event_json(env: Envelope) -> dict[str, Any]:

@@ -201,3 +201,36 @@ async def test_hostile_manifests_are_refused_with_a_4xx_and_leave_nothing(api_: 
         assert message in body["error"]["message"]
         assert "\n" not in body["error"]["message"]
     assert await api_.head() == before
+
+
+@pytest.fixture
+async def roomy(sqlite_store: SqlEventStore, tmp_path: Path) -> AsyncIterator[Api]:
+    """An intake taking bodies of up to 1 MiB (the service's default)."""
+    async for a in serve(sqlite_store, tmp_path, max_body_bytes=1_048_576):
+        yield a
+
+
+async def test_a_large_apply_is_read_in_a_worker_process_and_refused_the_same(
+    roomy: Api,
+) -> None:
+    """Bodies over INLINE_BYTES are read in a worker process: its refusals come back
+    intact (a 4xx naming the problem) and leave nothing."""
+    from services.intake.readers import INLINE_BYTES
+
+    pod = (
+        "apiVersion: v1\nkind: Pod\nmetadata: {{name: p{i}, namespace: team-a, labels: "
+        "{{kueue.x-k8s.io/queue-name: nope}}}}\nspec: {{containers: [{{name: c, image: x, "
+        'resources: {{requests: {{cpu: "1"}}}}}}]}}\n'
+    )
+    many = "---\n".join(pod.format(i=i) for i in range(600))
+    assert len(many) > INLINE_BYTES
+    before = await roomy.head()
+    for text, status, code, says in [
+        (many, 422, "UnknownQueue", "LocalQueue 'nope' does not exist"),
+        (many + "---\na: " + "[" * 100 + "]" * 100, 400, "MalformedYAML", "nested too deeply"),
+    ]:
+        resp = await roomy.http.post("/v1/apply", data=text, headers=bearer("team-a"))
+        assert resp.status == status
+        error = (await resp.json())["error"]
+        assert error["code"] == code and says in error["message"]
+    assert await roomy.head() == before
