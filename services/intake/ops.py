@@ -421,6 +421,48 @@ class Intake:
         await self.loop.step()
         return self._request_json(spec.key), created
 
+    async def _append_apply(
+        self,
+        config: list[NewEvent],
+        subs: list[submissions.Item],
+        requests: list[ProvisioningRequestSpec],
+    ) -> tuple[set[str], list[bool], list[bool]]:
+        """Configuration that changed, new workloads and new requests, in one transaction
+        (a conflict: read again and plan again). (config streams changed, workload
+        created?, request created?)"""
+        now = time.time()
+        made = [inputs.provisioning_request(req, now) for req in requests]
+        while True:
+            store = self.loop.store
+            batch = await admin.config_changes(store, config)
+            firsts = await store.first_events(
+                [wev.stream(i.workload_id) for i in subs] + [n.stream_id for n in made]
+            )
+            known = {
+                env.correlation_id or "": getattr(env.event, "request_digest", "")
+                for env in firsts.values()
+                if isinstance(env.event, WorkloadSubmitted)
+            }
+            plan = _decided(submissions.plan(subs, known, now))
+            fresh = []
+            for req, new in zip(requests, made, strict=True):
+                first = firsts.get(new.stream_id)
+                if first is not None and getattr(first.event, "spec", None) != req:
+                    raise _request_exists(req.key)
+                fresh.append(first is None)
+            batch += [StreamAppend(n.stream_id, 0, [n]) for n in plan.append]
+            batch += [
+                StreamAppend(n.stream_id, 0, [n]) for n, f in zip(made, fresh, strict=True) if f
+            ]
+            if not batch:
+                return set(), plan.created, fresh
+            try:
+                await store.append(batch, producer=inputs.INTAKE, recorded_at=time.time())
+            except ConcurrencyConflict:
+                continue
+            self.loop.appended()
+            return {b.stream_id for b in batch}, plan.created, fresh
+
     async def _create(self, spec: ProvisioningRequestSpec) -> bool:
         """Append a request's creation; False when the same spec was created before."""
         new = inputs.provisioning_request(spec, time.time())
@@ -486,7 +528,8 @@ class Intake:
     async def apply(self, who: Principal, text: str | bytes) -> list[dict[str, Any]]:
         """``kubectl apply`` for muster: queue objects (admin), workloads and standalone
         ProvisioningRequests (the tenant's namespaces). Everything is checked first —
-        syntax, fields, access, queues, conflicts, rate — so a refusal appends nothing."""
+        syntax, fields, access, queues, conflicts, rate — and appended in one transaction:
+        a refusal appends nothing, an accepted apply all of it."""
         m, requests = _decided(await self.readers.read(text))
         if m.queue_object_count:
             self.require(who, Action.ADMIN)
@@ -526,24 +569,17 @@ class Intake:
                 raise _request_exists(req.key)
         self._rate(who, len(subs) + len(requests))
         rows: list[dict[str, Any]] = []
-        now = time.time()
-        config = inputs.queue_configuration(m, now)
-        changed = {
-            e.stream_id
-            for e in await admin.apply_events(self.loop.store, config, producer=inputs.INTAKE)
-        }
+        config = inputs.queue_configuration(m, time.time())
+        specs = [req for _, req, _ in requests]
+        changed, created, made = await self._append_apply(config, subs, specs)
         for new in config:
             kind, name = config_object(new.event)
             rows.append(_row(kind, name, "configured" if new.stream_id in changed else "unchanged"))
-        if changed:
-            self.loop.appended()
-        done = await self._commit(subs) if subs else []
-        for item, wl, src, sub in zip(subs, m.workloads, m.sources, done, strict=True):
-            result = "submitted" if sub.created else "unchanged"
+        for item, wl, src, first in zip(subs, m.workloads, m.sources, created, strict=True):
+            result = "submitted" if first else "unchanged"
             rows.append(_row(src.kind, f"{wl.namespace}/{wl.name}", result, item.workload_id))
-        for _, req, _ in requests:
-            created = await self._create(req)
-            rows.append(_row("ProvisioningRequest", req.key, "created" if created else "unchanged"))
+        for req, first in zip(specs, made, strict=True):
+            rows.append(_row("ProvisioningRequest", req.key, "created" if first else "unchanged"))
         for line in m.skipped:
             head, _, reason = line.partition(": ")
             kind, _, name = head.partition(" ")

@@ -26,15 +26,22 @@ async def apply_events(
 ) -> list[Envelope]:
     """Append the configuration events that differ from what the store holds (idempotent):
     an event equal to the last one on its stream is left out."""
+    batch = await config_changes(store, events)
+    if not batch:
+        return []
+    return await store.append(batch, producer=producer, recorded_at=time.time())
+
+
+async def config_changes(store: SqlEventStore, events: Sequence[NewEvent]) -> list[StreamAppend]:
+    """The appends of those configuration events that differ from the last one on their
+    stream, each guarded by the version read."""
     batch = []
     for new in events:
         current = await store.read_stream(new.stream_id)
         if current and encode_payload(current[-1].event) == encode_payload(new.event):
             continue
         batch.append(StreamAppend(new.stream_id, len(current), [new]))
-    if not batch:
-        return []
-    return await store.append(batch, producer=producer, recorded_at=time.time())
+    return batch
 
 
 async def apply_cluster(
