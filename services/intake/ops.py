@@ -162,23 +162,17 @@ class Intake:
             plan = _decided(submissions.plan(items, known, time.time()))
             try:
                 await self._append_plan(plan)
+                break
             except ConcurrencyConflict:
-                firsts = await self.loop.store.first_events(
-                    wev.stream(i.workload_id) for i in items
-                )
-                known = {
-                    env.correlation_id or "": getattr(env.event, "request_digest", "")
-                    for env in firsts.values()
-                }
-                continue
-            break
+                streams = [wev.stream(i.workload_id) for i in items]
+                known = _digests(await self.loop.store.first_events(streams))
         if not all(plan.created):
             await self.loop.step()  # the originals, for the answers
         return [
             Submitted(self._fresh(new), True)
             if new is not None
             else Submitted(self._workload_json(item.workload_id), False)
-            for item, new in zip(items, _per_item(plan), strict=True)
+            for item, new in zip(items, plan.events, strict=True)
         ]
 
     @staticmethod
@@ -438,12 +432,7 @@ class Intake:
             firsts = await store.first_events(
                 [wev.stream(i.workload_id) for i in subs] + [n.stream_id for n in made]
             )
-            known = {
-                env.correlation_id or "": getattr(env.event, "request_digest", "")
-                for env in firsts.values()
-                if isinstance(env.event, WorkloadSubmitted)
-            }
-            plan = _decided(submissions.plan(subs, known, now))
+            plan = _decided(submissions.plan(subs, _digests(firsts), now))
             fresh = []
             for req, new in zip(requests, made, strict=True):
                 first = firsts.get(new.stream_id)
@@ -675,10 +664,13 @@ def _decided(got: T | Refusal) -> T:
     return got
 
 
-def _per_item(plan: submissions.Plan) -> list[NewEvent | None]:
-    """Each item's new submission, or None where it is answered with the original."""
-    new = iter(plan.append)
-    return [next(new) if created else None for created in plan.created]
+def _digests(firsts: Mapping[str, Envelope]) -> dict[str, str]:
+    """Workload id -> the request digest of its stored submission (what created it)."""
+    return {
+        env.event.workload_id: env.event.request_digest or ""
+        for env in firsts.values()
+        if isinstance(env.event, WorkloadSubmitted)
+    }
 
 
 def _request_exists(key: str) -> ApiError:

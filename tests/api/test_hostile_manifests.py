@@ -16,7 +16,7 @@ import yaml
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from tests.api.conftest import Api, bearer
+from tests.api.conftest import Api, bearer, head_from, hostile_answer_problem
 from tests.api.test_cli import SEED_FILES
 
 EXAMPLES = 150
@@ -72,8 +72,7 @@ def _run(api: Api, base_url: str, loop: asyncio.AbstractEventLoop) -> tuple[list
     problems: list[str] = []
     seen: set[int] = set()
 
-    def head() -> int:
-        return asyncio.run_coroutine_threadsafe(api.store.head(), loop).result(timeout=30)
+    head = head_from(api, loop)
 
     @settings(
         max_examples=EXAMPLES,
@@ -92,14 +91,9 @@ def _run(api: Api, base_url: str, loop: asyncio.AbstractEventLoop) -> tuple[list
             )
             seen.add(resp.status_code)
             label = f"{doc.get('kind')} as {who}: {resp.status_code}"
-            if resp.status_code >= 500:
-                problems.append(f"{label} {resp.text[:300]}\n{text[:500]}")
-            elif resp.status_code >= 400:
-                body = resp.json()
-                if not isinstance(body, dict) or set(body) != {"error"}:
-                    problems.append(f"{label}: not the error shape: {resp.text[:200]}")
-                elif head() != before:
-                    problems.append(f"{label}: a refusal appended events")
+            found = hostile_answer_problem(label, resp.status_code, resp.text, before, head)
+            if found:
+                problems.append(f"{found}\n{text[:500]}")
 
     check()
     return problems, seen

@@ -13,7 +13,7 @@ import requests
 from hypothesis import HealthCheck, given, settings
 from schemathesis import GenerationMode, openapi
 
-from tests.api.conftest import Api, bearer, workload
+from tests.api.conftest import Api, bearer, head_from, hostile_answer_problem, workload
 
 EXAMPLES = 12  # per operation and mode: bounded, so the run stays a few seconds
 STATS: dict[tuple[str, int], int] = {}  # (method, status) -> calls
@@ -26,8 +26,7 @@ def _run(
     session = requests.Session()
     problems: list[str] = []
 
-    def head() -> int:
-        return asyncio.run_coroutine_threadsafe(api.store.head(), loop).result(timeout=30)
+    head = head_from(api, loop)
 
     for result in schema.get_all_operations():
         op = result.ok()
@@ -53,14 +52,9 @@ def _run(
                         STATS.get((case.method, resp.status_code), 0) + 1
                     )
                     label = f"{case.method} {case.formatted_path} as {who}: {resp.status_code}"
-                    if resp.status_code >= 500:
-                        problems.append(f"{label} {resp.text[:300]}")
-                    elif resp.status_code >= 400:
-                        body = resp.json()
-                        if not isinstance(body, dict) or set(body) != {"error"}:
-                            problems.append(f"{label}: not the error shape: {resp.text[:200]}")
-                        elif head() != before:
-                            problems.append(f"{label}: a refusal appended events")
+                    found = hostile_answer_problem(label, resp.status_code, resp.text, before, head)
+                    if found:
+                        problems.append(found)
 
             check()
     return problems

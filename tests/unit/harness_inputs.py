@@ -5,8 +5,11 @@ from __future__ import annotations
 from collections.abc import Iterable
 from typing import Any
 
+from muster.core.decider import Decider
+from muster.core.events import Envelope, Event
 from muster.core.model import parse
-from muster.core.sim.harness import Submission
+from muster.core.sim.harness import Harness, Submission, build
+from muster.core.verify import verify_decisions
 
 
 def submissions(workloads: Iterable[tuple[float, dict[str, Any]]]) -> list[Submission]:
@@ -72,3 +75,32 @@ def gpu_job(
         "runtime": {"durationSeconds": seconds},
     }
     return (float(at), name, parse.workload(doc))
+
+
+def envelope(event: Event, position: int, at: float = 0.0, stream: str = "test-1") -> Envelope:
+    """One event as the store would hand it over, at ``position`` (a fold's input)."""
+    return Envelope(
+        position=position,
+        event_id=f"e{position}",
+        stream_id=stream,
+        stream_version=position,
+        type=event.TYPE,
+        schema_version=event.VERSION,
+        occurred_at=at,
+        recorded_at=at,
+        causation_id=None,
+        correlation_id=None,
+        producer="test",
+        event=event,
+    )
+
+
+def run_verified(cluster: dict[str, Any], jobs: Iterable[Submission]) -> Harness:
+    """The harness run to its end over ``cluster``; every decision re-derived from the log."""
+    h = build(parse.cluster(cluster), list(jobs))
+    h.run()
+    for runner in h.runners:
+        decider: Decider[Any] = runner.decider
+        _, mismatches = verify_decisions(h.log.envelopes, decider)
+        assert mismatches == [], mismatches[:1]
+    return h

@@ -20,7 +20,7 @@ from muster.core.nodes.state import beating, evolve, owns
 from muster.core.provisioning.decider import ProvisionerDecider
 from muster.core.queueing.decider import QueueDecider
 from muster.core.sim.harness import Harness, build
-from tests.unit.harness_inputs import submissions
+from tests.unit.harness_inputs import envelope, submissions
 
 GPU = "nvidia.com/gpu"
 E = TypeVar("E", bound=Event)
@@ -281,23 +281,7 @@ def test_each_replacement_is_the_next_run_even_when_the_last_never_started() -> 
         ]
     runs = []
     for i, ev in enumerate(events, 1):
-        evolve(
-            state,
-            Envelope(
-                position=i,
-                event_id=f"e{i}",
-                stream_id=nev.stream("n1"),
-                stream_version=i,
-                type=ev.TYPE,
-                schema_version=ev.VERSION,
-                occurred_at=0.0,
-                recorded_at=0.0,
-                causation_id=None,
-                correlation_id=None,
-                producer="test",
-                event=ev,
-            ),
-        )
+        evolve(state, envelope(ev, i, stream=nev.stream("n1")))
         if isinstance(ev, qev.PodReplaced):
             runs.append(state.pods[key].run)
     assert runs == [1, 2]
@@ -306,23 +290,7 @@ def test_each_replacement_is_the_next_run_even_when_the_last_never_started() -> 
 def _fold(decider: NodeAgentDecider, events: Sequence[Event]) -> Any:
     state = decider.initial()
     for i, ev in enumerate(events, 1):
-        state = decider.evolve(
-            state,
-            Envelope(
-                position=i,
-                event_id=f"e{i}",
-                stream_id="s",
-                stream_version=i,
-                type=ev.TYPE,
-                schema_version=ev.VERSION,
-                occurred_at=float(i),
-                recorded_at=float(i),
-                causation_id=None,
-                correlation_id=None,
-                producer="test",
-                event=ev,
-            ),
-        )
+        state = decider.evolve(state, envelope(ev, i, at=float(i)))
     return state
 
 

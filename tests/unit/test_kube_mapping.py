@@ -9,7 +9,7 @@ from typing import Any
 
 import pytest
 
-from muster.core.events import Envelope, Event
+from muster.core.events import Event
 from muster.core.events import provisioning as pev
 from muster.core.events import queue as qev
 from muster.core.events import workload as wev
@@ -24,6 +24,7 @@ from muster.core.model.workload import (
 from muster.core.provisioning import kube
 from muster.core.provisioning.state import ProvisionerState, correlation_id, evolve
 from muster.runtime.settings import SettingsError, load
+from tests.unit.harness_inputs import envelope
 
 GPU = "nvidia.com/gpu"
 OPTIONS = kube.KubeOptions(booking_seconds=300.0)
@@ -39,21 +40,7 @@ NODE_LABEL = kube.DEFAULT_NODE_LABEL
 def fold(state: ProvisionerState, *events: Event) -> ProvisionerState:
     for ev in events:
         n = int(state.now) + 1
-        env = Envelope(
-            position=n,
-            event_id=f"e{n}",
-            stream_id="test-1",
-            stream_version=n,
-            type=ev.TYPE,
-            schema_version=ev.VERSION,
-            occurred_at=float(n),
-            recorded_at=0.0,
-            causation_id=None,
-            correlation_id=None,
-            producer="test",
-            event=ev,
-        )
-        evolve(state, env)
+        evolve(state, envelope(ev, n, at=float(n)))
     return state
 
 

@@ -12,7 +12,7 @@ from typing import Any
 
 import pytest
 
-from muster.core.events import Envelope, Event
+from muster.core.events import Event
 from muster.core.events import node as nev
 from muster.core.events import queue as qev
 from muster.core.events import timer as tev
@@ -22,6 +22,7 @@ from muster.core.nodes import kube
 from muster.core.nodes.decider import NodeAgentDecider
 from muster.core.nodes.state import NodeAgentState, evolve, owns
 from muster.runtime.settings import SettingsError, load
+from tests.unit.harness_inputs import envelope
 from tests.unit.test_core_nodes import of, run, workload_doc
 
 W = "0123456789abcdef"
@@ -38,21 +39,7 @@ _positions = itertools.count(1)
 def fold(state: NodeAgentState, *events: Event, at: float = NOW) -> NodeAgentState:
     for ev in events:
         n = next(_positions)
-        env = Envelope(
-            position=n,
-            event_id=f"e{n}",
-            stream_id="test-1",
-            stream_version=n,
-            type=ev.TYPE,
-            schema_version=ev.VERSION,
-            occurred_at=at,
-            recorded_at=at,
-            causation_id=None,
-            correlation_id=None,
-            producer="test",
-            event=ev,
-        )
-        evolve(state, env)
+        evolve(state, envelope(ev, n, at=at))
     return state
 
 

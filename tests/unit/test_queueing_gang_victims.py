@@ -8,10 +8,8 @@ from typing import Any
 
 from muster.core.events import node as nev
 from muster.core.events import queue as qev
-from muster.core.model import parse
-from muster.core.sim.harness import Harness, Submission, build
-from muster.core.verify import verify_decisions
-from tests.unit.harness_inputs import gpu_job, gpu_node_cluster
+from muster.core.sim.harness import Harness, Submission
+from tests.unit.harness_inputs import gpu_job, gpu_node_cluster, run_verified
 
 
 def _job(
@@ -29,12 +27,7 @@ def _run(*jobs: Submission) -> Harness:
         nominal=4,
         preemption={"withinClusterQueue": "LowerPriority"},
     )
-    h = build(parse.cluster(cluster), list(jobs))
-    h.run()
-    for runner in h.runners:
-        _, mismatches = verify_decisions(h.log.envelopes, runner.decider)
-        assert mismatches == [], mismatches[:1]
-    return h
+    return run_verified(cluster, jobs)
 
 
 def _events(h: Harness, kind: type) -> list[Any]:

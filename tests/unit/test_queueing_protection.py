@@ -11,9 +11,8 @@ import pytest
 from muster.core.events import queue as qev
 from muster.core.model import parse
 from muster.core.model.fields import InvalidInput
-from muster.core.sim.harness import Harness, Submission, build
-from muster.core.verify import verify_decisions
-from tests.unit.harness_inputs import gpu_job, gpu_node_cluster
+from muster.core.sim.harness import Harness, Submission
+from tests.unit.harness_inputs import gpu_job, gpu_node_cluster, run_verified
 
 
 def _run(*jobs: Submission, protect: object = None) -> Harness:
@@ -21,12 +20,7 @@ def _run(*jobs: Submission, protect: object = None) -> Harness:
     if protect is not None:
         preemption["minAdmitDuration"] = protect
     cluster = gpu_node_cluster("protect", nodes=1, gpus=4, nominal=4, preemption=preemption)
-    h = build(parse.cluster(cluster), list(jobs))
-    h.run()
-    for runner in h.runners:
-        _, mismatches = verify_decisions(h.log.envelopes, runner.decider)
-        assert mismatches == [], mismatches[:1]
-    return h
+    return run_verified(cluster, jobs)
 
 
 def _timed(h: Harness, kind: type) -> list[tuple[Any, float]]:

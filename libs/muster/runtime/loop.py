@@ -17,7 +17,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import time
-from collections.abc import Awaitable
+from collections.abc import Awaitable, Callable
 from typing import Any
 
 import structlog
@@ -69,8 +69,7 @@ class DeciderLoop:
     async def restore(self) -> None:
         """Latest snapshot (if its format is current) plus the store's tail; waits for a
         store that cannot be reached yet."""
-        while not await self.riding_out(self._restore()):
-            pass
+        await self.until_done(self._restore)
 
     async def _restore(self) -> None:
         snap = await self.store.load_snapshot(self.name)
@@ -166,6 +165,11 @@ class DeciderLoop:
             self._wake.clear()
             if not await self.riding_out(self.step()):
                 self._wake.set()  # try again at once after the backoff
+
+    async def until_done(self, work: Callable[[], Awaitable[None]]) -> None:
+        """Run ``work`` again until the store lets it through (start-up's steps)."""
+        while not await self.riding_out(work()):
+            pass
 
     async def riding_out(self, work: Awaitable[None]) -> bool:
         """Run ``work``; if the store cannot be reached, say so, wait out a backoff and

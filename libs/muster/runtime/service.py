@@ -57,13 +57,11 @@ async def run(
     metrics = ServiceMetrics()
     loop = DeciderLoop(decider, store, settings, metrics, decides=decides)
     if settings.migrate:  # a store not up yet is waited for, like one that goes away later
-        while not await loop.riding_out(upgrade_async(settings.store_url)):
-            pass
+        await loop.until_done(lambda: upgrade_async(settings.store_url))
     for make in collectors:
         metrics.registry.register(make(loop))
     await loop.restore()
-    while not await loop.riding_out(loop.step()):
-        pass
+    await loop.until_done(loop.step)
     app = http_app(loop, metrics, on_step)
     extra = (routes(app, loop) or []) if routes is not None else []
     web_runner = web.AppRunner(app, access_log=None)

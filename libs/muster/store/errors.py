@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+from asyncpg import exceptions as pg
+from sqlalchemy import exc as sa
+
 
 class StoreError(Exception):
     retriable = False
@@ -19,42 +22,31 @@ class ConcurrencyConflict(StoreError):
         self.actual = actual
 
 
+# Errors that say the database cannot be reached right now (not that a request is wrong).
+_AWAY = (
+    OSError,  # refused, reset
+    sa.OperationalError,
+    sa.InterfaceError,
+    sa.DisconnectionError,
+    sa.TimeoutError,  # the pool waited for a connection in vain
+    pg.PostgresConnectionError,  # class 08: connection exceptions
+    pg.CannotConnectNowError,  # the server is starting up
+    pg.OperatorInterventionError,  # class 57: admin shutdown, crash shutdown
+    pg.InterfaceError,  # the connection is closed
+)
+
+
 def unavailable(exc: BaseException) -> bool:
     """Whether ``exc`` (or what caused it) says the database cannot be reached right now:
     refused or dropped connections, a server shutting down or starting up, a pool that
     timed out. The caller waits and tries again; anything else is a bug to surface."""
-    from sqlalchemy import exc as sa
-
     seen: BaseException | None = exc
     for _ in range(8):  # the chain of causes is short; a cycle must not hang us
         if seen is None:
             return False
-        if isinstance(
-            seen,
-            OSError
-            | sa.OperationalError
-            | sa.InterfaceError
-            | sa.DisconnectionError
-            | sa.TimeoutError,
-        ):
+        if isinstance(seen, _AWAY):
             return True
         if isinstance(seen, sa.DBAPIError) and seen.connection_invalidated:
             return True
-        if _asyncpg_unavailable(seen):
-            return True
         seen = seen.__cause__ or seen.__context__
     return False
-
-
-def _asyncpg_unavailable(exc: BaseException) -> bool:
-    try:
-        from asyncpg import exceptions as pg
-    except ImportError:  # SQLite only
-        return False
-    return isinstance(
-        exc,
-        pg.PostgresConnectionError  # class 08: connection exceptions
-        | pg.CannotConnectNowError  # the server is starting up
-        | pg.OperatorInterventionError  # class 57: admin shutdown, crash shutdown
-        | pg.InterfaceError,  # the connection is closed
-    )

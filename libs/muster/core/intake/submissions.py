@@ -37,8 +37,17 @@ class Item:
 
 @dataclass(frozen=True, slots=True)
 class Plan:
-    append: list[NewEvent]  # the new submissions, one per new workload
-    created: list[bool]  # per item: appended now (True) or answered with the original
+    """Per item, its new submission, or None where the original answers it."""
+
+    events: list[NewEvent | None]
+
+    @property
+    def append(self) -> list[NewEvent]:
+        return [e for e in self.events if e is not None]
+
+    @property
+    def created(self) -> list[bool]:
+        return [e is not None for e in self.events]
 
 
 def read(
@@ -101,21 +110,19 @@ def plan(items: Sequence[Item], known: Mapping[str, str], now: float) -> Plan | 
     their ids (``known``: workload id -> digest). Items of one id in the batch must carry
     one body; the second is answered like a retry of the first."""
     appended: dict[str, str] = {}  # workload id -> digest, appended by this plan
-    events: list[NewEvent] = []
-    created: list[bool] = []
+    events: list[NewEvent | None] = []
     for item in items:
         digest = inputs.digest(item.spec)
         seen = known.get(item.workload_id, appended.get(item.workload_id))
         if seen is None:
             appended[item.workload_id] = digest
             events.append(inputs.submission(item.workload_id, item.spec, now, item.key))
-            created.append(True)
         elif seen == digest:
-            created.append(False)
+            events.append(None)
         else:
             return Refusal(
                 "IdempotencyKeyReused",
                 "this idempotency key was used for a different workload",
                 f"{item.field}idempotencyKey" if item.field else None,
             )
-    return Plan(events, created)
+    return Plan(events)

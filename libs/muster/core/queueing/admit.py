@@ -174,7 +174,7 @@ def _unprotected(
 ) -> tuple[list[pre.Holder], dict[str, float]]:
     """The candidates that may be taken now, and those that hold the preemptor's pairs
     but are protected (minAdmitDuration) -> when that ends."""
-    if not any(c.preemption.min_admit_duration for c in snap.state.cluster_queues.values()):
+    if not snap.protecting:
         return candidates, {}
     now, free, protected = snap.state.now, [], {}
     for h in candidates:

@@ -15,7 +15,7 @@ from muster.core.queueing import quota as qt
 from muster.core.queueing.flavors import Unassignable
 from muster.core.queueing.parking import Counters, LaneId, Stamp
 from muster.core.queueing.pending import Lane
-from muster.core.queueing.state import QueueState, WorkloadEntry
+from muster.core.queueing.state import QueueState, WorkloadEntry, protecting
 from muster.core.queueing.verdicts import Verdict
 
 
@@ -38,6 +38,7 @@ class Snapshot:
         self.no_fit: dict[int, dict[tuple[object, ...], Unassignable]] = {}
         self.evicted: set[str] = set()
         self.rules: dict[str, tuple[bool, bool]] = {}
+        self.protecting = protecting(state)  # any minAdmitDuration: candidates are filtered
         self.verdicts: list[Verdict] = []
         config = state.wait_for_pods_ready
         # blockAdmission: one admission per cycle at most while pods are not ready.

@@ -227,12 +227,15 @@ def protected_until(state: QueueState, wl: WorkloadEntry) -> float:
     return at + cq.preemption.min_admit_duration
 
 
+def protecting(state: QueueState) -> bool:
+    """Whether any ClusterQueue protects what it admits (``minAdmitDuration``)."""
+    return any(cq.preemption.min_admit_duration > 0 for cq in state.cluster_queues.values())
+
+
 def protection_ends(state: QueueState) -> float | None:
     """The next end of a protection while anything waits: a preemptor it held back may
     go then (the cycle parks such a lane until the protection it met ends)."""
-    if not state.pending or not any(
-        cq.preemption.min_admit_duration > 0 for cq in state.cluster_queues.values()
-    ):
+    if not state.pending or not protecting(state):
         return None
     ends = (protected_until(state, state.workloads[w]) for w in state.active)
     return min((t for t in ends if t > state.now), default=None)
