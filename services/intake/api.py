@@ -1,7 +1,7 @@
 """Intake's HTTP API (aiohttp): a thin translation of ``ops.Intake`` to JSON over HTTP.
 
 Every handler authenticates the caller (``Authorization: Bearer``), calls one operation
-and answers its result, or the operation's ``ApiError`` in the one error shape.
+and answers its result, or the operation's refusal in the one error shape.
 The OpenAPI document describing all of it is served at ``/openapi.json``.
 """
 
@@ -16,9 +16,11 @@ from aiohttp import web
 from muster.core.access.tokens import Authenticator, Principal
 from muster.runtime.loop import DeciderLoop
 from muster.store import unavailable
-from services.intake import openapi
-from services.intake.errors import ApiError
-from services.intake.ops import KINDS, Intake, Scope
+from services.intake import errors, openapi
+from services.intake.errors import Refused, refuse
+from services.intake.events import Scope
+from services.intake.objects import KINDS
+from services.intake.ops import Intake
 
 INTAKE = web.AppKey("intake", Intake)
 Handler = Callable[[web.Request, Intake, Principal], Awaitable[web.StreamResponse]]
@@ -74,14 +76,14 @@ def _h(handler: Handler) -> Callable[[web.Request], Awaitable[web.StreamResponse
     async def wrapped(request: web.Request) -> web.StreamResponse:
         intake = request.app[INTAKE]
         try:
-            who = intake.authenticate(request.headers.get("Authorization"))
+            who = intake.access.authenticate(request.headers.get("Authorization"))
             return await handler(request, intake, who)
-        except ApiError as exc:
-            return exc.response()
+        except Refused as exc:
+            return errors.response(exc.refusal)
         except Exception as exc:
             if not unavailable(exc):
                 raise
-            return ApiError.store_away().response()
+            return errors.response(errors.STORE_AWAY)
 
     wrapped.__name__ = handler.__name__
     return wrapped
@@ -99,21 +101,20 @@ def _decode(raw: bytes) -> Any:
     try:
         return orjson.loads(raw)
     except orjson.JSONDecodeError as exc:
-        raise ApiError(400, "MalformedJSON", f"body is not valid JSON: {exc}") from None
+        raise refuse("MalformedJSON", f"body is not valid JSON: {exc}") from None
 
 
 async def _raw(request: web.Request) -> bytes:
     limit = request.app[INTAKE].settings.max_body_bytes
     if request.content_length is not None and request.content_length > limit:
-        raise ApiError(
-            413,
+        raise refuse(
             "PayloadTooLarge",
             f"body of {request.content_length} bytes exceeds the limit of {limit}",
         )
     try:
         return await request.read()
     except web.HTTPRequestEntityTooLarge:
-        raise ApiError(413, "PayloadTooLarge", "body exceeds the size limit") from None
+        raise refuse("PayloadTooLarge", "body exceeds the size limit") from None
 
 
 def _int(request: web.Request, name: str, default: int, lo: int, hi: int) -> int:
@@ -123,9 +124,7 @@ def _int(request: web.Request, name: str, default: int, lo: int, hi: int) -> int
         if not lo <= value <= hi:
             raise ValueError
     except ValueError:
-        raise ApiError(
-            400, "InvalidQuery", f"{name} must be an integer from {lo} to {hi}", name
-        ) from None
+        raise refuse("InvalidQuery", f"{name} must be an integer from {lo} to {hi}", name) from None
     return value
 
 
@@ -142,15 +141,15 @@ async def openapi_document(_: web.Request) -> web.Response:
 
 async def submit(request: web.Request, intake: Intake, who: Principal) -> web.Response:
     body = await _body(request)
-    done = await intake.submit(who, body, request.headers.get("Idempotency-Key"))
+    done = await intake.workloads.submit(who, body, request.headers.get("Idempotency-Key"))
     return _json(done.workload, 201 if done.created else 200)
 
 
 async def submit_batch(request: web.Request, intake: Intake, who: Principal) -> web.Response:
     body = await _body(request)
     if not isinstance(body, dict) or set(body) != {"items"}:
-        raise ApiError(422, "InvalidField", 'must be {"items": [workload, ...]}', "items")
-    done = await intake.submit_batch(who, body["items"])
+        raise refuse("InvalidField", 'must be {"items": [workload, ...]}', "items")
+    done = await intake.workloads.submit_batch(who, body["items"])
     created = any(d.created for d in done)
     return _json(
         {"items": [{"workload": d.workload, "created": d.created} for d in done]},
@@ -161,7 +160,7 @@ async def submit_batch(request: web.Request, intake: Intake, who: Principal) -> 
 async def list_workloads(request: web.Request, intake: Intake, who: Principal) -> web.Response:
     q = request.query
     return _json(
-        await intake.list_workloads(
+        await intake.workloads.page(
             who,
             namespace=q.get("namespace") or None,
             status=q.get("status") or None,
@@ -172,11 +171,11 @@ async def list_workloads(request: web.Request, intake: Intake, who: Principal) -
 
 
 async def get_workload(request: web.Request, intake: Intake, who: Principal) -> web.Response:
-    return _json(await intake.get(who, request.match_info["id"]))
+    return _json(await intake.workloads.get(who, request.match_info["id"]))
 
 
 async def cancel(request: web.Request, intake: Intake, who: Principal) -> web.Response:
-    return _json(await intake.cancel(who, request.match_info["id"]), 202)
+    return _json(await intake.workloads.cancel(who, request.match_info["id"]), 202)
 
 
 # -- events ------------------------------------------------------------------------------
@@ -186,13 +185,13 @@ async def _events(request: web.Request, intake: Intake, who: Principal, scope: S
     after = _int(request, "after", 0, 0, 2**62)
     if not _flag(request, "watch"):
         limit = _int(request, "limit", 1000, 1, 1000)
-        items = await intake.events(who, scope, after, limit)
+        items = await intake.events.read(who, scope, after, limit)
         body: dict[str, Any] = {"events": items}
         if scope.workload_id is not None:
             body["id"] = scope.workload_id
         return _json(body)
     # A watch: newline-delimited JSON, one event a line, until the client goes away.
-    stream = await intake.watch(who, scope, after, follow=True)  # access checked here
+    stream = await intake.events.watch(who, scope, after, follow=True)  # access checked here
     response = web.StreamResponse(headers={"Content-Type": "application/x-ndjson"})
     await response.prepare(request)
     async for event in stream:
@@ -221,7 +220,7 @@ async def pending_in_cluster_queue(
 ) -> web.Response:
     """Kueue's visibility API: a ClusterQueue's pending workloads in admission order."""
     return _json(
-        await intake.pending(
+        await intake.pending.page(
             who,
             cluster_queue=request.match_info["name"],
             limit=_int(request, "limit", 1000, 1, 100_000),
@@ -234,7 +233,7 @@ async def pending_in_local_queue(
     request: web.Request, intake: Intake, who: Principal
 ) -> web.Response:
     return _json(
-        await intake.pending(
+        await intake.pending.page(
             who,
             local_queue=(request.match_info["namespace"], request.match_info["name"]),
             limit=_int(request, "limit", 1000, 1, 100_000),
@@ -247,14 +246,14 @@ async def pending_in_local_queue(
 
 
 async def create_request(request: web.Request, intake: Intake, who: Principal) -> web.Response:
-    view, created = await intake.create_request(who, await _body(request))
+    view, created = await intake.requests.create(who, await _body(request))
     return _json(view, 201 if created else 200)
 
 
 async def list_requests(request: web.Request, intake: Intake, who: Principal) -> web.Response:
     """Every request (``?standalone=1``: only standalone ones), oldest first."""
     return _json(
-        await intake.list_requests(
+        await intake.requests.page(
             who,
             request.query.get("namespace") or None,
             _flag(request, "standalone"),
@@ -266,12 +265,12 @@ async def list_requests(request: web.Request, intake: Intake, who: Principal) ->
 
 async def get_request(request: web.Request, intake: Intake, who: Principal) -> web.Response:
     m = request.match_info
-    return _json(await intake.get_request(who, m["namespace"], m["name"]))
+    return _json(await intake.requests.get(who, m["namespace"], m["name"]))
 
 
 async def delete_request(request: web.Request, intake: Intake, who: Principal) -> web.Response:
     m = request.match_info
-    return _json(await intake.delete_request(who, m["namespace"], m["name"]), 202)
+    return _json(await intake.requests.delete(who, m["namespace"], m["name"]), 202)
 
 
 # -- manifests and configured objects ------------------------------------------------------
@@ -279,13 +278,13 @@ async def delete_request(request: web.Request, intake: Intake, who: Principal) -
 
 async def apply(request: web.Request, intake: Intake, who: Principal) -> web.Response:
     """Kubernetes manifests (multi-document YAML, or JSON), as ``muster apply -f``."""
-    return _json({"items": await intake.apply(who, await _raw(request))})
+    return _json({"items": await intake.applies.apply(who, await _raw(request))})
 
 
 def _list_objects(plural: str) -> Handler:
     async def list_objects(request: web.Request, intake: Intake, who: Principal) -> web.Response:
         return _json(
-            await intake.list_objects(
+            await intake.objects.page(
                 who,
                 plural,
                 request.match_info.get("namespace") or request.query.get("namespace") or None,
@@ -300,7 +299,7 @@ def _list_objects(plural: str) -> Handler:
 def _get_object(plural: str) -> Handler:
     async def get_object(request: web.Request, intake: Intake, who: Principal) -> web.Response:
         m = request.match_info
-        return _json(await intake.get_object(who, plural, m["name"], m.get("namespace")))
+        return _json(await intake.objects.get(who, plural, m["name"], m.get("namespace")))
 
     return get_object
 
@@ -310,8 +309,8 @@ async def replay(request: web.Request, intake: Intake, who: Principal) -> web.Re
     raw = await _raw(request)
     body = _decode(raw) if raw.strip() else {}
     if not isinstance(body, dict) or set(body) - {"untilPosition"}:
-        raise ApiError(422, "InvalidField", 'must be {"untilPosition": N} or empty', "body")
+        raise refuse("InvalidField", 'must be {"untilPosition": N} or empty', "body")
     until = body.get("untilPosition")
     if until is not None and (isinstance(until, bool) or not isinstance(until, int)):
-        raise ApiError(422, "InvalidField", "must be a position (an integer)", "untilPosition")
-    return _json(await intake.replay(who, until))
+        raise refuse("InvalidField", "must be a position (an integer)", "untilPosition")
+    return _json(await intake.admin.replay(who, until))

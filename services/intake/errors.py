@@ -1,69 +1,81 @@
-"""One error shape for every refusal, whatever the transport.
+"""Refusals at intake's edge: the one error shape, whatever the transport.
 
-HTTP answers ``{"error": {"code", "message", "field"}}`` with ``status``; gRPC answers
-the status code ``GRPC`` maps it to, with the code and field in trailing metadata.
+Intake's operations raise ``Refused`` with the core's ``Refusal`` (or one of their own:
+a malformed query, a body too large). HTTP answers ``{"error": {"code", "message",
+"field"}}`` with the code's status from ``STATUS``; gRPC answers the status code it maps
+that to, with the code and field in trailing metadata; the ingest topic replies with the
+status and the same body.
 """
 
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
 from typing import Any
 
 from aiohttp import web
 
 from muster.core.intake.refusal import Refusal
 
-# The HTTP status of each refusal code the core decides (gRPC maps the status on).
+# The HTTP status of each refusal code (gRPC maps the status on).
 STATUS = {
+    "MalformedJSON": 400,
     "MalformedYAML": 400,
-    "InvalidField": 422,
-    "UnknownQueue": 422,
-    "UnknownFlavor": 422,
-    "BatchTooLarge": 413,
+    "MalformedProtobuf": 400,
+    "InvalidQuery": 400,
+    "Unauthenticated": 401,
     "Forbidden": 403,
     "NotFound": 404,
+    "UnknownKind": 404,
     "IdempotencyKeyReused": 409,
     "AlreadyExists": 409,
+    "AlreadyFinished": 409,
+    "AlreadyDeleted": 409,
+    "PayloadTooLarge": 413,
+    "BatchTooLarge": 413,
+    "InvalidField": 422,
+    "UnknownField": 422,
+    "UnknownQueue": 422,
+    "UnknownFlavor": 422,
     "RateLimited": 429,
+    "StoreUnavailable": 503,
 }
+# The store cannot be reached right now (intake waits for it; the client retries).
+STORE_AWAY = Refusal("StoreUnavailable", "the event store is unavailable; retry", None, 1.0)
 
 
-@dataclass(slots=True)
-class ApiError(Exception):
-    status: int  # the HTTP status
-    code: str  # a stable name clients can switch on: InvalidField, Forbidden, ...
-    message: str
-    field: str | None = None
-    retry_after: float | None = None  # seconds (429)
+class Refused(Exception):
+    """An operation's refusal on its way to the transport."""
 
-    def __str__(self) -> str:
-        return self.message
+    def __init__(self, refusal: Refusal) -> None:
+        super().__init__(refusal.message)
+        self.refusal = refusal
 
-    @classmethod
-    def store_away(cls) -> ApiError:
-        """The store cannot be reached right now (intake waits for it; the client retries)."""
-        return cls(503, "StoreUnavailable", "the event store is unavailable; retry", None, 1.0)
 
-    @classmethod
-    def refused(cls, r: Refusal) -> ApiError:
-        """A refusal the core decided, with its transport status."""
-        return cls(STATUS[r.code], r.code, r.message, r.field, r.retry_after)
+def refuse(code: str, message: str, field: str | None = None) -> Refused:
+    """A refusal decided at the edge (the request's shape, not its meaning)."""
+    return Refused(Refusal(code, message, field))
 
-    def to_json(self) -> dict[str, Any]:
-        body: dict[str, Any] = {"code": self.code, "message": self.message}
-        if self.field:
-            body["field"] = self.field
-        return {"error": body}
 
-    def retry_after_header(self) -> str | None:
-        """Whole seconds, rounded up (HTTP's Retry-After; gRPC's retry-after metadata)."""
-        return None if self.retry_after is None else str(max(1, math.ceil(self.retry_after)))
+def status(r: Refusal) -> int:
+    return STATUS[r.code]
 
-    def response(self) -> web.Response:
-        headers = {}
-        if (retry := self.retry_after_header()) is not None:
-            headers["Retry-After"] = retry
-        if self.status == 401:
-            headers["WWW-Authenticate"] = 'Bearer realm="muster"'
-        return web.json_response(self.to_json(), status=self.status, headers=headers)
+
+def to_json(r: Refusal) -> dict[str, Any]:
+    body: dict[str, Any] = {"code": r.code, "message": r.message}
+    if r.field:
+        body["field"] = r.field
+    return {"error": body}
+
+
+def retry_after(r: Refusal) -> str | None:
+    """Whole seconds, rounded up (HTTP's Retry-After; gRPC's retry-after metadata)."""
+    return None if r.retry_after is None else str(max(1, math.ceil(r.retry_after)))
+
+
+def response(r: Refusal) -> web.Response:
+    headers = {}
+    if (retry := retry_after(r)) is not None:
+        headers["Retry-After"] = retry
+    if r.code == "Unauthenticated":
+        headers["WWW-Authenticate"] = 'Bearer realm="muster"'
+    return web.json_response(to_json(r), status=status(r), headers=headers)

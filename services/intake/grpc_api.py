@@ -21,14 +21,17 @@ from grpc import aio
 
 from muster.api.v1 import muster_pb2 as pb
 from muster.core.access.tokens import Principal
+from muster.core.intake.refusal import Refusal
 from muster.runtime.settings import Settings
 from muster.store import unavailable
-from services.intake.errors import ApiError
-from services.intake.ops import Intake, Scope
+from services.intake import errors
+from services.intake.errors import Refused, refuse
+from services.intake.events import Scope
+from services.intake.ops import Intake
 
 log = structlog.get_logger("intake")
 
-# The HTTP status of an ApiError picks the gRPC code; a few codes are more precise.
+# The HTTP status of a refusal picks the gRPC code; a few codes are more precise.
 STATUS_CODES: dict[int, grpc.StatusCode] = {
     400: grpc.StatusCode.INVALID_ARGUMENT,
     401: grpc.StatusCode.UNAUTHENTICATED,
@@ -49,17 +52,17 @@ ERROR_CODES: dict[str, grpc.StatusCode] = {
 }
 
 
-def status_of(exc: ApiError) -> grpc.StatusCode:
-    return ERROR_CODES.get(exc.code) or STATUS_CODES.get(exc.status, grpc.StatusCode.INTERNAL)
+def status_of(r: Refusal) -> grpc.StatusCode:
+    return ERROR_CODES.get(r.code) or STATUS_CODES.get(errors.status(r), grpc.StatusCode.INTERNAL)
 
 
-async def _abort(context: aio.ServicerContext[Any, Any], exc: ApiError) -> NoReturn:
-    metadata: list[tuple[str, str]] = [("muster-error-code", exc.code)]
-    if exc.field:
-        metadata.append(("muster-error-field", exc.field))
-    if (retry := exc.retry_after_header()) is not None:
+async def _abort(context: aio.ServicerContext[Any, Any], r: Refusal) -> NoReturn:
+    metadata: list[tuple[str, str]] = [("muster-error-code", r.code)]
+    if r.field:
+        metadata.append(("muster-error-field", r.field))
+    if (retry := errors.retry_after(r)) is not None:
         metadata.append(("retry-after", retry))
-    await context.abort(status_of(exc), exc.message, trailing_metadata=tuple(metadata))
+    await context.abort(status_of(r), r.message, trailing_metadata=tuple(metadata))
     raise AssertionError("abort returns only by raising")
 
 
@@ -67,13 +70,12 @@ def _decode(cls: type[Message], raw: bytes) -> Message:
     try:
         msg = cls.FromString(raw)
     except DecodeError as exc:
-        raise ApiError(400, "MalformedProtobuf", f"not a valid {cls.__name__}: {exc}") from None
+        raise refuse("MalformedProtobuf", f"not a valid {cls.__name__}: {exc}") from None
     bare = cls()
     bare.CopyFrom(msg)
     bare.DiscardUnknownFields()
     if bare.ByteSize() != msg.ByteSize():
-        raise ApiError(
-            422,
+        raise refuse(
             "UnknownField",
             f"{cls.__name__} has fields this server does not know (a newer client?)",
         )
@@ -93,7 +95,7 @@ def from_json(body: dict[str, Any], cls: type[Message]) -> Any:
 def _principal(intake: Intake, context: aio.ServicerContext[Any, Any]) -> Principal:
     metadata = dict(context.invocation_metadata() or ())
     value = metadata.get("authorization")
-    return intake.authenticate(value if isinstance(value, str) else None)
+    return intake.access.authenticate(value if isinstance(value, str) else None)
 
 
 Unary = Callable[[Any, Principal], Awaitable[Message]]
@@ -105,12 +107,12 @@ def _unary(intake: Intake, cls: type[Message], fn: Unary) -> grpc.RpcMethodHandl
         try:
             request = _decode(cls, raw)
             reply = await fn(request, _principal(intake, context))
-        except ApiError as exc:
-            await _abort(context, exc)
+        except Refused as exc:
+            await _abort(context, exc.refusal)
         except Exception as exc:
             if not unavailable(exc):
                 raise
-            await _abort(context, ApiError.store_away())
+            await _abort(context, errors.STORE_AWAY)
         return reply.SerializeToString()
 
     return grpc.unary_unary_rpc_method_handler(handle)
@@ -121,12 +123,12 @@ def _streaming(intake: Intake, cls: type[Message], fn: Streaming) -> grpc.RpcMet
         try:
             request = _decode(cls, raw)
             replies = await fn(request, _principal(intake, context))
-        except ApiError as exc:
-            await _abort(context, exc)
+        except Refused as exc:
+            await _abort(context, exc.refusal)
         except Exception as exc:
             if not unavailable(exc):
                 raise
-            await _abort(context, ApiError.store_away())
+            await _abort(context, errors.STORE_AWAY)
         async for reply in replies:
             yield reply.SerializeToString()
 
@@ -136,7 +138,7 @@ def _streaming(intake: Intake, cls: type[Message], fn: Streaming) -> grpc.RpcMet
 def handlers(intake: Intake) -> list[grpc.GenericRpcHandler]:
     async def submit(req: pb.SubmitRequest, who: Principal) -> pb.SubmitResponse:
         key = req.idempotency_key if req.HasField("idempotency_key") else None
-        done = await intake.submit(who, to_json(req.workload), key)
+        done = await intake.workloads.submit(who, to_json(req.workload), key)
         return pb.SubmitResponse(
             workload=from_json(done.workload, pb.Workload), created=done.created
         )
@@ -148,7 +150,7 @@ def handlers(intake: Intake) -> list[grpc.GenericRpcHandler]:
             if item.HasField("idempotency_key"):
                 body["idempotencyKey"] = item.idempotency_key
             items.append(body)
-        done = await intake.submit_batch(who, items)
+        done = await intake.workloads.submit_batch(who, items)
         return pb.SubmitBatchResponse(
             items=[
                 pb.SubmitResponse(workload=from_json(d.workload, pb.Workload), created=d.created)
@@ -157,10 +159,10 @@ def handlers(intake: Intake) -> list[grpc.GenericRpcHandler]:
         )
 
     async def get_workload(req: pb.GetWorkloadRequest, who: Principal) -> pb.Workload:
-        return from_json(await intake.get(who, req.id), pb.Workload)
+        return from_json(await intake.workloads.get(who, req.id), pb.Workload)
 
     async def list_workloads(req: pb.ListWorkloadsRequest, who: Principal) -> pb.WorkloadList:
-        page = await intake.list_workloads(
+        page = await intake.workloads.page(
             who,
             namespace=req.namespace or None,
             status=req.status or None,
@@ -170,7 +172,7 @@ def handlers(intake: Intake) -> list[grpc.GenericRpcHandler]:
         return from_json(page, pb.WorkloadList)
 
     async def cancel(req: pb.CancelRequest, who: Principal) -> pb.Workload:
-        return from_json(await intake.cancel(who, req.id), pb.Workload)
+        return from_json(await intake.workloads.cancel(who, req.id), pb.Workload)
 
     async def watch(req: pb.WatchRequest, who: Principal) -> AsyncIterator[pb.Event]:
         which = req.WhichOneof("scope")
@@ -182,15 +184,14 @@ def handlers(intake: Intake) -> list[grpc.GenericRpcHandler]:
             ns, name = req.local_queue.split("/")
             scope = Scope(local_queue=(ns, name))
         else:
-            raise ApiError(
-                422,
+            raise refuse(
                 "InvalidField",
                 "give workload_id, cluster_queue or local_queue (namespace/name)",
                 "scope",
             )
         if req.after_position < 0:
-            raise ApiError(422, "InvalidField", "must be >= 0", "afterPosition")
-        events = await intake.watch(who, scope, req.after_position, req.follow)
+            raise refuse("InvalidField", "must be >= 0", "afterPosition")
+        events = await intake.events.watch(who, scope, req.after_position, req.follow)
 
         async def stream() -> AsyncIterator[pb.Event]:
             async for event in events:
@@ -199,15 +200,15 @@ def handlers(intake: Intake) -> list[grpc.GenericRpcHandler]:
         return stream()
 
     async def apply(req: pb.ApplyRequest, who: Principal) -> pb.ApplyResponse:
-        rows = await intake.apply(who, req.manifests)
+        rows = await intake.applies.apply(who, req.manifests)
         return from_json({"items": rows}, pb.ApplyResponse)
 
     async def get_object(req: pb.ObjectRef, who: Principal) -> pb.Object:
-        found = await intake.get_object(who, req.kind, req.name, req.namespace or None)
+        found = await intake.objects.get(who, req.kind, req.name, req.namespace or None)
         return from_json(found, pb.Object)
 
     async def list_objects(req: pb.ListObjectsRequest, who: Principal) -> pb.ObjectList:
-        page = await intake.list_objects(
+        page = await intake.objects.page(
             who,
             req.kind,
             req.namespace or None,
@@ -217,7 +218,7 @@ def handlers(intake: Intake) -> list[grpc.GenericRpcHandler]:
         return from_json(page, pb.ObjectList)
 
     async def replay(req: pb.ReplayRequest, who: Principal) -> pb.ReplayResponse:
-        done = await intake.replay(who, req.until_position or None)
+        done = await intake.admin.replay(who, req.until_position or None)
         return from_json(done, pb.ReplayResponse)
 
     submissions = {

@@ -24,7 +24,8 @@ from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, ConsumerRecord
 
 from muster.bus.kafka import close, ensure_topics
 from muster.runtime.settings import Settings
-from services.intake.errors import ApiError
+from services.intake import errors
+from services.intake.errors import Refused, refuse
 from services.intake.ops import Intake
 
 log = structlog.get_logger("intake")
@@ -45,26 +46,29 @@ async def handle(intake: Intake, record: ConsumerRecord[bytes, bytes]) -> dict[s
     waited = 0.0
     while True:
         try:
-            who = intake.authenticate(raw_auth.decode(errors="replace") if raw_auth else None)
+            who = intake.access.authenticate(
+                raw_auth.decode(errors="replace") if raw_auth else None
+            )
             try:
                 body = orjson.loads(record.value or b"")
             except orjson.JSONDecodeError as exc:
-                raise ApiError(400, "MalformedJSON", f"value is not valid JSON: {exc}") from None
+                raise refuse("MalformedJSON", f"value is not valid JSON: {exc}") from None
             if isinstance(body, dict) and "idempotencyKey" not in body:
                 key = f"kafka:{record.topic}:{record.partition}:{record.offset}"
                 body = {**body, "idempotencyKey": key}
-            done = await intake.submit(who, body)
+            done = await intake.workloads.submit(who, body)
             return {
                 "status": 201 if done.created else 200,
                 "workload": done.workload,
                 "source": source,
             }
-        except ApiError as exc:
-            if exc.status == 429 and exc.retry_after is not None and waited < MAX_RATE_WAIT:
-                waited += exc.retry_after
-                await asyncio.sleep(exc.retry_after)
+        except Refused as exc:
+            r = exc.refusal
+            if r.code == "RateLimited" and r.retry_after is not None and waited < MAX_RATE_WAIT:
+                waited += r.retry_after
+                await asyncio.sleep(r.retry_after)
                 continue
-            return {"status": exc.status, **exc.to_json(), "source": source}
+            return {"status": errors.status(r), **errors.to_json(r), "source": source}
 
 
 async def consume(intake: Intake, settings: Settings) -> None:

@@ -10,7 +10,7 @@ from __future__ import annotations
 from functools import cache
 from typing import Any
 
-from services.intake.ops import KINDS
+from services.intake.objects import KINDS
 
 NAME = {"type": "string", "pattern": "^[a-z0-9]([-a-z0-9]*[a-z0-9])?$", "maxLength": 63}
 QUANTITY = {"oneOf": [{"type": "string", "maxLength": 64}, {"type": "number"}]}

@@ -61,7 +61,7 @@ async def http(api: Api, who: str | None, op: str, args: dict[str, Any]) -> Answ
     if op == "apply":
         resp = await api.http.post("/v1/apply", data=args["manifests"], headers=bearer(who))
     elif op in ("get_object", "list_objects"):
-        from services.intake.ops import object_kind
+        from services.intake.objects import object_kind
 
         k = object_kind(args["kind"])
         base = f"/v1/namespaces/{args.get('namespace', 'default')}" if k.namespaced else "/v1"

@@ -14,7 +14,7 @@ import pytest
 from google.protobuf import json_format
 
 from muster.api.v1 import muster_pb2 as pb
-from services.intake.ops import KINDS
+from services.intake.objects import KINDS
 from tests.api.conftest import Api, bearer, grpc_meta, workload
 
 WHO = ("team-a", "team-b", "admin", None)  # owner, another tenant, admin, no token

@@ -13,10 +13,10 @@ from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass
 
 from muster.core import inputs
-from muster.core.access.policy import Action, authorize
+from muster.core.access.policy import Action
 from muster.core.access.tokens import Principal
 from muster.core.events import NewEvent
-from muster.core.intake.refusal import Refusal, invalid
+from muster.core.intake.refusal import Refusal, forbidden, invalid
 from muster.core.model import parse
 from muster.core.model.fields import InvalidInput
 from muster.core.model.workload import WorkloadSpec
@@ -68,10 +68,8 @@ def read(
         spec = parse.workload(body, field.rstrip("."))
     except InvalidInput as exc:
         return invalid(exc)
-    denied = authorize(who, Action.SUBMIT, spec.namespace, spec.queue_name or None)
-    if denied is not None:
-        return Refusal("Forbidden", denied.reason)
-    return spec, key
+    refused = forbidden(who, Action.SUBMIT, spec.namespace, spec.queue_name or None)
+    return refused or (spec, key)
 
 
 def read_batch(

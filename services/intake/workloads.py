@@ -1,0 +1,178 @@
+"""Workloads: submit (one or a batch), read, list and cancel.
+
+A submission's idempotency key picks its workload id, so a retry appends against the
+same stream and optimistic concurrency turns it into "return the original". What to
+append is the core's plan (``core/intake/submissions``): a batch is all or nothing.
+"""
+
+from __future__ import annotations
+
+import time
+import uuid
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from muster.core import inputs
+from muster.core.access.policy import Action
+from muster.core.access.tokens import Principal
+from muster.core.events import Envelope, NewEvent, StreamAppend
+from muster.core.events import workload as wev
+from muster.core.events.workload import WorkloadSubmitted
+from muster.core.intake import cancellations, submissions
+from muster.core.intake.refusal import not_found
+from muster.core.model.workload import WorkloadSpec
+from muster.core.views.workloads import WorkloadView, submitted_view
+from muster.store import ConcurrencyConflict
+from services.intake import paging
+from services.intake.context import Context, decided
+from services.intake.errors import Refused
+from services.intake.pending import Pending
+
+
+@dataclass(frozen=True, slots=True)
+class Submitted:
+    workload: dict[str, Any]
+    created: bool  # False: a repeated idempotency key answered with the original
+
+
+class Workloads:
+    def __init__(self, ctx: Context, pending: Pending) -> None:
+        self.ctx = ctx
+        self.pending = pending
+
+    async def submit(
+        self, who: Principal, body: object, header_key: str | None = None
+    ) -> Submitted:
+        spec, body_key = decided(submissions.read(who, body))
+        return (await self._submit(who, [(spec, header_key or body_key)], batch=False))[0]
+
+    async def submit_batch(self, who: Principal, items: object) -> list[Submitted]:
+        """All valid and accepted, or none: one bad item refuses the batch, naming it."""
+        read = decided(submissions.read_batch(who, items, self.ctx.settings.max_batch))
+        return await self._submit(who, read, batch=True)
+
+    async def get(self, who: Principal, wid: str) -> dict[str, Any]:
+        await self.ctx.loop.step()
+        view = own(self.ctx, who, wid, Action.READ)
+        body = view.to_json()
+        if view.id in self.ctx.state.queue.pending:
+            place = self.pending.place(view.id)
+            if place is not None:
+                body["queue"] = place
+        return body
+
+    async def page(
+        self,
+        who: Principal,
+        namespace: str | None = None,
+        status: str | None = None,
+        limit: int = 100,
+        after: str | None = None,
+    ) -> dict[str, Any]:
+        await paging.prepare(self.ctx, who, namespace, limit)
+        visible = self.ctx.access.visible
+        items = [
+            v
+            for v in self.ctx.state.workloads.values()
+            if (not namespace or v.namespace == namespace)
+            and (not status or v.status == status)
+            and visible(who, v.namespace)
+        ]
+        return paging.page(items, limit, after, key=lambda v: v.id, render=lambda v: v.to_json())
+
+    async def cancel(self, who: Principal, wid: str) -> dict[str, Any]:
+        await self.ctx.loop.step()
+        view = self.ctx.state.workloads.get(wid)
+        await self.ctx.record(decided(cancellations.cancel(who, wid, view, time.time())))
+        return self._json(wid)
+
+    # -- submitting ----------------------------------------------------------------
+
+    async def _submit(
+        self, who: Principal, read: list[tuple[WorkloadSpec, str | None]], *, batch: bool
+    ) -> list[Submitted]:
+        items = [
+            submissions.Item(spec, key, _new_id(spec, key), f"items[{i}]." if batch else "")
+            for i, (spec, key) in enumerate(read)
+        ]
+        for item in items:
+            await self._require_queue(item)
+        self.ctx.access.rate(who, len(items))
+        return await self._commit(items)
+
+    async def _require_queue(self, item: submissions.Item) -> None:
+        refused = submissions.unknown_queue(item.spec, self.ctx.state.local_queues, item.field)
+        if refused is not None:
+            await self.ctx.loop.step()  # configuration may have been applied a moment ago
+            refused = submissions.unknown_queue(item.spec, self.ctx.state.local_queues, item.field)
+        if refused is not None:
+            raise Refused(refused)
+
+    async def _commit(self, items: list[submissions.Item]) -> list[Submitted]:
+        """The core's plan, appended in one transaction. A conflict means some id was
+        taken meanwhile: what created those streams is read and the plan made again
+        (each round learns at least one id, so it ends)."""
+        loop = self.ctx.loop
+        known: dict[str, str] = {}
+        while True:
+            plan = decided(submissions.plan(items, known, time.time()))
+            try:
+                await self._append(plan)
+                break
+            except ConcurrencyConflict:
+                streams = [wev.stream(i.workload_id) for i in items]
+                known = digests(await loop.store.first_events(streams))
+        if not all(plan.created):
+            await loop.step()  # the originals, for the answers
+        return [
+            Submitted(_fresh(new), True)
+            if new is not None
+            else Submitted(self._json(item.workload_id), False)
+            for item, new in zip(items, plan.events, strict=True)
+        ]
+
+    async def _append(self, plan: submissions.Plan) -> None:
+        loop = self.ctx.loop
+        if len(plan.append) == 1:  # one request: shares a transaction with its neighbours
+            first = plan.append[0]
+            await self.ctx.committer.append(StreamAppend(first.stream_id, 0, plan.append))
+        elif plan.append:
+            await loop.store.append(
+                [StreamAppend(n.stream_id, 0, [n]) for n in plan.append],
+                producer=inputs.INTAKE,
+                recorded_at=time.time(),
+            )
+        if plan.append:
+            loop.appended()
+
+    def _json(self, wid: str) -> dict[str, Any]:
+        view = self.ctx.state.workloads.get(wid)
+        return view.to_json() if view is not None else {"id": wid, "status": "Pending"}
+
+
+def own(ctx: Context, who: Principal, wid: str, action: Action) -> WorkloadView:
+    """The workload, if ``who`` may ``action`` it."""
+    view = ctx.state.workloads.get(wid)
+    if view is None:
+        raise Refused(not_found(f"workload {wid}"))
+    ctx.access.require(who, action, view.namespace, view.queue_name)
+    return view
+
+
+def digests(firsts: Mapping[str, Envelope]) -> dict[str, str]:
+    """Workload id -> the request digest of its stored submission (what created it)."""
+    return {
+        env.event.workload_id: env.event.request_digest or ""
+        for env in firsts.values()
+        if isinstance(env.event, WorkloadSubmitted)
+    }
+
+
+def _new_id(spec: WorkloadSpec, key: str | None) -> str:
+    return inputs.workload_id(spec.namespace, key) if key else uuid.uuid4().hex[:16]
+
+
+def _fresh(new: NewEvent) -> dict[str, Any]:
+    assert isinstance(new.event, WorkloadSubmitted)
+    return submitted_view(new.event, new.occurred_at).to_json()
