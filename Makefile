@@ -45,9 +45,11 @@ fuzz: setup
 	MUSTER_HYPOTHESIS_PROFILE=fuzz $(BIN)/python -m pytest -q -p no:cacheprovider tests/property $(PYTEST_ARGS)
 
 # The stack under faults (every service SIGKILLed, the broker killed, PostgreSQL cut when
-# MUSTER_TEST_POSTGRES_URL is set), checked by an independent checker (tests/chaos).
+# MUSTER_TEST_POSTGRES_URL is set), checked by an independent checker (tests/chaos); then
+# the hostile-input run (auth on, every surface attacked, a healthy tenant measured).
 chaos: setup
 	$(BIN)/python -m tests.chaos.run $(CHAOS_ARGS)
+	$(BIN)/python -m tests.chaos.hostile $(HOSTILE_ARGS)
 
 unit: setup
 	$(BIN)/python -m pytest -q tests/unit

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import re
 import sqlite3
 from collections import Counter
 from collections.abc import Iterable, Mapping
@@ -32,6 +33,8 @@ class Row:
     position: int
     type: str
     payload: dict[str, Any]
+    stream: str = ""
+    producer: str = ""
 
 
 @dataclass
@@ -134,26 +137,41 @@ def _release(held: dict[str, Any], used: dict[str, Counter[tuple[str, str]]], wi
     used[cq].subtract(usage)
 
 
-def read_rows(store_url: str) -> list[Row]:
-    """Every event of the store (``sqlite:///path`` or ``postgresql://...``)."""
+def read_rows(store_url: str, after: int = 0) -> list[Row]:
+    """The store's events after a position (``sqlite:///path`` or ``postgresql://...``)."""
+    got = _query(
+        store_url,
+        "SELECT position, type, payload, stream_id, producer FROM events "
+        "WHERE position > $1 ORDER BY position",
+        after,
+    )
+    return [Row(p, t, json.loads(body), s, by) for p, t, body, s, by in got]
+
+
+def head(store_url: str) -> int:
+    """The store's last position (0 when empty)."""
+    return int(_query(store_url, "SELECT coalesce(max(position), 0) FROM events")[0][0])
+
+
+def _query(store_url: str, sql: str, *args: Any) -> list[tuple[Any, ...]]:
+    """Rows of one query, with the database's own driver ($1, ... as parameters)."""
     parts = urlsplit(store_url)
     scheme = parts.scheme.split("+")[0]
     if scheme == "sqlite":
         path = parts.path[1:] if parts.path.startswith("//") else parts.path
         with sqlite3.connect(f"file:{path}?mode=ro", uri=True) as conn:
-            got = conn.execute("SELECT position, type, payload FROM events ORDER BY position")
-            return [Row(p, t, json.loads(body)) for p, t, body in got]
+            return list(conn.execute(re.sub(r"\$\d+", "?", sql), args))
     if scheme in ("postgresql", "postgres"):
-        return asyncio.run(_read_postgres(urlunsplit(parts._replace(scheme="postgresql"))))
+        url = urlunsplit(parts._replace(scheme="postgresql"))
+        return asyncio.run(_query_postgres(url, sql, args))
     raise ValueError(f"no reader for {scheme!r} stores")
 
 
-async def _read_postgres(url: str) -> list[Row]:
+async def _query_postgres(url: str, sql: str, args: tuple[Any, ...]) -> list[tuple[Any, ...]]:
     import asyncpg
 
     conn = await asyncpg.connect(url)
     try:
-        got = await conn.fetch("SELECT position, type, payload FROM events ORDER BY position")
+        return [tuple(r) for r in await conn.fetch(sql, *args)]
     finally:
         await conn.close()
-    return [Row(r["position"], r["type"], json.loads(r["payload"])) for r in got]

@@ -1,6 +1,7 @@
 """The chaos suite, bounded for `make test`: the checker's mutation self-test (it must
-catch each injected fault in a real run's log), and a short run with every service and
-the broker killed (and the database cut, on PostgreSQL). `make chaos` runs the long one."""
+catch each injected fault in a real run's log), a short run with every service and the
+broker killed (and the database cut, on PostgreSQL), and a short hostile-input run.
+`make chaos` runs the long ones."""
 
 from __future__ import annotations
 
@@ -11,6 +12,13 @@ from typing import Any
 
 import pytest
 
+from muster.core import inputs
+from muster.core.events import StreamAppend
+from muster.core.model import parse
+from muster.store import SqlEventStore
+from tests.api.conftest import workload
+from tests.api.hostile import Answer
+from tests.chaos import hostile
 from tests.chaos import run as chaos
 from tests.chaos.checker import Row, check, read_rows
 from tests.e2e.test_stack import ROOM
@@ -108,3 +116,37 @@ def test_a_short_chaos_run_keeps_every_promise(tmp_path: Path) -> None:
     services = {"intake", "queue", "provisioner", "node-agent"}
     assert {s for s, n in figures.faults.items() if n} >= services | {"broker"}
     assert all(n > 0 for n in figures.checked.values())
+
+
+def test_a_short_hostile_run_finds_no_server_error_and_no_trace(tmp_path: Path) -> None:
+    figures = hostile.run(hostile.HostilePlan(examples=2, baseline=1.0), tmp_path, quiet=True)
+    assert hostile.failures(figures) == []
+    assert set(figures.requests) == {"large", "http", "grpc", "ingest"}
+    assert {"401", "403", "422"} <= set(figures.statuses["http"])
+    assert figures.alone and figures.during
+
+
+async def test_the_hostile_judge_catches_a_refusal_that_left_an_event(
+    sqlite_store: SqlEventStore,
+) -> None:
+    """Its self-test: a "refusal" that appended a tenant's workload is caught; the healthy
+    tenant's own submission meanwhile is not counted against it; a 5xx is a server error."""
+    loop = asyncio.get_running_loop()
+    figures = hostile.HostileFigures()
+    judge = hostile.StrayJudge(sqlite_store.url, figures)
+
+    def appending(namespace: str) -> Answer:
+        spec = parse.workload(workload(namespace=namespace))
+        new = inputs.submission(f"w-{namespace}", spec, 1.0, None)
+        append = sqlite_store.append(
+            [StreamAppend(new.stream_id, 0, [new])], producer=inputs.INTAKE, recorded_at=1.0
+        )
+        asyncio.run_coroutine_threadsafe(append, loop).result(timeout=30)
+        return Answer("422", True)
+
+    await asyncio.to_thread(judge, "http", "healthy meanwhile", lambda: appending(hostile.HEALTHY))
+    assert figures.stray == []
+    await asyncio.to_thread(judge, "http", "leaky", lambda: appending("team-a"))
+    assert len(figures.stray) == 1 and figures.stray[0].startswith("leaky: 422")
+    await asyncio.to_thread(judge, "grpc", "broken", lambda: Answer("INTERNAL", True, "boom"))
+    assert figures.server_errors == ["boom"]
