@@ -234,3 +234,22 @@ async def test_a_large_apply_is_read_in_a_worker_process_and_refused_the_same(
         error = (await resp.json())["error"]
         assert error["code"] == code and says in error["message"]
     assert await roomy.head() == before
+
+
+async def test_a_large_apply_from_the_worker_is_reassembled_in_order(roomy: Api) -> None:
+    """The worker's answer comes in chunks: every workload arrives, in document order."""
+    from services.intake.readers import CHUNK, INLINE_BYTES
+
+    pod = (
+        "apiVersion: v1\nkind: Pod\nmetadata: {{name: p{i}, namespace: team-a, labels: "
+        "{{kueue.x-k8s.io/queue-name: lq}}}}\nspec: {{containers: [{{name: c, image: x, "
+        'resources: {{requests: {{nvidia.com/gpu: "1"}}}}}}]}}\n'
+    )
+    count = 3 * CHUNK + 7
+    many = "---\n".join(pod.format(i=i) for i in range(count))
+    assert len(many) > INLINE_BYTES
+    resp = await roomy.http.post("/v1/apply", data=many, headers=bearer("team-a"))
+    assert resp.status == 200, await resp.text()
+    rows = (await resp.json())["items"]
+    assert [r["name"] for r in rows] == [f"team-a/p{i}" for i in range(count)]
+    assert {r["result"] for r in rows} == {"submitted"}

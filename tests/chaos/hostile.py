@@ -54,6 +54,7 @@ from tests.api import hostile
 from tests.api.conftest import CLUSTER, TOKEN_FILE, TOKENS, bearer, workload
 from tests.api.test_hostile_manifests import SEEDS
 from tests.chaos.checker import Row, head, read_rows
+from tests.chaos.run import print_rows
 
 HEALTHY = "team-b"  # the healthy tenant's token name and namespace
 ATTACKERS: tuple[str | None, ...] = ("admin", "team-a", None)
@@ -343,9 +344,7 @@ def print_figures(f: HostileFigures) -> None:
         ("healthy tenant during the attack", lat(f.during)),
         ("healthy statuses", ", ".join(f"{k} {v}" for k, v in sorted(f.healthy_statuses.items()))),
     ]
-    width = max(len(k) for k, _ in rows)
-    for k, v in rows:
-        print(f"  {k:<{width}}  {v}")
+    print_rows(rows)
 
 
 def failures(f: HostileFigures) -> list[str]:

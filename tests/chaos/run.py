@@ -237,6 +237,11 @@ def print_figures(plan: Plan, f: Figures) -> None:
         ),
         ("quiescent after the last fault", f"{f.quiescent_after:.1f}s"),
     ]
+    print_rows(rows)
+
+
+def print_rows(rows: list[tuple[str, str]]) -> None:
+    """A two-column table of figures, the names aligned."""
     width = max(len(k) for k, _ in rows)
     for k, v in rows:
         print(f"  {k:<{width}}  {v}")
