@@ -50,7 +50,8 @@ GAVE_UP = (qev.WorkloadRejected, qev.WorkloadCancelled)
 
 
 def cluster_doc() -> dict[str, Any]:
-    """Idle capacity: 2 x 2000 one-GPU nodes, no capacity steps, 100000 GPUs of quota."""
+    """Idle capacity: 2 x 2000 one-GPU nodes, no capacity steps, 100000 GPUs of quota and
+    as many requests at once."""
     labels = {"cloud.google.com/gke-accelerator": "nvidia-tesla-a100"}
     return {
         "name": "bench", "region": "us-central1", "zones": ["us-central1-a", "us-central1-b"],
@@ -60,6 +61,8 @@ def cluster_doc() -> dict[str, Any]:
             "maxNodes": 2000, "provisioningDelaySeconds": 0,
         }],
         "quotas": [{"name": "NVIDIA_A100_GPUS", "resource": GPU, "limit": 100000}],
+        # GKE's default of 100 requests Accepted at once would fail most of a burst.
+        "activeRequests": 100000,
         "resourceFlavors": [{"name": "a100", "nodeLabels": labels}],
         "clusterQueues": [{
             "name": "bench", "queueingStrategy": "BestEffortFIFO",
@@ -226,6 +229,22 @@ def main(argv: list[str] | None = None) -> None:
           f"{r['head']} events in the log by then")
     print(f"  submit -> admitted, logical (occurred_at): {summary(r['logical'])}")
     print(f"  submit -> admitted, wall (recorded_at):    {summary(r['wall'])}")
+    problems = outcome(n, r)
+    if problems:
+        raise SystemExit("FAILED: " + "; ".join(problems) + " (the rates above are not valid)")
+
+
+def outcome(n: int, r: dict[str, Any]) -> list[str]:
+    """What went other than intended: every workload accepted once and admitted, none
+    refused, rejected or cancelled. A rate over work that did not run is not a rate."""
+    problems = []
+    if len(r["ids"]) != n or set(r["statuses"]) != {201}:
+        problems.append(f"{n - len(r['ids'])} of {n} not accepted: {r['statuses']}")
+    if r["gave_up"]:
+        problems.append(f"{r['gave_up']} rejected or cancelled")
+    if r["admitted"] != len(r["ids"]):
+        problems.append(f"{len(r['ids']) - r['admitted']} never admitted")
+    return problems
 
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
