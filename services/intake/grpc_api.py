@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import contextlib
 from collections.abc import AsyncIterator, Awaitable, Callable
-from typing import Any, NoReturn
+from typing import Any, NoReturn, TypeVar
 
 import grpc
 import structlog
@@ -30,6 +30,7 @@ from services.intake.events import Scope
 from services.intake.ops import Intake
 
 log = structlog.get_logger("intake")
+T = TypeVar("T")
 
 # The HTTP status of a refusal picks the gRPC code; a few codes are more precise.
 STATUS_CODES: dict[int, grpc.StatusCode] = {
@@ -102,17 +103,28 @@ Unary = Callable[[Any, Principal], Awaitable[Message]]
 Streaming = Callable[[Any, Principal], Awaitable[AsyncIterator[Message]]]
 
 
+async def _answer(
+    intake: Intake,
+    cls: type[Message],
+    fn: Callable[[Any, Principal], Awaitable[T]],
+    raw: bytes,
+    context: aio.ServicerContext[Any, Any],
+) -> T:
+    """``fn``'s answer to the decoded request, or the call aborted with its refusal (the
+    store being away is UNAVAILABLE)."""
+    try:
+        return await fn(_decode(cls, raw), _principal(intake, context))
+    except Refused as exc:
+        await _abort(context, exc.refusal)
+    except Exception as exc:
+        if not unavailable(exc):
+            raise
+        await _abort(context, errors.STORE_AWAY)
+
+
 def _unary(intake: Intake, cls: type[Message], fn: Unary) -> grpc.RpcMethodHandler:
     async def handle(raw: bytes, context: aio.ServicerContext[Any, Any]) -> bytes:
-        try:
-            request = _decode(cls, raw)
-            reply = await fn(request, _principal(intake, context))
-        except Refused as exc:
-            await _abort(context, exc.refusal)
-        except Exception as exc:
-            if not unavailable(exc):
-                raise
-            await _abort(context, errors.STORE_AWAY)
+        reply = await _answer(intake, cls, fn, raw, context)
         return reply.SerializeToString()
 
     return grpc.unary_unary_rpc_method_handler(handle)
@@ -120,15 +132,7 @@ def _unary(intake: Intake, cls: type[Message], fn: Unary) -> grpc.RpcMethodHandl
 
 def _streaming(intake: Intake, cls: type[Message], fn: Streaming) -> grpc.RpcMethodHandler:
     async def handle(raw: bytes, context: aio.ServicerContext[Any, Any]) -> AsyncIterator[bytes]:
-        try:
-            request = _decode(cls, raw)
-            replies = await fn(request, _principal(intake, context))
-        except Refused as exc:
-            await _abort(context, exc.refusal)
-        except Exception as exc:
-            if not unavailable(exc):
-                raise
-            await _abort(context, errors.STORE_AWAY)
+        replies = await _answer(intake, cls, fn, raw, context)
         async for reply in replies:
             yield reply.SerializeToString()
 

@@ -27,6 +27,7 @@ from typing import Any, Protocol
 import grpc
 import requests
 import yaml
+from google.protobuf import json_format
 from google.protobuf.descriptor import FieldDescriptor
 from google.protobuf.message import Message
 from hypothesis import HealthCheck, given, settings
@@ -230,8 +231,6 @@ BASES: dict[str, Callable[[], Message]] = {
 
 
 def _pb_workload() -> pb.WorkloadSpec:
-    from google.protobuf import json_format
-
     return json_format.ParseDict(workload(), pb.WorkloadSpec(), ignore_unknown_fields=True)
 
 

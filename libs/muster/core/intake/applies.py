@@ -58,19 +58,17 @@ def check(who: Principal, got: Read, state: WorkloadsState) -> Checked | Refusal
     a spec already stored."""
     m, timed = got
     reqs = [req for _, req, _ in timed]
-    refused = (
-        _access(who, m, reqs)
-        or _references(m, state)
-        or _queues(m, state)
-        or _unchanged(m, reqs, state)
-    )
-    if refused is not None:
-        return refused
     items = [
         Item(wl, key, inputs.workload_id(wl.namespace, key), "")
         for wl, key in ((wl, f"{wl.namespace}/{wl.name}") for wl in m.workloads)
     ]
-    return Checked(m, items, reqs)
+    refused = (
+        _access(who, m, reqs)
+        or _references(m, state)
+        or _queues(m, state)
+        or _unchanged(items, reqs, state)
+    )
+    return refused or Checked(m, items, reqs)
 
 
 def _access(
@@ -131,16 +129,16 @@ def _queues(m: manifests.Manifests, state: WorkloadsState) -> Refusal | None:
 
 
 def _unchanged(
-    m: manifests.Manifests, reqs: list[ProvisioningRequestSpec], state: WorkloadsState
+    items: list[Item], reqs: list[ProvisioningRequestSpec], state: WorkloadsState
 ) -> Refusal | None:
     """A submitted workload's spec is immutable, and so is a request's."""
-    for wl in m.workloads:
-        seen = state.workloads.get(inputs.workload_id(wl.namespace, f"{wl.namespace}/{wl.name}"))
-        if seen is not None and seen.digest != inputs.digest(wl):
+    for item in items:
+        seen = state.workloads.get(item.workload_id)
+        if seen is not None and seen.digest != inputs.digest(item.spec):
             return Refusal(
                 "IdempotencyKeyReused",
-                f"workload {wl.namespace}/{wl.name} exists with another spec; a submitted "
-                "workload's spec is immutable (delete it, then apply)",
+                f"workload {item.key} exists with another spec; a submitted workload's "
+                "spec is immutable (delete it, then apply)",
             )
     for req in reqs:
         existing = state.requests.get(req.key)
