@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import os
 import tempfile
 import time
 from pathlib import Path
@@ -155,51 +156,129 @@ async def submit_all(base: str, n: int, clients: int, duration: float
     return ids, latencies, statuses, took
 
 
-async def wait_admitted(store: SqlEventStore, ids: set[str], timeout: float
-                        ) -> tuple[dict[str, Any], dict[str, Any], set[str], float]:
-    """Follow the log until each workload is admitted or given up on (or the timeout)."""
-    submitted: dict[str, Any] = {}
-    admitted: dict[str, Any] = {}
+async def wait_done(store: SqlEventStore, ids: set[str], timeout: float) -> dict[str, Any]:
+    """Follow the log until each workload has finished or was given up on (or the timeout):
+    its submission, admission and finish, and which were given up on."""
+    seen: dict[str, dict[str, Any]] = {"submitted": {}, "admitted": {}, "finished": {}}
     gave_up: set[str] = set()
+    kinds = {wev.WorkloadSubmitted: "submitted", qev.WorkloadAdmitted: "admitted",
+             qev.WorkloadFinished: "finished"}
     position = 0
     started = time.monotonic()
     while time.monotonic() - started < timeout:
         envs = await store.read_all(position, categories={"workload", "admission"})
         for env in envs:
-            ev = env.event
-            wid = getattr(ev, "workload_id", None)
+            wid = getattr(env.event, "workload_id", None)
             if wid not in ids:
                 continue
-            if isinstance(ev, wev.WorkloadSubmitted):
-                submitted.setdefault(wid, env)
-            elif isinstance(ev, qev.WorkloadAdmitted):
-                admitted.setdefault(wid, env)
-            elif isinstance(ev, GAVE_UP):
+            if isinstance(env.event, GAVE_UP):
                 gave_up.add(wid)
+            elif (kind := kinds.get(type(env.event))) is not None:
+                seen[kind].setdefault(wid, env)
         if envs:
             position = envs[-1].position
-        if len(set(admitted) | gave_up) >= len(ids):
+        if len(set(seen["finished"]) | gave_up) >= len(ids):
             break
         await asyncio.sleep(0.2)
-    return submitted, admitted, gave_up, time.monotonic() - started
+    return {**seen, "gave_up": gave_up, "waited": time.monotonic() - started}
+
+
+# -- idle: one at a time, then nothing -------------------------------------------------------
+
+
+async def one_at_a_time(base: str, store: SqlEventStore, n: int, duration: float, timeout: float
+                        ) -> tuple[list[float], list[str]]:
+    """Submit n workloads, each after the previous one is admitted: (send -> admission
+    commit seconds, problems). The admission's commit time is the queue's ``recorded_at``,
+    so how often this client looks does not change the figure."""
+    wall: list[float] = []
+    problems: list[str] = []
+    run = f"{time.time():.0f}"
+    async with aiohttp.ClientSession() as session:
+        for i in range(n):
+            headers = {"Content-Type": "application/json", "Idempotency-Key": f"idle-{run}-{i}"}
+            body = orjson.dumps(workload_body(100_000 + i, duration=duration))
+            position = await store.head()
+            sent = time.time()
+            async with session.post(f"{base}/v1/workloads", data=body, headers=headers) as resp:
+                if resp.status != 201:
+                    problems.append(f"idle submit {i}: HTTP {resp.status}")
+                    continue
+                wid = orjson.loads(await resp.read())["id"]
+            found = await _admission(store, wid, position, timeout)
+            if found is None:
+                problems.append(f"idle workload {wid} not admitted within {timeout:.0f}s")
+                continue
+            wall.append(found.recorded_at - sent)
+    return wall, problems
+
+
+async def _admission(store: SqlEventStore, wid: str, after: int, timeout: float) -> Any:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        for env in await store.read_all(after, categories={"admission"}):
+            after = env.position
+            if isinstance(env.event, GAVE_UP) and env.event.workload_id == wid:
+                return None
+            if isinstance(env.event, qev.WorkloadAdmitted) and env.event.workload_id == wid:
+                return env
+        await asyncio.sleep(0.01)
+    return None
+
+
+def cpu_seconds(pids: dict[str, int]) -> dict[str, float]:
+    """User + system CPU seconds of each process so far (/proc/<pid>/stat)."""
+    tick = os.sysconf("SC_CLK_TCK")
+    found = {}
+    for name, pid in pids.items():
+        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+        found[name] = (int(fields[11]) + int(fields[12])) / tick
+    return found
+
+
+def stack_pids(stack: Stack) -> dict[str, int]:
+    pids = {name: proc.pid for name, proc in stack.processes.items()}
+    if stack.broker.process is not None:
+        pids["broker"] = stack.broker.process.pid
+    return pids
+
+
+async def idle_cpu(stack: Stack, seconds: float) -> dict[str, float]:
+    """Each process's share of one core while nothing is submitted."""
+    pids = stack_pids(stack)
+    before = cpu_seconds(pids)
+    await asyncio.sleep(seconds)
+    after = cpu_seconds(pids)
+    return {name: (after[name] - before[name]) / seconds for name in pids}
 
 
 async def through_stack(stack: Stack, args: argparse.Namespace) -> dict[str, Any]:
     await admin.configure(stack.store_url, parse.cluster(cluster_doc()), stack.broker.bootstrap)
     store = SqlEventStore(stack.store_url)
     try:
+        idle, idle_problems = await one_at_a_time(
+            stack.url(), store, args.idle, args.duration, args.timeout)
+        cpu = await idle_cpu(stack, args.idle_seconds)
+        pids = stack_pids(stack)
+        cpu_before = cpu_seconds(pids)
         ids, latencies, statuses, took = await submit_all(
             stack.url(), args.workloads, args.clients, args.duration)
-        submitted, admitted, gave_up, waited = await wait_admitted(store, set(ids), args.timeout)
+        done = await wait_done(store, set(ids), args.timeout)
+        cpu_after = cpu_seconds(pids)
         head = await store.head()
     finally:
         await store.close()
+    submitted, admitted, finished = done["submitted"], done["admitted"], done["finished"]
+    failed = sum(1 for env in finished.values() if env.event.outcome != "Succeeded")
     logical = [admitted[w].occurred_at - submitted[w].occurred_at for w in admitted]
     wall = [admitted[w].recorded_at - submitted[w].occurred_at for w in admitted]
     first = min((e.occurred_at for e in submitted.values()), default=0.0)
     last = max((e.recorded_at for e in admitted.values()), default=first)
-    return {"ids": ids, "latencies": latencies, "statuses": statuses, "took": took,
-            "admitted": len(admitted), "gave_up": len(gave_up), "waited": waited,
+    burst_cpu = {name: cpu_after[name] - cpu_before[name] for name in pids}
+    return {"burst_cpu": burst_cpu, "idle": idle, "idle_problems": idle_problems, "idle_cpu": cpu,
+            "ids": ids, "latencies": latencies, "statuses": statuses, "took": took,
+            "admitted": len(admitted), "gave_up": len(done["gave_up"]),
+            "finished": len(finished), "failed": failed, "waited": done["waited"],
             "logical": logical, "wall": wall, "span": last - first, "head": head}
 
 
@@ -215,6 +294,11 @@ def main(argv: list[str] | None = None) -> None:
             print(f"stack up in {time.perf_counter() - started:.1f}s "
                   f"(intake {stack.url()}, broker {stack.broker.bootstrap})")
             r = asyncio.run(through_stack(stack, args))
+    print(f"idle, one at a time ({len(r['idle'])}/{args.idle} admitted): "
+          f"send -> admission committed {summary(r['idle'])}")
+    cpu = r["idle_cpu"]
+    print(f"idle CPU over {args.idle_seconds:.0f}s: {sum(cpu.values()):.1%} of a core ("
+          + ", ".join(f"{k} {v:.1%}" for k, v in cpu.items()) + ")")
     http_rate = per_second(len(r["ids"]), r["took"])
     print(f"HTTP submit: {len(r['ids'])} accepted in {r['took']:.2f}s = {http_rate:,.0f} "
           f"submissions/s; statuses {dict(sorted(r['statuses'].items()))}")
@@ -223,10 +307,16 @@ def main(argv: list[str] | None = None) -> None:
           f"{clients} tasks {base['concurrent']:,.0f}/s")
     print(f"  HTTP/direct: {ratio(http_rate, base['sequential'])} of sequential, "
           f"{ratio(http_rate, base['concurrent'])} of concurrent")
-    print(f"admitted {r['admitted']}/{len(r['ids'])} (gave up {r['gave_up']}) "
-          f"{r['waited']:.1f}s after the last submit; first submit -> last admission "
+    print(f"admitted {r['admitted']}/{len(r['ids'])}, finished {r['finished']} "
+          f"({r['failed']} failed, gave up {r['gave_up']}) by {r['waited']:.1f}s after the "
+          "last submit; first submit -> last admission "
           f"{r['span']:.1f}s = {per_second(r['admitted'], r['span']):,.0f} admissions/s; "
           f"{r['head']} events in the log by then")
+    burst = r["burst_cpu"]
+    per = sum(burst.values()) / max(1, r["admitted"])
+    print(f"  CPU per admitted workload, submit to finish, every process: {per * 1000:.2f} ms ("
+          + ", ".join(f"{k} {v / max(1, r['admitted']) * 1000:.2f}" for k, v in burst.items())
+          + "); the benchmark's client is not counted")
     print(f"  submit -> admitted, logical (occurred_at): {summary(r['logical'])}")
     print(f"  submit -> admitted, wall (recorded_at):    {summary(r['wall'])}")
     problems = outcome(n, r)
@@ -237,13 +327,15 @@ def main(argv: list[str] | None = None) -> None:
 def outcome(n: int, r: dict[str, Any]) -> list[str]:
     """What went other than intended: every workload accepted once and admitted, none
     refused, rejected or cancelled. A rate over work that did not run is not a rate."""
-    problems = []
+    problems = list(r["idle_problems"])
     if len(r["ids"]) != n or set(r["statuses"]) != {201}:
         problems.append(f"{n - len(r['ids'])} of {n} not accepted: {r['statuses']}")
     if r["gave_up"]:
         problems.append(f"{r['gave_up']} rejected or cancelled")
     if r["admitted"] != len(r["ids"]):
         problems.append(f"{len(r['ids']) - r['admitted']} never admitted")
+    if r["finished"] != len(r["ids"]) or r["failed"]:
+        problems.append(f"{len(r['ids']) - r['finished']} never finished, {r['failed']} failed")
     return problems
 
 
@@ -256,7 +348,11 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--duration", type=float, default=0.5,
                    help="each workload's runtime.durationSeconds (default 0.5)")
     p.add_argument("--timeout", type=float, default=60.0,
-                   help="seconds to wait for every admission after the last submit (default 60)")
+                   help="seconds to wait for every finish after the last submit (default 60)")
+    p.add_argument("--idle", type=int, default=50,
+                   help="workloads submitted one at a time on the idle stack first (default 50)")
+    p.add_argument("--idle-seconds", type=float, default=10.0,
+                   help="seconds the idle stack's CPU is measured over (default 10)")
     return p.parse_args(argv)
 
 

@@ -1,8 +1,9 @@
 """The one loop every service runs around its decider.
 
-follow: wake on a Kafka doorbell or a poll tick -> fold the store's tail (in position
-order) -> decide -> append (guarded by stream versions; a conflict means another
-replica decided first: re-read and decide again) -> fold what was appended.
+follow: wake on the store's doorbell (a commit), a Kafka message or a poll tick -> fold
+the store's tail (in position order) -> decide -> append (guarded by stream versions; a
+conflict means another replica decided first: re-read and decide again) -> fold what was
+appended.
 timers: sleep until the decider's next deadline, then append an explicit timer event.
 relay: publish, in order, what this producer committed past its tracking position.
 
@@ -29,7 +30,7 @@ from muster.core.runner import DeciderRunner
 from muster.runtime.metrics import ServiceMetrics
 from muster.runtime.relay import relay_step
 from muster.runtime.settings import Settings
-from muster.store import ConcurrencyConflict, SqlEventStore, Tracking, unavailable
+from muster.store import ConcurrencyConflict, SqlEventStore, Tracking, bell, unavailable
 
 READ_BATCH = 5000
 BACKOFF_FIRST, BACKOFF_MAX = 0.2, 5.0  # seconds between tries while the store is away
@@ -95,13 +96,25 @@ class DeciderLoop:
             if len(envs) < READ_BATCH:
                 break
         self.last_step_at = time.time()
-        if folded:
-            self.metrics.events_folded.labels(self.name).inc(folded)
+        self._folded(folded)
+        return folded
+
+    def _folded(self, count: int) -> None:
+        if count:
+            self.metrics.events_folded.labels(self.name).inc(count)
             self.metrics.position.labels(self.name).set(self.runner.position)
-            self._since_snapshot += folded
+            self._since_snapshot += count
             moved, self._moved = self._moved, asyncio.Event()
             moved.set()
-        return folded
+
+    async def _fold_own(self, appended: list[Envelope]) -> None:
+        """Fold what this service just appended from what ``append`` returned (decoded from
+        the stored JSON, as a read would give it), without reading it back; unless others
+        committed since this service's position, then read the tail in order."""
+        if appended and appended[0].position == self.runner.position + 1:
+            self._folded(self.runner.fold(appended))
+        else:
+            await self.catch_up()
 
     async def moved(self, timeout: float) -> bool:
         """Wait until the fold moves past where it is now; False on timeout."""
@@ -135,10 +148,11 @@ class DeciderLoop:
                 except ConcurrencyConflict as exc:
                     self.metrics.conflicts.labels(self.name).inc()
                     self.log.info("another writer decided first; re-reading", stream=exc.stream_id)
+                    await self.catch_up()
                 else:
                     self._count(appended)
                     self._relay_wake.set()
-                await self.catch_up()
+                    await self._fold_own(appended)
             self.last_step_at = time.time()
             self.metrics.step_seconds.labels(self.name).observe(time.perf_counter() - started)
             self._deadline_changed.set()
@@ -195,6 +209,13 @@ class DeciderLoop:
     async def listen(self, doorbell: Doorbell) -> None:
         async for position in doorbell.rings():
             if position > self.runner.position:
+                self._wake.set()
+
+    async def listen_store(self) -> None:
+        """Wake on every commit to the store (store/bell.py): milliseconds from another
+        service's append to this one's fold, with nothing spent while the log is still."""
+        async for head in bell.rings(self.store.url):
+            if head == 0 or head > self.runner.position:
                 self._wake.set()
 
     # -- timers -------------------------------------------------------------------

@@ -90,17 +90,19 @@ async def run(
             tg.create_task(loop.follow())
             tg.create_task(loop.timers())
             tg.create_task(_supervise(log, "relay", lambda: _relay(loop, settings)))
-            tg.create_task(
-                _supervise(
-                    log,
-                    "doorbell",
-                    lambda: loop.listen(
-                        Doorbell(
-                            settings.kafka_bootstrap, settings.topic_prefix, decider.categories
-                        )
-                    ),
+            tg.create_task(_supervise(log, "store doorbell", loop.listen_store))
+            if settings.kafka_doorbell:
+                tg.create_task(
+                    _supervise(
+                        log,
+                        "doorbell",
+                        lambda: loop.listen(
+                            Doorbell(
+                                settings.kafka_bootstrap, settings.topic_prefix, decider.categories
+                            )
+                        ),
+                    )
                 )
-            )
             tg.create_task(_until(stop))
     except* Stop:
         pass

@@ -36,7 +36,11 @@ class Settings:
     topic_prefix: str = "muster."  # MUSTER_TOPIC_PREFIX
     migrate: bool = True  # MUSTER_MIGRATE: bring the store schema up to date at start
     snapshot_every: int = 5000  # MUSTER_SNAPSHOT_EVERY: events folded between snapshots (0: off)
-    poll_seconds: float = 1.0  # MUSTER_POLL_SECONDS: store poll when Kafka is quiet
+    poll_seconds: float = 5.0  # MUSTER_POLL_SECONDS: store poll, should a doorbell miss
+    # MUSTER_KAFKA_DOORBELL: also wake on the category topics' messages. Off: the store's
+    # own doorbell (store/bell.py) wakes every service, and consuming every event from
+    # Kafka in every service would cost more CPU than the rest of an admission.
+    kafka_doorbell: bool = False
     max_body_bytes: int = 1_048_576  # MUSTER_MAX_BODY_BYTES (intake: HTTP bodies, gRPC messages)
     grpc_port: int = 9090  # MUSTER_GRPC_PORT: intake's gRPC API (0: off)
     # MUSTER_AUTH_TOKEN_FILE / MUSTER_AUTH_SECRET_FILE: static tokens (docs/operations.md) and

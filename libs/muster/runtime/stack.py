@@ -35,7 +35,7 @@ class Stack:
         data_dir: Path,
         *,
         store_url: str | None = None,
-        poll_seconds: float = 0.5,
+        poll_seconds: float = 5.0,
         extra_env: dict[str, str] | None = None,
         node_agents: int = 1,
     ) -> None:

@@ -1,5 +1,6 @@
 """The append-only SQL event store (SQLite embedded, PostgreSQL in production)."""
 
+from muster.store import bell
 from muster.store.errors import ConcurrencyConflict, StoreError, unavailable
 from muster.store.sql import SqlEventStore, StreamAppend, Tracking
 
@@ -9,5 +10,6 @@ __all__ = [
     "StoreError",
     "StreamAppend",
     "Tracking",
+    "bell",
     "unavailable",
 ]

@@ -17,14 +17,12 @@ from __future__ import annotations
 import asyncio
 import sqlite3
 import time
-import uuid
 from collections.abc import Callable, Iterable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from functools import partial
 from typing import Any, TypeVar
 
-import orjson
 from sqlalchemy import Connection, Engine, create_engine, func, select, text
 from sqlalchemy import event as sa_event
 from sqlalchemy.engine import make_url
@@ -32,14 +30,12 @@ from sqlalchemy.ext.asyncio import AsyncEngine, create_async_engine
 
 from muster.core.events import (
     Envelope,
-    NewEvent,
     StreamAppend,
-    category_of,
-    decode_payload,
-    encode_payload,
 )
-from muster.store.errors import ConcurrencyConflict
+from muster.store.bell import CHANNEL, FileBell, bell_path
+from muster.store.rows import envelope, envelope_of, planned_rows
 from muster.store.schema import events, snapshots, tracking
+from muster.store.sqlite_fast import Busy, LoopConnection
 
 T = TypeVar("T")
 # busy_timeout first: the others may meet a lock, and must wait for it, not fail.
@@ -70,6 +66,8 @@ class SqlEventStore:
         self.url = normalise_url(url)
         self.is_sqlite = self.url.startswith("sqlite")
         self._async: AsyncEngine | None = None
+        self._bell: FileBell | None = None
+        self._fast: LoopConnection | None = None  # SQLite's hot path (store/sqlite_fast.py)
         if self.is_sqlite:
             sync_url = make_url(self.url).set(drivername="sqlite+pysqlite")
             self._write_engine = _sqlite_engine(sync_url, begin="BEGIN IMMEDIATE")
@@ -77,6 +75,9 @@ class SqlEventStore:
             # One writer thread: SQLite has one writer anyway; readers run beside it (WAL).
             self._write_pool = ThreadPoolExecutor(1, thread_name_prefix="muster-sqlite-w")
             self._read_pool = ThreadPoolExecutor(2, thread_name_prefix="muster-sqlite-r")
+            if sync_url.database not in (None, "", ":memory:"):
+                self._bell = FileBell(bell_path(self.url))
+                self._fast = LoopConnection(sync_url.database)
         else:
             self._async = create_async_engine(self.url, pool_size=pool_size, pool_pre_ping=True)
 
@@ -84,16 +85,27 @@ class SqlEventStore:
         if self._async is not None:
             await self._async.dispose()
             return
+        if self._bell is not None:
+            self._bell.close()
+        if self._fast is not None:
+            self._fast.close()
         self._write_pool.shutdown(wait=True)
         self._read_pool.shutdown(wait=True)
         self._write_engine.dispose()
         self._read_engine.dispose()
 
-    async def _write(self, fn: Callable[[Connection], T]) -> T:
+    async def _write(
+        self, fn: Callable[[Connection], T], *, then: Callable[[T], None] | None = None
+    ) -> T:
+        """``fn`` in one transaction; ``then`` with its result after the commit, in the
+        writer thread (SQLite: the doorbell's ring)."""
         if self._async is None:
-            return await _in_thread(self._write_pool, self._write_engine, fn)
+            return await _in_thread(self._write_pool, self._write_engine, fn, then)
         async with self._async.begin() as conn:
-            return await conn.run_sync(fn)
+            result = await conn.run_sync(fn)
+        if then is not None:
+            then(result)
+        return result
 
     async def _read(self, fn: Callable[[Connection], T]) -> T:
         if self._async is None:
@@ -112,6 +124,16 @@ class SqlEventStore:
         tracking_row: Tracking | None = None,
     ) -> list[Envelope]:
         """Append every stream's events in one transaction, or none of them."""
+        if self._fast is not None:
+            track = None if tracking_row is None else (tracking_row.consumer, tracking_row.position)
+            try:
+                rows = self._fast.append(batch, producer, recorded_at, track)
+            except Busy:
+                pass  # another process is writing: wait for the lock in the writer thread
+            else:
+                appended = [envelope(row) for row in rows]
+                self._ring(appended)
+                return appended
         pg = not self.is_sqlite
 
         def run(conn: Connection) -> list[Envelope]:
@@ -119,14 +141,22 @@ class SqlEventStore:
                 conn.execute(text("LOCK TABLE events IN EXCLUSIVE MODE"))
             rows = _rows(conn, batch, producer, recorded_at)
             if rows:
-                conn.execute(
-                    events.insert(), [{k: v for k, v in r.items() if k != "_event"} for r in rows]
-                )
+                conn.execute(events.insert(), rows)
+                if pg:  # delivered on commit to every LISTEN (store/bell.py)
+                    conn.execute(
+                        text("SELECT pg_notify(:channel, :head)"),
+                        {"channel": CHANNEL, "head": str(rows[-1]["position"])},
+                    )
             if tracking_row is not None:
                 _track(conn, tracking_row)
-            return [_envelope(row) for row in rows]
+            return [envelope(row) for row in rows]
 
-        return await self._write(run)
+        return await self._write(run, then=self._ring)
+
+    def _ring(self, appended: list[Envelope]) -> None:
+        """After the commit (a reader woken by the ring finds what it announces)."""
+        if appended and self._bell is not None:
+            self._bell.ring(appended[-1].position)
 
     async def set_tracking(self, row: Tracking) -> None:
         await self._write(lambda conn: _track(conn, row))
@@ -179,6 +209,11 @@ class SqlEventStore:
         producer: str | None = None,
     ) -> list[Envelope]:
         """Events with ``after < position <= until``, in position order."""
+        if self._fast is not None:
+            found = self._fast.read_all(
+                after, limit=limit, until=until, categories=categories, producer=producer
+            )
+            return [envelope_of(values) for values in found]
         query = select(events).where(events.c.position > after).order_by(events.c.position)
         if until is not None:
             query = query.where(events.c.position <= until)
@@ -263,10 +298,18 @@ def switch_to_wal(cursor: Any, attempts: int = 60) -> None:
     raise sqlite3.OperationalError("could not switch the SQLite file to WAL")
 
 
-async def _in_thread(pool: ThreadPoolExecutor, engine: Engine, fn: Callable[[Connection], T]) -> T:
+async def _in_thread(
+    pool: ThreadPoolExecutor,
+    engine: Engine,
+    fn: Callable[[Connection], T],
+    then: Callable[[T], None] | None = None,
+) -> T:
     def run() -> T:
         with engine.begin() as conn:
-            return fn(conn)
+            result = fn(conn)
+        if then is not None:
+            then(result)
+        return result
 
     return await asyncio.get_running_loop().run_in_executor(pool, run)
 
@@ -275,19 +318,8 @@ def _rows(
     conn: Connection, batch: Sequence[StreamAppend], producer: str, recorded_at: float
 ) -> list[dict[str, Any]]:
     """Rows to insert, after checking every stream's expected version."""
-    head = _head(conn)
     versions = _stream_versions(conn, [item.stream_id for item in batch])
-    rows: list[dict[str, Any]] = []
-    for item in batch:
-        version = versions.get(item.stream_id, 0)
-        if item.expected_version is not None and item.expected_version != version:
-            raise ConcurrencyConflict(item.stream_id, item.expected_version, version)
-        for new in item.events:
-            version += 1
-            head += 1
-            rows.append(_row(new, item.stream_id, version, head, producer, recorded_at))
-        versions[item.stream_id] = version  # a stream may appear twice in one batch
-    return rows
+    return planned_rows(batch, _head(conn), versions, producer, recorded_at)
 
 
 def _track(conn: Connection, row: Tracking) -> None:
@@ -321,45 +353,4 @@ def _stream_versions(conn: Connection, stream_ids: list[str]) -> dict[str, int]:
 
 
 def _envelopes(conn: Connection, query: Any) -> list[Envelope]:
-    return [_envelope(row._mapping) for row in conn.execute(query)]
-
-
-def _row(
-    new: NewEvent, stream_id: str, version: int, position: int, producer: str, recorded_at: float
-) -> dict[str, Any]:
-    return {
-        "position": position,
-        "event_id": str(uuid.uuid4()),
-        "stream_id": stream_id,
-        "category": category_of(stream_id),
-        "stream_version": version,
-        "type": new.event.TYPE,
-        "schema_version": new.event.VERSION,
-        "occurred_at": new.occurred_at,
-        "recorded_at": recorded_at,
-        "causation_id": new.causation_id,
-        "correlation_id": new.correlation_id,
-        "producer": producer,
-        "payload": orjson.dumps(encode_payload(new.event)).decode(),
-        "_event": new.event,
-    }
-
-
-def _envelope(row: Any) -> Envelope:
-    event = row.get("_event") if isinstance(row, dict) else None
-    if event is None:
-        event = decode_payload(row["type"], row["schema_version"], orjson.loads(row["payload"]))
-    return Envelope(
-        position=int(row["position"]),
-        event_id=row["event_id"],
-        stream_id=row["stream_id"],
-        stream_version=int(row["stream_version"]),
-        type=row["type"],
-        schema_version=event.VERSION,
-        occurred_at=float(row["occurred_at"]),
-        recorded_at=float(row["recorded_at"]),
-        causation_id=row["causation_id"],
-        correlation_id=row["correlation_id"],
-        producer=row["producer"],
-        event=event,
-    )
+    return [envelope(row._mapping) for row in conn.execute(query)]

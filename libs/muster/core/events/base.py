@@ -74,6 +74,40 @@ def round_trip(event: Event) -> Event:
     return msgspec.json.decode(msgspec.json.encode(event), type=type(event))
 
 
+def encode_json(event: Event) -> bytes:
+    """The payload's JSON (what ``encode_payload`` gives, written by msgspec in C)."""
+    return _ENCODER.encode(event)
+
+
+def decode_json(wire_type: str, schema_version: int, payload: bytes | str) -> Event:
+    """An event from its stored JSON: parsed and typed in one pass by a decoder built once
+    per class (replay and every fold decode each event; ~1 us instead of a parse and a
+    conversion). An older schema version is upcast through ``decode_payload``, and so is a
+    payload the typed decoder refuses, so that the error names the field."""
+    cls = _TYPES.get(wire_type)
+    if cls is None:
+        raise UnknownEventType(wire_type)
+    if schema_version == cls.VERSION:
+        try:
+            return _decoder(wire_type, cls).decode(payload)
+        except msgspec.ValidationError:
+            pass
+    return decode_payload(wire_type, schema_version, msgspec.json.decode(payload))
+
+
+_ENCODER = msgspec.json.Encoder()
+
+
+_DECODERS: dict[str, msgspec.json.Decoder[Any]] = {}
+
+
+def _decoder(wire_type: str, cls: type[Event]) -> msgspec.json.Decoder[Any]:
+    decoder = _DECODERS.get(wire_type)
+    if decoder is None:
+        decoder = _DECODERS[wire_type] = msgspec.json.Decoder(cls)
+    return decoder
+
+
 def decode_payload(wire_type: str, schema_version: int, payload: dict[str, Any]) -> Event:
     cls = _TYPES.get(wire_type)
     if cls is None:

@@ -1,0 +1,118 @@
+"""Rows of the ``events`` table: planning an append's rows (pure), and an envelope from a
+row however the driver hands it over (a mapping, or a tuple in ``COLUMNS`` order)."""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from muster.core.events import (
+    Envelope,
+    NewEvent,
+    StreamAppend,
+    category_of,
+    decode_json,
+    encode_json,
+)
+from muster.store.errors import ConcurrencyConflict
+
+COLUMNS = (
+    "position",
+    "event_id",
+    "stream_id",
+    "category",
+    "stream_version",
+    "type",
+    "schema_version",
+    "occurred_at",
+    "recorded_at",
+    "causation_id",
+    "correlation_id",
+    "producer",
+    "payload",
+)
+
+
+def planned_rows(
+    batch: Sequence[StreamAppend],
+    head: int,
+    versions: dict[str, int],
+    producer: str,
+    recorded_at: float,
+) -> list[dict[str, Any]]:
+    """Rows to insert after the store's ``head``, once every stream's expected version is
+    checked against ``versions`` (a stream's current version; absent: new)."""
+    versions = dict(versions)
+    rows: list[dict[str, Any]] = []
+    for item in batch:
+        version = versions.get(item.stream_id, 0)
+        if item.expected_version is not None and item.expected_version != version:
+            raise ConcurrencyConflict(item.stream_id, item.expected_version, version)
+        for new in item.events:
+            version += 1
+            head += 1
+            rows.append(_row(new, item.stream_id, version, head, producer, recorded_at))
+        versions[item.stream_id] = version  # a stream may appear twice in one batch
+    return rows
+
+
+def _row(
+    new: NewEvent, stream_id: str, version: int, position: int, producer: str, recorded_at: float
+) -> dict[str, Any]:
+    return {
+        "position": position,
+        "event_id": str(uuid.uuid4()),
+        "stream_id": stream_id,
+        "category": category_of(stream_id),
+        "stream_version": version,
+        "type": new.event.TYPE,
+        "schema_version": new.event.VERSION,
+        "occurred_at": new.occurred_at,
+        "recorded_at": recorded_at,
+        "causation_id": new.causation_id,
+        "correlation_id": new.correlation_id,
+        "producer": producer,
+        "payload": encode_json(new.event).decode(),
+    }
+
+
+def envelope(row: Mapping[Any, Any]) -> Envelope:
+    """Appended rows are decoded from their JSON too: what a service folds from its own
+    append is exactly what a replay reads back."""
+    event = decode_json(row["type"], row["schema_version"], row["payload"])
+    return Envelope(
+        position=int(row["position"]),
+        event_id=row["event_id"],
+        stream_id=row["stream_id"],
+        stream_version=int(row["stream_version"]),
+        type=row["type"],
+        schema_version=event.VERSION,
+        occurred_at=float(row["occurred_at"]),
+        recorded_at=float(row["recorded_at"]),
+        causation_id=row["causation_id"],
+        correlation_id=row["correlation_id"],
+        producer=row["producer"],
+        event=event,
+    )
+
+
+def envelope_of(values: Sequence[Any]) -> Envelope:
+    """From a tuple in ``COLUMNS`` order (the stdlib driver's rows)."""
+    position, event_id, stream_id, _, stream_version, wire_type, schema_version = values[:7]
+    occurred_at, recorded_at, causation_id, correlation_id, producer, payload = values[7:]
+    event = decode_json(wire_type, schema_version, payload)
+    return Envelope(
+        position=position,
+        event_id=event_id,
+        stream_id=stream_id,
+        stream_version=stream_version,
+        type=wire_type,
+        schema_version=event.VERSION,
+        occurred_at=occurred_at,
+        recorded_at=recorded_at,
+        causation_id=causation_id,
+        correlation_id=correlation_id,
+        producer=producer,
+        event=event,
+    )

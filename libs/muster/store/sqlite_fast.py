@@ -1,0 +1,164 @@
+"""SQLite's hot path, on the event loop's own thread: reading the log's tail and an append
+that takes the write lock at once.
+
+Why not SQLAlchemy in the worker thread, as every other store call: a fold's read and a
+decision's append are the whole of a hop between services, and there the thread hop
+(two cross-thread wake-ups, ~1 ms on a 2-vCPU VM whose idle CPUs sleep) and SQLAlchemy's
+per-statement work cost 20-50x the SQLite calls themselves (bench/README.md, e2e_submit).
+So these two run on the stdlib driver, on the loop, where they cannot wait:
+
+* a WAL reader never waits for a writer, and one SELECT is a consistent snapshot;
+* the append asks for the write lock without waiting (busy timeout 0). If another
+  process holds it, nothing was done and the caller goes to the worker thread, which
+  waits for the lock as before. Uncontended, an append costs ~0.1-0.3 ms on the loop.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import sqlite3
+from collections.abc import Iterable, Iterator, Sequence
+from typing import Any
+
+from sqlalchemy import exc as sa_exc
+
+from muster.core.events import StreamAppend
+from muster.store.rows import COLUMNS, planned_rows
+
+_INSERT = f"INSERT INTO events ({', '.join(COLUMNS)}) VALUES ({', '.join('?' * len(COLUMNS))})"
+_TRACK = (
+    "INSERT INTO tracking (consumer, position) VALUES (?, ?) "
+    "ON CONFLICT (consumer) DO UPDATE SET position = excluded.position "
+    "WHERE tracking.position < excluded.position"
+)
+_SELECT = f"SELECT {', '.join(COLUMNS)} FROM events"
+READ_WAIT_MS = 1000  # a reader waits only while another connection recovers the WAL
+
+
+class Busy(Exception):
+    """Another connection holds the write lock: append in the worker thread instead."""
+
+
+class LoopConnection:
+    """A reading and a writing connection per store, used only from the loop's thread."""
+
+    def __init__(self, path: str) -> None:
+        self.path = path
+        self._reader: sqlite3.Connection | None = None
+        self._writer: sqlite3.Connection | None = None
+
+    def _connect(self, busy_ms: int) -> sqlite3.Connection:
+        # check_same_thread off only so that close() may run at shutdown elsewhere.
+        conn = sqlite3.connect(self.path, isolation_level=None, check_same_thread=False)
+        conn.execute(f"PRAGMA busy_timeout={busy_ms}")
+        conn.execute("PRAGMA synchronous=NORMAL")
+        return conn
+
+    def close(self) -> None:
+        for conn in (self._reader, self._writer):
+            if conn is not None:
+                conn.close()
+        self._reader = self._writer = None
+
+    def read_all(
+        self,
+        after: int,
+        *,
+        limit: int | None,
+        until: int | None,
+        categories: Iterable[str] | None,
+        producer: str | None,
+    ) -> list[tuple[Any, ...]]:
+        where: list[str] = ["position > ?"]
+        params: list[Any] = [after]
+        if until is not None:
+            where.append("position <= ?")
+            params.append(until)
+        if categories is not None:
+            wanted = sorted(categories)
+            where.append(f"category IN ({', '.join('?' * len(wanted))})")
+            params.extend(wanted)
+        if producer is not None:
+            where.append("producer = ?")
+            params.append(producer)
+        sql = f"{_SELECT} WHERE {' AND '.join(where)} ORDER BY position"
+        if limit is not None:
+            sql += f" LIMIT {int(limit)}"
+        with _as_store_errors(sql):
+            if self._reader is None:
+                self._reader = self._connect(READ_WAIT_MS)
+            return self._reader.execute(sql, params).fetchall()
+
+    def append(
+        self,
+        batch: Sequence[StreamAppend],
+        producer: str,
+        recorded_at: float,
+        tracking: tuple[str, int] | None,
+    ) -> list[dict[str, Any]]:
+        """The rows appended, in one transaction; raises Busy (nothing done) when the write
+        lock is taken, ConcurrencyConflict when a stream moved."""
+        with _as_store_errors(_INSERT):
+            if self._writer is None:
+                self._writer = self._connect(0)
+            return _append(self._writer, batch, producer, recorded_at, tracking)
+
+
+def _append(
+    conn: sqlite3.Connection,
+    batch: Sequence[StreamAppend],
+    producer: str,
+    recorded_at: float,
+    tracking: tuple[str, int] | None,
+) -> list[dict[str, Any]]:
+    try:
+        conn.execute("BEGIN IMMEDIATE")
+    except sqlite3.OperationalError as exc:
+        if _busy(exc):
+            raise Busy from exc
+        raise
+    try:
+        rows = planned_rows(batch, _head(conn), _versions(conn, batch), producer, recorded_at)
+        conn.executemany(_INSERT, [tuple(row[c] for c in COLUMNS) for row in rows])
+        if tracking is not None:
+            conn.execute(_TRACK, tracking)
+        conn.execute("COMMIT")
+    except BaseException as exc:
+        conn.execute("ROLLBACK")
+        if isinstance(exc, sqlite3.OperationalError) and _busy(exc):
+            raise Busy from exc  # rolled back: the thread's append starts afresh
+        raise
+    return rows
+
+
+@contextlib.contextmanager
+def _as_store_errors(statement: str) -> Iterator[None]:
+    """The driver's errors as SQLAlchemy's, as every other store call raises them (the
+    loop's ``unavailable`` and the CLI's one-line errors know those)."""
+    try:
+        yield
+    except sqlite3.Error as exc:
+        raise sa_exc.DBAPIError.instance(statement, None, exc, sqlite3.Error) from exc
+
+
+def _busy(exc: sqlite3.OperationalError) -> bool:
+    return "locked" in str(exc) or "busy" in str(exc)
+
+
+def _head(conn: sqlite3.Connection) -> int:
+    return int(conn.execute("SELECT coalesce(max(position), 0) FROM events").fetchone()[0])
+
+
+def _versions(conn: sqlite3.Connection, batch: Sequence[StreamAppend]) -> dict[str, int]:
+    unique = sorted({item.stream_id for item in batch})
+    found: dict[str, int] = {}
+    for i in range(0, len(unique), 500):  # under SQLite's bound-parameter limit
+        chunk = unique[i : i + 500]
+        found.update(
+            conn.execute(
+                "SELECT stream_id, max(stream_version) FROM events "
+                f"WHERE stream_id IN ({', '.join('?' * len(chunk))}) GROUP BY stream_id",
+                chunk,
+            ).fetchall()
+        )
+    return found

@@ -1,0 +1,129 @@
+"""The store's doorbell and SQLite's hot path, on real files and a real PostgreSQL."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import sqlite3
+from collections.abc import AsyncIterator
+from pathlib import Path
+
+from muster.core.events import NewEvent, StreamAppend
+from muster.core.events import timer as tev
+from muster.core.nodes.decider import NodeAgentDecider
+from muster.runtime.loop import DeciderLoop
+from muster.runtime.metrics import ServiceMetrics
+from muster.runtime.settings import load
+from muster.store import SqlEventStore, bell
+from muster.store.bell import FileBell, bell_path
+from muster.store.migrate import upgrade_async
+from muster.store.rows import COLUMNS
+
+
+def _timers(stream: str, n: int, expected: int | None = 0) -> list[StreamAppend]:
+    news = [
+        NewEvent(stream_id=stream, event=tev.TimerFired(owner="t", deadline=i), occurred_at=i)
+        for i in range(n)
+    ]
+    return [StreamAppend(stream, expected, news)]
+
+
+async def _next(rings: AsyncIterator[int]) -> int:
+    async with asyncio.timeout(10):
+        return await anext(rings)
+
+
+async def test_a_commit_rings_every_listener_with_its_head(store_url: str) -> None:
+    writer = SqlEventStore(store_url)  # another store: as another process would append
+    listening = [bell.rings(writer.url), bell.rings(writer.url)]
+    try:
+        for rings in listening:
+            assert await _next(rings) == 0  # what the store held before the watch began
+        appended = await writer.append(_timers("timer-a", 3), producer="t", recorded_at=0.0)
+        for rings in listening:
+            assert await _next(rings) == appended[-1].position == 3
+        appended = await writer.append(_timers("timer-b", 1), producer="t", recorded_at=0.0)
+        for rings in listening:
+            assert await _next(rings) == 4
+    finally:
+        for rings in listening:
+            await rings.aclose()  # type: ignore[attr-defined]
+        await writer.close()
+
+
+async def test_a_loop_wakes_on_another_writers_commit_without_polling(store_url: str) -> None:
+    store, writer = SqlEventStore(store_url), SqlEventStore(store_url)
+    # A poll far longer than the test, no Kafka: only the store's doorbell can wake it.
+    settings = load({}, store_url=store.url, kafka_bootstrap="unused:9092", poll_seconds=300)
+    loop = DeciderLoop(NodeAgentDecider(), store, settings, ServiceMetrics())
+    await loop.restore()
+    tasks = [asyncio.create_task(loop.listen_store()), asyncio.create_task(loop.follow())]
+    try:
+        # Whether the listener has begun or not: its first ring reads the head in the file.
+        await writer.append(_timers("timer-x", 2), producer="node-agent", recorded_at=0.0)
+        async with asyncio.timeout(10):
+            while loop.runner.position < 2:
+                await loop.moved(10)
+        assert loop.runner.state.now == 1.0  # the latest occurred_at, folded
+    finally:
+        for task in tasks:
+            task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await task
+        await store.close()
+        await writer.close()
+
+
+def test_rings_out_of_order_leave_the_highest_head(tmp_path: Path) -> None:
+    path = tmp_path / "muster.db.bell"
+    first, second = FileBell(path), FileBell(path)  # two processes' appenders
+    first.ring(7)
+    second.ring(3)  # committed earlier, rang later
+    assert int.from_bytes(path.read_bytes(), "little") == 7
+    second.ring(9)
+    assert int.from_bytes(path.read_bytes(), "little") == 9
+    first.close()
+    second.close()
+
+
+def test_the_bell_is_one_file_however_the_url_spells_the_path(tmp_path: Path) -> None:
+    nested = tmp_path / "a"
+    nested.mkdir()
+    spelled = f"sqlite+aiosqlite:///{nested}/../muster.db"
+    assert bell_path(spelled) == bell_path(f"sqlite+aiosqlite:///{tmp_path / 'muster.db'}")
+
+
+async def test_an_append_waits_for_a_writer_in_another_process(tmp_path: Path) -> None:
+    """The loop's append does not wait for the write lock; held elsewhere, the append goes
+    to the writer thread, waits there, and lands after what the other writer committed."""
+    db = tmp_path / "muster.db"
+    url = f"sqlite:///{db}"
+    await upgrade_async(url)
+    store = SqlEventStore(url)
+    other = sqlite3.connect(db, isolation_level=None)
+    try:
+        other.execute("BEGIN IMMEDIATE")
+        row = (1, "e-other", "timer-o", "timer", 1, tev.TimerFired.TYPE, 1, 0.0, 0.0, None,
+               None, "other", '{"owner": "o", "deadline": 0.0}')  # fmt: skip
+        other.execute(f"INSERT INTO events ({', '.join(COLUMNS)}) VALUES ({', '.join('?' * 13)})",
+                      row)  # fmt: skip
+        appending = asyncio.create_task(
+            store.append(_timers("timer-a", 2), producer="t", recorded_at=0.0)
+        )
+        done, _ = await asyncio.wait({appending}, timeout=0.3)
+        assert not done  # waiting for the lock, not failed and not ahead of the other writer
+        other.execute("COMMIT")
+        appended = await asyncio.wait_for(appending, 30)
+        assert [e.position for e in appended] == [2, 3]
+        assert [e.position for e in await store.read_all()] == [1, 2, 3]
+    finally:
+        other.close()
+        await store.close()
+
+
+async def test_what_an_append_returns_is_what_a_read_gives_back(store: SqlEventStore) -> None:
+    """A service folds its own appends from what append returned: it must equal the
+    events read back, decoded from the stored JSON (not the objects the decider made)."""
+    appended = await store.append(_timers("timer-r", 3), producer="t", recorded_at=5.0)
+    assert appended == await store.read_all()
+    assert all(type(e.event.deadline) is float for e in appended)  # an int given, a float read
