@@ -10,7 +10,7 @@ import orjson
 from aiokafka import AIOKafkaConsumer
 
 from muster.bus.broker import EmbeddedBroker
-from muster.bus.kafka import Doorbell, Publisher, ensure_topics, topic
+from muster.bus.kafka import Doorbell, Publisher, decode, encode, ensure_topics, topic, wire_of_row
 from muster.core.events import NewEvent, StreamAppend
 from muster.core.events import timer as tev
 from muster.core.nodes.decider import NodeAgentDecider
@@ -127,3 +127,17 @@ async def test_consumers_fill_gaps_from_the_store_and_skip_what_they_applied(
             task.cancel()
             with contextlib.suppress(asyncio.CancelledError):
                 await task
+
+
+async def test_a_relayed_row_is_the_message_its_envelope_would_be(
+    sqlite_store: SqlEventStore,
+) -> None:
+    """The relay publishes stored rows without decoding them; a consumer must read the
+    same envelope as from the store."""
+    await _append(sqlite_store, "node-agent", 3)
+    rows = await sqlite_store.read_rows(0)
+    envs = await sqlite_store.read_all(0)
+    assert [decode(wire_of_row(row)) for row in rows] == envs
+    assert [orjson.loads(wire_of_row(row)) for row in rows] == [
+        orjson.loads(encode(env)) for env in envs
+    ]

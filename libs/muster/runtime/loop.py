@@ -59,6 +59,7 @@ class DeciderLoop:
         self._moved = asyncio.Event()  # replaced each time the fold moves (watchers wait on it)
         self._lock = asyncio.Lock()
         self._since_snapshot = 0
+        self._snapshot_at = time.monotonic()  # a restart replays what came since start-up
         self.last_step_at = 0.0
         self.published_up_to = 0
         self.rounds_beaten = 0  # heartbeat rounds sent (node-agent)
@@ -267,8 +268,14 @@ class DeciderLoop:
 
     async def _maybe_snapshot(self) -> None:
         every = self.settings.snapshot_every
-        if every and self._since_snapshot >= every:
+        now = time.monotonic()
+        if (
+            every
+            and self._since_snapshot >= every
+            and now - self._snapshot_at >= self.settings.snapshot_seconds
+        ):
             self._since_snapshot = 0
+            self._snapshot_at = now
             data = self.runner.snapshot()
             await self.store.save_snapshot(
                 self.name, self.runner.position, self.runner.decider.snapshot_format, data

@@ -16,9 +16,10 @@ async def relay_step(
     The tracking row moves only after the broker acknowledged, so a crash in between
     republishes rather than loses (consumers skip what they already applied).
     """
-    envs = await store.read_all(position, producer=producer, limit=RELAY_BATCH)
-    if not envs:
+    rows = await store.read_rows(position, producer=producer, limit=RELAY_BATCH)
+    if not rows:
         return position, 0
-    await publisher.publish(envs)
-    await store.set_tracking(Tracking(f"relay:{producer}", envs[-1].position))
-    return envs[-1].position, len(envs)
+    await publisher.publish_rows(rows)
+    moved = rows[-1][0]  # the position column
+    await store.set_tracking(Tracking(f"relay:{producer}", moved))
+    return moved, len(rows)

@@ -209,11 +209,26 @@ class SqlEventStore:
         producer: str | None = None,
     ) -> list[Envelope]:
         """Events with ``after < position <= until``, in position order."""
+        found = await self.read_rows(
+            after, limit=limit, until=until, categories=categories, producer=producer
+        )
+        return [envelope_of(values) for values in found]
+
+    async def read_rows(
+        self,
+        after: int = 0,
+        *,
+        limit: int | None = None,
+        until: int | None = None,
+        categories: Iterable[str] | None = None,
+        producer: str | None = None,
+    ) -> list[tuple[Any, ...]]:
+        """``read_all``'s rows as stored, in ``rows.COLUMNS`` order, payloads undecoded (the
+        relay publishes them as they are)."""
         if self._fast is not None:
-            found = self._fast.read_all(
+            return self._fast.read_all(
                 after, limit=limit, until=until, categories=categories, producer=producer
             )
-            return [envelope_of(values) for values in found]
         query = select(events).where(events.c.position > after).order_by(events.c.position)
         if until is not None:
             query = query.where(events.c.position <= until)
@@ -223,7 +238,7 @@ class SqlEventStore:
             query = query.where(events.c.producer == producer)
         if limit is not None:
             query = query.limit(limit)
-        return await self._read(lambda conn: _envelopes(conn, query))
+        return await self._read(lambda conn: [tuple(row) for row in conn.execute(query)])
 
     async def read_correlated(
         self, correlation_id: str, after: int = 0, *, limit: int | None = None
