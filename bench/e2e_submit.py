@@ -187,12 +187,13 @@ async def wait_done(store: SqlEventStore, ids: set[str], timeout: float) -> dict
 
 
 async def one_at_a_time(base: str, store: SqlEventStore, n: int, duration: float, timeout: float
-                        ) -> tuple[list[float], list[str]]:
+                        ) -> tuple[list[float], list[str], set[str]]:
     """Submit n workloads, each after the previous one is admitted: (send -> admission
-    commit seconds, problems). The admission's commit time is the queue's ``recorded_at``,
+    commit seconds, problems, ids). The admission's commit time is the queue's ``recorded_at``,
     so how often this client looks does not change the figure."""
     wall: list[float] = []
     problems: list[str] = []
+    ids: set[str] = set()
     run = f"{time.time():.0f}"
     async with aiohttp.ClientSession() as session:
         for i in range(n):
@@ -205,12 +206,13 @@ async def one_at_a_time(base: str, store: SqlEventStore, n: int, duration: float
                     problems.append(f"idle submit {i}: HTTP {resp.status}")
                     continue
                 wid = orjson.loads(await resp.read())["id"]
+            ids.add(wid)
             found = await _admission(store, wid, position, timeout)
             if found is None:
                 problems.append(f"idle workload {wid} not admitted within {timeout:.0f}s")
                 continue
             wall.append(found.recorded_at - sent)
-    return wall, problems
+    return wall, problems, ids
 
 
 async def _admission(store: SqlEventStore, wid: str, after: int, timeout: float) -> Any:
@@ -256,8 +258,10 @@ async def through_stack(stack: Stack, args: argparse.Namespace) -> dict[str, Any
     await admin.configure(stack.store_url, parse.cluster(cluster_doc()), stack.broker.bootstrap)
     store = SqlEventStore(stack.store_url)
     try:
-        idle, idle_problems = await one_at_a_time(
+        idle, idle_problems, idle_ids = await one_at_a_time(
             stack.url(), store, args.idle, args.duration, args.timeout)
+        # Idle means idle: the one-at-a-time workloads have finished and their nodes gone.
+        await wait_done(store, idle_ids, args.timeout)
         cpu = await idle_cpu(stack, args.idle_seconds)
         pids = stack_pids(stack)
         cpu_before = cpu_seconds(pids)

@@ -29,6 +29,7 @@ log = structlog.get_logger("muster.bus")
 CATEGORIES = ("config", "cloud", "workload", "admission", "provisioning", "node", "timer")
 # Liveness, not history: heartbeats go to Kafka only, never to the store.
 HEARTBEAT = "heartbeat"
+KEYS_REMEMBERED = 100_000  # stream keys whose partition a publisher remembers
 
 
 def topic(prefix: str, category: str) -> str:
@@ -107,6 +108,7 @@ class Publisher:
             request_timeout_ms=10_000,
         )
         self._partitions: dict[str, list[int]] = {}  # a topic's partitions (fixed once made)
+        self._keyed: dict[tuple[str, bytes], int] = {}
 
     async def start(self) -> None:
         await self._producer.start()
@@ -149,11 +151,18 @@ class Publisher:
         await asyncio.gather(*futures)
 
     async def _partition(self, name: str, key: bytes) -> int:
+        # murmur2 is pure Python in aiokafka, and a stream's events share its key: remembered.
+        found = self._keyed.get((name, key))
+        if found is not None:
+            return found
         partitions = self._partitions.get(name)
         if partitions is None:
             partitions = sorted(await self._producer.partitions_for(name))
             self._partitions[name] = partitions
-        return int(DefaultPartitioner()(key, partitions, partitions))
+        if len(self._keyed) >= KEYS_REMEMBERED:
+            self._keyed.clear()
+        found = self._keyed[(name, key)] = int(DefaultPartitioner()(key, partitions, partitions))
+        return found
 
     async def heartbeats(
         self, nodes: Sequence[str], agent: str, sent_at: float, position: int

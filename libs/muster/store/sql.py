@@ -159,6 +159,12 @@ class SqlEventStore:
             self._bell.ring(appended[-1].position)
 
     async def set_tracking(self, row: Tracking) -> None:
+        if self._fast is not None:
+            try:
+                self._fast.track(row.consumer, row.position)
+                return
+            except Busy:
+                pass  # another process is writing: wait for the lock in the writer thread
         await self._write(lambda conn: _track(conn, row))
 
     async def save_snapshot(self, name: str, position: int, fmt: str, state: bytes) -> None:

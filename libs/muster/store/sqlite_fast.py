@@ -89,6 +89,12 @@ class LoopConnection:
                 self._reader = self._connect(READ_WAIT_MS)
             return self._reader.execute(sql, params).fetchall()
 
+    def track(self, consumer: str, position: int) -> None:
+        """Move a consumer's tracking row forward; raises Busy (nothing done) when the
+        write lock is taken."""
+        with _as_store_errors(_TRACK):
+            _track(self._writing(), consumer, position)
+
     def append(
         self,
         batch: Sequence[StreamAppend],
@@ -99,9 +105,21 @@ class LoopConnection:
         """The rows appended, in one transaction; raises Busy (nothing done) when the write
         lock is taken, ConcurrencyConflict when a stream moved."""
         with _as_store_errors(_INSERT):
-            if self._writer is None:
-                self._writer = self._connect(0)
-            return _append(self._writer, batch, producer, recorded_at, tracking)
+            return _append(self._writing(), batch, producer, recorded_at, tracking)
+
+    def _writing(self) -> sqlite3.Connection:
+        if self._writer is None:
+            self._writer = self._connect(0)
+        return self._writer
+
+
+def _track(conn: sqlite3.Connection, consumer: str, position: int) -> None:
+    try:
+        conn.execute(_TRACK, (consumer, position))  # one statement: its own transaction
+    except sqlite3.OperationalError as exc:
+        if _busy(exc):
+            raise Busy from exc
+        raise
 
 
 def _append(
