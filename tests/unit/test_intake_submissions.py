@@ -2,10 +2,16 @@
 
 from __future__ import annotations
 
+import hashlib
 from typing import Any
+
+import orjson
+from hypothesis import given
+from hypothesis import strategies as st
 
 from muster.core import inputs
 from muster.core.access.tokens import ANONYMOUS_ADMIN
+from muster.core.codec import to_plain
 from muster.core.intake import submissions
 from muster.core.intake.refusal import Refusal
 from muster.core.model import parse
@@ -66,3 +72,31 @@ def test_reading_a_batch_names_the_item() -> None:
     )
     too_many = submissions.read_batch(ADMIN, [{}] * 3, 2)
     assert isinstance(too_many, Refusal) and too_many.code == "BatchTooLarge"
+
+
+# -- the request digest -------------------------------------------------------------------
+
+_LABEL = st.from_regex(r"[a-z]([a-z0-9.-]{0,10}[a-z0-9])?", fullmatch=True)
+
+
+@given(
+    duration=st.floats(min_value=1e-9, max_value=3e7, allow_nan=False, allow_infinity=False),
+    count=st.integers(min_value=1, max_value=100_000),
+    labels=st.dictionaries(_LABEL, _LABEL, max_size=4),
+    priority=st.integers(min_value=-(10**9), max_value=10**9),
+)
+def test_the_digest_is_the_bytes_it_always_was(
+    duration: float, count: int, labels: dict[str, str], priority: int
+) -> None:
+    """Digests are stored and compared with a retry's: the fast encoder must write exactly
+    what the reflective form wrote (sorted keys, the same numbers and escapes)."""
+    body = {
+        "name": "w", "namespace": "team-a", "queueName": "q", "priority": priority,
+        "labels": labels,
+        "podSets": [{"name": "worker", "count": count,
+                     "requests": {"nvidia.com/gpu": 1, "cpu": 0.5, "memory": "1Gi"}}],
+        "runtime": {"durationSeconds": duration},
+    }  # fmt: skip
+    spec = parse.workload(body)
+    reflective = orjson.dumps(to_plain(spec), option=orjson.OPT_SORT_KEYS)
+    assert inputs.digest(spec) == hashlib.sha256(reflective).hexdigest()
