@@ -1,7 +1,9 @@
 """Benchmarks, each runnable as ``python -m bench.<name>`` (see bench/README.md).
 
 They print figures and ratios against a baseline measured in the same process;
-they assert nothing about speed. Shared helpers live here.
+they assert nothing about speed. Each checks its own outcome (the work ran as its
+scenario intends) and exits non-zero with a ``FAILED:`` message when it did not: a rate
+over rejected or unfinished work is not a rate. Shared helpers live here.
 """
 
 from __future__ import annotations
@@ -10,13 +12,16 @@ import contextlib
 import os
 import platform
 import uuid
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Sequence
 from typing import Any
 
 from sqlalchemy.engine import make_url
 
+from muster.core.events import Envelope, StreamAppend
 from muster.core.model import parse
 from muster.core.model.workload import WorkloadSpec
+from muster.core.sim.harness import Harness, Livelock
+from muster.core.sim.log import MemoryLog
 
 POSTGRES_ENV = "MUSTER_TEST_POSTGRES_URL"
 
@@ -83,3 +88,49 @@ async def scratch_postgres(server_url: str) -> AsyncIterator[str]:
 
 def redact(url: str) -> str:
     return make_url(url).render_as_string(hide_password=True)
+
+
+def check_outcome(problems: Sequence[str]) -> None:
+    """Print the problems and exit non-zero, loudly, if there are any: the figures printed
+    above are then over work that did not run as the scenario intends."""
+    if not problems:
+        print("outcome check passed: as the scenario intends")
+        return
+    for problem in problems:
+        print(f"  ! {problem}")
+    raise SystemExit("FAILED: " + "; ".join(problems) + " (the figures above are not valid)")
+
+
+class Runaway(RuntimeError):
+    """The harness's log outgrew its bound: the deciders never reached a fixed point."""
+
+
+class BoundedLog(MemoryLog):
+    """A MemoryLog that raises ``Runaway`` once it holds more than ``limit`` events, so a
+    livelock whose clock keeps moving (timers, retries) fails instead of running forever;
+    one at a single instant is the harness's own ``Livelock``."""
+
+    def __init__(self, limit: int) -> None:
+        super().__init__()
+        self.limit = limit
+
+    def append(
+        self, batch: Sequence[StreamAppend], *, producer: str, recorded_at: float
+    ) -> list[Envelope]:
+        out = super().append(batch, producer=producer, recorded_at=recorded_at)
+        if len(self.envelopes) > self.limit:
+            raise Runaway(f"more than {self.limit:,} events without reaching a fixed point")
+        return out
+
+
+def run_bounded(harness: Harness, max_events: int) -> str | None:
+    """Run a freshly built harness until nothing is left to happen; a livelock is returned
+    as a problem (None: it reached its fixed point)."""
+    if harness.log.head:
+        raise ValueError("the harness has already run: its log cannot be bounded now")
+    harness.log = BoundedLog(max_events)
+    try:
+        harness.run()
+    except (Livelock, Runaway) as exc:
+        return f"livelock at virtual time {harness.clock:.3f}s: {exc}"
+    return None

@@ -29,6 +29,13 @@ printed (once per run). No further repeat once a size's cycles took ``--budget``
 seconds; the cycle peak (under tracemalloc, up to ~3x slower) is measured only when
 that fits in ``--limit``.
 
+Outcome, checked on each size's first finished cycle (fails loudly otherwise): every
+pending workload got exactly one verdict (QuotaReserved or a pending reason) and nothing
+else did, every eviction is of a distinct workload holding quota, and nothing was
+rejected; the queue reaches its fixed point within ``--settle`` decisions, and the
+decision after one more submission answers it. A cycle stopped at ``--limit`` has no
+output to check: it is reported as unfinished (its time a lower bound), not as a failure.
+
     python -m bench.cycle_scale [--pending 100000] [--queues 1000] [--cohorts 10]
                                 [--baseline 10000] [--limit 45] [--profile 15]
 """
@@ -48,10 +55,10 @@ import time
 import tracemalloc
 from collections import Counter
 from collections.abc import Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
-from bench import machine, per_second, ratio
+from bench import check_outcome, machine, per_second, ratio
 from muster.core import inputs
 from muster.core.events import Envelope, Event, NewEvent
 from muster.core.events import queue as qev
@@ -271,6 +278,7 @@ class Measured:
     cycle_peak: int | None  # None: not measured (the cycle is too slow to trace)
     output_bytes: int | None
     profile: str | None = None
+    problems: list[str] = field(default_factory=list)  # in the first cycle's output
 
     @property
     def finished(self) -> list[Run]:
@@ -303,6 +311,30 @@ def profiled(state: QueueState, limit: float, top: int = 15) -> str:
     text = io.StringIO()
     pstats.Stats(profile, stream=text).sort_stats("cumulative").print_stats(top)
     return text.getvalue()
+
+
+def cycle_outcome(state: QueueState, out: list[NewEvent]) -> list[str]:
+    """What a full cycle decided other than it should: one verdict (QuotaReserved or a
+    pending reason) for every pending workload and for nothing else, evictions only of
+    distinct workloads holding quota, no rejection."""
+    verdicts = Counter(
+        n.event.workload_id
+        for n in out
+        if isinstance(n.event, qev.QuotaReserved | qev.WorkloadPending)
+    )
+    evicted = Counter(n.event.workload_id for n in out if isinstance(n.event, qev.WorkloadEvicted))
+    problems = []
+    if missing := state.pending - set(verdicts):
+        problems.append(f"{len(missing)} of {len(state.pending)} pending workloads got no verdict")
+    if extra := set(verdicts) - state.pending:
+        problems.append(f"{len(extra)} verdicts for workloads not pending")
+    if twice := [w for w, c in verdicts.items() if c > 1]:
+        problems.append(f"{len(twice)} workloads got more than one verdict")
+    if wrong := [w for w, c in evicted.items() if c > 1 or w not in state.active]:
+        problems.append(f"{len(wrong)} evictions of workloads not holding quota or evicted twice")
+    if rejected := sum(isinstance(n.event, qev.WorkloadRejected) for n in out):
+        problems.append(f"{rejected} workloads rejected")
+    return problems
 
 
 def measure(
@@ -340,6 +372,8 @@ def measure(
         output_bytes=None,
     )
     first = runs[0]
+    if first.out is not None:
+        m.problems = cycle_outcome(state, first.out)
     if first.out is not None and first.wall * TRACE_SLOWDOWN <= args.limit:
         tracemalloc.start()
         before = tracemalloc.get_traced_memory()[0]
@@ -378,7 +412,7 @@ def after_one(queues: list[Queue], pending: int, args: argparse.Namespace) -> Af
         runner.fold(log.envelopes[-len(news) :])
         decisions += 1
     if news:
-        raise SystemExit(f"FAILED: no fixed point after {decisions} decisions")
+        check_outcome([f"no fixed point after {decisions} decisions (livelock?)"])
     settle_s = time.perf_counter() - started
     q = queues[len(queues) // 3 + 1]  # a queue that preempts
     spec = spec_of("after-one", q, 4, 1, 10)
@@ -395,7 +429,7 @@ def after_one(queues: list[Queue], pending: int, args: argparse.Namespace) -> Af
         if n.correlation_id == "after-one" or getattr(n.event, "workload_id", "") == "after-one"
     ]
     if not about:
-        raise SystemExit("FAILED: the decision after the submission says nothing of it")
+        check_outcome(["the decision after the submission says nothing of it"])
     return AfterOne(decisions, settle_s, times, [type(n.event).__name__ for n in out])
 
 
@@ -458,12 +492,14 @@ def main(argv: list[str] | None = None) -> None:
     base = measure(queues, args.baseline, args, args.profile)
     describe(base, "baseline", args.limit)
     base_best, base_bytes, base_pending = base.best, base.state_bytes, base.pending
+    problems = [f"baseline cycle: {p}" for p in base.problems]
     base_profiled = base.profile is not None
     del base
     gc.collect()
     # One profile is enough: the baseline's, if it was stopped too.
     big = measure(queues, args.pending, args, 0.0 if base_profiled else args.profile)
     describe(big, "measured", args.limit)
+    problems += [f"measured cycle: {p}" for p in big.problems]
     scale = big.pending / max(1, args.baseline)
     big_best = big.best
     extra = (big.state_bytes - base_bytes) / max(1, big.pending - base_pending)
@@ -494,6 +530,7 @@ def main(argv: list[str] | None = None) -> None:
             f"{scale:.0f}x)"
         )
     print(f"whole run {time.perf_counter() - started:.0f}s")
+    check_outcome(problems)
 
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:

@@ -48,6 +48,13 @@ step times on multiples of 1/64 s, where ``(T + at) - T == at`` for a wall-clock
 provisioner's capacity check once lost a step to that rounding when the step's own timer
 fired; it compares absolute times now, so the option is only kept to compare.
 
+Outcome, checked on every run (fails loudly otherwise): every request Provisioned, except
+with GKE's default ``activeRequests``, where exactly the requests beyond the first 100 fail
+at once with QuotaExceeded and the rest are Provisioned; none still waiting or cancelled;
+no nodes across two zones or over capacity or maxNodes; through Kueue, every workload
+admitted and none rejected or cancelled; no livelock in virtual time (the harness's
+bound); in real time, every POST accepted (201) and every request ended by ``--timeout``.
+
     python -m bench.dws_provisioning [--scale 1.0] [--services-scale 1.0] [--profile N]
 """
 
@@ -63,6 +70,7 @@ import random
 import tempfile
 import time
 import urllib.request
+from collections import Counter
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -71,7 +79,7 @@ from typing import Any
 import aiohttp
 import orjson
 
-from bench import machine, per_second, ratio
+from bench import check_outcome, machine, per_second, ratio, run_bounded
 from bench.kueue_baseline import Timed, cpu_seconds, follow_log
 from muster.core.events import Envelope
 from muster.core.events import provisioning as pev
@@ -94,6 +102,9 @@ MAX_SIZE = 64
 SIZE_EXPONENT = 1.3  # p(size) ~ size^-1.3 over 1..64: mean ~8.6 nodes
 NODES_PER_REQUEST = 10  # cloud size per request: 1,000 requests -> 10,000 nodes
 BOOKING_SECONDS = 86_400.0
+# A harness log this many events per request has no fixed point (a few dozen are usual,
+# node and pod events included): a livelock, not a long run.
+RUNAWAY_EVENTS_PER_REQUEST = 1_000
 
 
 # -- the workload ---------------------------------------------------------------------------
@@ -456,6 +467,34 @@ def print_delays(label: str, values: list[float], unit: str = "s") -> None:
     )
 
 
+def outcome(r: Replay, *, active_requests: int | None = None) -> list[str]:
+    """What the log shows went other than the scenario says: every request Provisioned;
+    with ``active_requests`` below the requests (all created at once), exactly those beyond
+    the limit failed at once with QuotaExceeded; none left waiting; no zone or capacity
+    violation."""
+    expect_failed = max(0, r.requests - active_requests) if active_requests is not None else 0
+    problems = []
+    over_limit = [reason for reason in r.failed.values() if reason == "QuotaExceeded"]
+    if len(r.failed) != expect_failed or len(over_limit) != expect_failed:
+        reasons = dict(sorted(Counter(r.failed.values()).items()))
+        problems.append(
+            f"{len(r.failed)} of {r.requests} failed ({reasons}), expected {expect_failed} "
+            "(QuotaExceeded: beyond the active-request limit)"
+        )
+    if len(r.provisioned) != r.requests - expect_failed:
+        problems.append(
+            f"{len(r.provisioned)} of {r.requests} Provisioned, expected "
+            f"{r.requests - expect_failed}"
+        )
+    if waiting := r.requests - len(r.provisioned) - len(r.failed):
+        problems.append(f"{waiting} still waiting (or cancelled) at the end")
+    if r.zone_violations:
+        problems.append(f"{len(r.zone_violations)} requests with nodes in two zones")
+    if r.capacity_violations:
+        problems.append(f"{len(r.capacity_violations)} times nodes over capacity or maxNodes")
+    return problems
+
+
 def print_checks(r: Replay, delay: float, *, virtual: bool) -> None:
     outcome = f"{len(r.provisioned)}/{r.requests} Provisioned"
     if r.failed:
@@ -499,6 +538,20 @@ class VirtualRun:
     replay: Replay
     queue_timing: Any = None  # kueue_baseline.Timing of the queue (the Kueue variant)
     admitted: int = 0
+    gave_up: int = 0  # workloads rejected or cancelled (the Kueue variant)
+    livelock: str | None = None  # the harness found no fixed point
+
+
+def run_outcome(run: VirtualRun, shape: Shape, *, kueue: bool = False) -> list[str]:
+    """What went other than intended in one virtual run, each problem labelled with it."""
+    problems = [run.livelock] if run.livelock else []
+    problems += outcome(run.replay, active_requests=shape.active_requests)
+    if kueue and (run.admitted < shape.requests or run.gave_up):
+        problems.append(
+            f"{run.admitted} of {shape.requests} workloads admitted, {run.gave_up} rejected "
+            "or cancelled"
+        )
+    return [f"{run.label}: {p}" for p in problems]
 
 
 def run_virtual(
@@ -530,7 +583,7 @@ def run_virtual(
     if profile is not None:
         profile.enable()
     try:
-        harness.run()
+        livelock = run_bounded(harness, RUNAWAY_EVENTS_PER_REQUEST * len(sizes_) + 10_000)
     finally:
         if profile is not None:
             profile.disable()
@@ -547,7 +600,9 @@ def run_virtual(
         provisioner.timing,
         replay(envs, spec, len(sizes_), lambda e: e.occurred_at),
         queue.timing if kueue else None,
-        sum(1 for e in envs if isinstance(e.event, qev.WorkloadAdmitted)),
+        len({e.event.workload_id for e in envs if isinstance(e.event, qev.WorkloadAdmitted)}),
+        sum(1 for e in envs if isinstance(e.event, qev.WorkloadRejected | qev.WorkloadCancelled)),
+        livelock,
     )
 
 
@@ -594,7 +649,8 @@ def sized(scale: float, seed: int, **timing: Any) -> tuple[Shape, list[int]]:
     return shape, sizes(n, seed)
 
 
-def virtual(args: argparse.Namespace) -> None:
+def virtual(args: argparse.Namespace) -> list[str]:
+    """The virtual-time runs, printed; what went other than intended."""
     shape, sizes_ = sized(
         args.scale,
         args.seed,
@@ -616,6 +672,7 @@ def virtual(args: argparse.Namespace) -> None:
     base_shape = Shape(**{**shape.__dict__, "all_at_start": True})
     base = run_virtual(base_shape, sizes_, "baseline: all capacity at t=0")
     print_virtual(base, base_shape)
+    problems = run_outcome(main, shape) + run_outcome(base, base_shape)
     mt, bt = main.timing, base.timing
     main_rate = per_second(main.provisioner_events, mt.decide_s)
     base_rate = per_second(base.provisioner_events, bt.decide_s)
@@ -630,11 +687,13 @@ def virtual(args: argparse.Namespace) -> None:
         gke = Shape(**{**shape.__dict__, "active_requests": 100})
         capped = run_virtual(gke, sizes_, "GKE's default activeRequests (100)")
         print_virtual(capped, gke)
+        problems += run_outcome(capped, gke)
     if not args.no_kueue:
         kq = run_virtual(
             shape, sizes_, "through Kueue (workloads, DWS admission check)", kueue=True
         )
         print_virtual(kq, shape)
+        problems += run_outcome(kq, shape, kueue=True)
         print(
             f"  through Kueue / standalone: wall {ratio(kq.wall, main.wall)}, events "
             f"{ratio(kq.events, main.events)}, provisioner decide CPU "
@@ -643,6 +702,7 @@ def virtual(args: argparse.Namespace) -> None:
     if args.profile:
         print(f"cProfile of the capacity-over-time run (top {args.profile} by cumulative time):")
         print(profiled_run(shape, sizes_, args.profile))
+    return problems
 
 
 # -- real time: the services -------------------------------------------------------------
@@ -706,7 +766,8 @@ DECIDE = "muster_decide_duration_seconds"
 STEP = "muster_decide_step_seconds"
 
 
-def services(args: argparse.Namespace) -> None:
+def services(args: argparse.Namespace) -> list[str]:
+    """The real-time run, printed; what went other than intended."""
     from muster.runtime import admin
     from muster.runtime.stack import Stack
 
@@ -774,7 +835,12 @@ def services(args: argparse.Namespace) -> None:
             return env.occurred_at
         return env.recorded_at
 
-    print_checks(replay(envs, spec, n, wall_time), shape.delay, virtual=False)
+    r = replay(envs, spec, n, wall_time)
+    print_checks(r, shape.delay, virtual=False)
+    problems = []
+    if set(statuses) != {201} or sum(statuses.values()) != n:
+        problems.append(f"POSTs not all accepted: statuses {dict(sorted(statuses.items()))}")
+    return [f"real time: {p}" for p in problems + outcome(r, active_requests=shape.active_requests)]
 
 
 # -- main ---------------------------------------------------------------------------------
@@ -783,10 +849,12 @@ def services(args: argparse.Namespace) -> None:
 def main(argv: list[str] | None = None) -> None:
     args = parse_args(argv)
     print(f"bench.dws_provisioning ({machine()})")
+    problems = []
     if not args.no_virtual:
-        virtual(args)
+        problems += virtual(args)
     if not args.no_services:
-        services(args)
+        problems += services(args)
+    check_outcome(problems)
 
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:

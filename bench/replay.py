@@ -1,10 +1,11 @@
 """Replay: rebuilding the queue service's state from a SQLite store of N events.
 
 The log is a real one: the simulation harness (the same deciders the services run)
-plays examples/cluster.yaml with generated workloads until it has written N events
+plays examples/cluster.yaml with enough generated workloads for about N events
 (submissions, quota reservations, pending reasons, provisioning, nodes, pods,
-timers, finishes), and those envelopes are copied row for row into a fresh SQLite
-store (positions, versions, producers, causation kept). Then, in one process:
+timers, finishes), every one of them run to its end, and those envelopes are copied
+row for row into a fresh SQLite store (positions, versions, producers, causation
+kept). Then, in one process:
 
 * read:    the read loop ``admin.rebuild`` runs (``read_all`` by the queue's categories,
            10,000 at a time), decoding every event, but not folding (the baseline);
@@ -15,6 +16,11 @@ store (positions, versions, producers, causation kept). Then, in one process:
     python -m bench.replay [--events 100000] [--db PATH]
 
 With --db the store is kept (and reused by a later run if it already holds events).
+
+Outcome, checked on the stored log (fails loudly otherwise): the harness reached its fixed
+point within a bound on events (no livelock), every workload was admitted and finished,
+failed exactly when its pods were generated to fail, none was rejected or cancelled; the
+store holds the log row for row; the rebuilt state equals the in-memory fold.
 """
 
 from __future__ import annotations
@@ -30,9 +36,11 @@ from typing import Any
 import orjson
 from sqlalchemy import create_engine, func, select
 
-from bench import machine, per_second, ratio
+from bench import check_outcome, machine, per_second, ratio, run_bounded
 from muster.cli.commands import EXAMPLES, build_harness, load_cluster
 from muster.core.events import Envelope, encode_payload
+from muster.core.events import queue as qev
+from muster.core.events import workload as wev
 from muster.core.model import parse
 from muster.core.queueing.decider import QueueDecider
 from muster.core.runner import DeciderRunner
@@ -43,6 +51,11 @@ from muster.store.migrate import upgrade
 from muster.store.schema import events as events_table
 
 COPY_BATCH = 10_000
+# Events one generated workload brings to the log, run to its end on examples/cluster.yaml
+# (19-22 measured over seeds and gaps): the workload count for about --events events.
+EVENTS_PER_WORKLOAD = 20
+# A log this many times the expected size has no fixed point: a livelock, not a long run.
+RUNAWAY_FACTOR = 3
 
 
 def generated_workloads(count: int, *, seed: int, gap: float) -> list[tuple[float, Any]]:
@@ -65,20 +78,59 @@ def generated_workloads(count: int, *, seed: int, gap: float) -> list[tuple[floa
 
 
 def simulate(cluster: Path, events: int, *, seed: int, gap: float) -> list[Envelope]:
-    """Run the harness until its log holds ``events`` events; its first ``events``."""
+    """The whole log of enough workloads for about ``events`` events, each run to its end.
+
+    The log is not cut at ``events``: a cut leaves the last workloads mid-flight, and the
+    example cluster serves fewer workloads than arrive (capacity stalls for its 10-minute
+    bookings when a preemption cancels a request whose nodes were booting), so a cut log
+    was mostly workloads still waiting. Draining the queue gives the same mix, complete."""
     spec = load_cluster(cluster)
-    # ~15 to 25 events a workload: schedule more than enough, stop once the log is long.
-    workloads = generated_workloads(events // 8 + 10, seed=seed, gap=gap)
+    workloads = generated_workloads(
+        max(1, round(events / EVENTS_PER_WORKLOAD)), seed=seed, gap=gap)
     harness = build_harness(spec, workloads)
-    last_arrival = workloads[-1][0]
-    horizon = 0.0
-    while len(harness.log.envelopes) < events:
-        horizon += 60.0
-        before = len(harness.log.envelopes)
-        harness.run(until=horizon)
-        if len(harness.log.envelopes) == before and horizon > last_arrival:
-            break  # nothing left to happen
-    return harness.log.envelopes[:events]
+    livelock = run_bounded(harness, RUNAWAY_FACTOR * events + 1000)
+    if livelock is not None:
+        s = summarize(harness.log.envelopes)
+        check_outcome([f"{livelock} ({s['workloads']} workloads submitted by then, "
+                       f"{s['outcomes']})"])
+    print(f"  virtual clock at the end {harness.clock:,.0f}s (last arrival at "
+          f"{workloads[-1][0]:,.0f}s)")
+    return harness.log.envelopes
+
+
+def log_outcome(envs: list[Envelope]) -> list[str]:
+    """What the log shows went other than generated: every workload admitted and finished,
+    failed exactly when its pods exit non-zero, none rejected or cancelled."""
+    meant: dict[str, bool] = {}  # workload -> generated to fail
+    admitted: set[str] = set()
+    ended: dict[str, str] = {}  # workload -> Succeeded, Failed, Rejected, Cancelled
+    for env in envs:
+        ev = env.event
+        if isinstance(ev, wev.WorkloadSubmitted):
+            meant[ev.workload_id] = ev.spec.runtime.exit_code != 0
+        elif isinstance(ev, qev.WorkloadAdmitted):
+            admitted.add(ev.workload_id)
+        elif isinstance(ev, qev.WorkloadFinished):
+            ended[ev.workload_id] = ev.outcome
+        elif isinstance(ev, qev.WorkloadRejected):
+            ended[ev.workload_id] = "Rejected"
+        elif isinstance(ev, qev.WorkloadCancelled):
+            ended[ev.workload_id] = "Cancelled"
+    problems = []
+    if not meant:
+        problems.append("the log holds no workload")
+    if gave_up := sorted(w for w, o in ended.items() if o in ("Rejected", "Cancelled")):
+        problems.append(f"{len(gave_up)} rejected or cancelled, e.g. {gave_up[0]}")
+    if never := sorted(set(meant) - admitted):
+        problems.append(f"{len(never)} of {len(meant)} never admitted, e.g. {never[0]}")
+    if unfinished := sorted(set(meant) - set(ended)):
+        problems.append(f"{len(unfinished)} of {len(meant)} never finished, e.g. {unfinished[0]}")
+    wrong = sorted(w for w, o in ended.items()
+                   if o in ("Succeeded", "Failed") and (o == "Failed") != meant.get(w))
+    if wrong:
+        problems.append(f"{len(wrong)} ended other than generated (failed though meant to "
+                        f"succeed, or the reverse), e.g. {wrong[0]}")
+    return problems
 
 
 def copy_into(url: str, envelopes: list[Envelope]) -> None:
@@ -121,7 +173,8 @@ async def read_like_rebuild(store: SqlEventStore, categories: frozenset[str]) ->
             return count
 
 
-async def measure(url: str, repeat: int) -> None:
+async def measure(url: str, repeat: int) -> list[str]:
+    """Print the figures; what went other than intended (the log's outcome, the rebuild)."""
     store = SqlEventStore(url)
     decider = QueueDecider()
     try:
@@ -165,6 +218,13 @@ async def measure(url: str, repeat: int) -> None:
         same = decider.summary(runner.state) == decider.summary(in_memory.state)
         print(f"  rebuilt state == in-memory fold: {'yes' if same else 'NO'} "
               f"(position {runner.position}, {len(runner.state.workloads)} workloads)")
+        problems = log_outcome(envs)
+        if n != len(envs) or (envs and runner.position != envs[-1].position):
+            problems.append(f"the rebuild read {n} events (to position {runner.position}), "
+                            f"the in-memory fold {len(envs)}")
+        if not same:
+            problems.append("the rebuilt state differs from the in-memory fold")
+        return problems
     finally:
         await store.close()
 
@@ -189,14 +249,18 @@ def main(argv: list[str] | None = None) -> None:
             started = time.perf_counter()
             copy_into(url, envelopes)
             print(f"copied into {db} in {time.perf_counter() - started:.1f}s")
+            if (have := stored_count(url)) != len(envelopes):
+                check_outcome([f"the store holds {have} rows of the {len(envelopes)} copied"])
             del envelopes
-        asyncio.run(measure(url, args.repeat))
+        check_outcome(asyncio.run(measure(url, args.repeat)))
 
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p = argparse.ArgumentParser(prog="python -m bench.replay", description=__doc__,
                                 formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("--events", type=int, default=100_000, help="log length (default 100000)")
+    p.add_argument("--events", type=int, default=100_000,
+                   help="about this many events: enough workloads for it, each run to its "
+                        "end (default 100000)")
     p.add_argument("--cluster", type=Path, default=EXAMPLES / "cluster.yaml",
                    help="cluster description (default examples/cluster.yaml)")
     p.add_argument("--gap", type=float, default=1.5,

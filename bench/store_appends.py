@@ -17,6 +17,11 @@ a database of its own on that server and drops it afterwards.
 
 Each mode stops at its event count or after --max-seconds, whichever comes first,
 and its rate is over what it did; so a run stays within about two minutes.
+
+Outcome (fails loudly otherwise): every append committed at the positions that follow
+the previous head with no gap, each stream at the versions expected (1 for a new stream,
+1..N for a batched stream), and at the end the store's head and a full read back hold
+exactly the events appended.
 """
 
 from __future__ import annotations
@@ -31,6 +36,7 @@ from pathlib import Path
 
 from bench import (
     POSTGRES_ENV,
+    check_outcome,
     machine,
     per_second,
     postgres_url,
@@ -40,7 +46,7 @@ from bench import (
     workload_spec,
 )
 from muster.core import inputs
-from muster.core.events import NewEvent, StreamAppend
+from muster.core.events import Envelope, NewEvent, StreamAppend
 from muster.core.events import timer as tev
 from muster.store import SqlEventStore
 from muster.store.migrate import upgrade_async
@@ -100,29 +106,52 @@ def batches_of_one_stream(make: EventFactory, events: int, size: int) -> list[li
 
 
 async def timed(store: SqlEventStore, appends: list[list[StreamAppend]],
-                budget: float = float("inf")) -> tuple[int, int, float]:
+                budget: float = float("inf"), problems: list[str] | None = None,
+                ) -> tuple[int, int, float]:
     """Append each batch in its own transaction, stopping once ``budget`` seconds
-    have passed; (appends done, events appended, seconds)."""
+    have passed; (appends done, events appended, seconds). What an append committed
+    other than expected goes to ``problems`` (checked outside the timing)."""
     events = done = 0
     started = time.perf_counter()
     elapsed = 0.0
+    committed: list[tuple[list[StreamAppend], list[Envelope]]] = []
     for batch in appends:
-        await store.append(batch, producer="bench", recorded_at=time.time())
+        committed.append((batch, await store.append(batch, producer="bench",
+                                                    recorded_at=time.time())))
         events += sum(len(item.events) for item in batch)
         done += 1
         elapsed = time.perf_counter() - started
         if elapsed > budget:
             break
+    if problems is not None:
+        problems += [p for batch, envs in committed for p in append_problems(batch, envs)]
     return done, events, elapsed
 
 
-async def run_backend(label: str, url: str, args: argparse.Namespace) -> None:
+def append_problems(batch: list[StreamAppend], envs: list[Envelope]) -> list[str]:
+    """An append's envelopes other than expected: one per event, at consecutive positions,
+    each stream from its expected version on, in the order given."""
+    want = [(item.stream_id, (item.expected_version or 0) + k + 1)
+            for item in batch for k in range(len(item.events))]
+    got = [(e.stream_id, e.stream_version) for e in envs]
+    positions = [e.position for e in envs]
+    if got != want:
+        return [f"an append of {len(want)} events committed streams/versions {got[:3]}..., "
+                f"expected {want[:3]}..."]
+    if positions != list(range(positions[0], positions[0] + len(positions))):
+        return [f"an append committed non-consecutive positions {positions[:5]}..."]
+    return []
+
+
+async def run_backend(label: str, url: str, args: argparse.Namespace) -> list[str]:
+    """One store's modes, printed; what went other than intended, labelled."""
     make = workload_events() if args.event == "workload" else timer_events()
     await upgrade_async(url)
     store = SqlEventStore(url)
+    problems: list[str] = []
     try:
         # Warm up connections, statement caches and the file before measuring.
-        await timed(store, single_appends(make, args.warmup))
+        _, appended, _ = await timed(store, single_appends(make, args.warmup), problems=problems)
         # Build every event before the clock starts: only the store is measured.
         plans = {
             "single": single_appends(make, args.single),
@@ -132,7 +161,8 @@ async def run_backend(label: str, url: str, args: argparse.Namespace) -> None:
         print(f"{label}: {redact(url)}")
         rates: dict[str, float] = {}
         for mode, appends in plans.items():
-            done, events, seconds = await timed(store, appends, args.max_seconds)
+            done, events, seconds = await timed(store, appends, args.max_seconds, problems)
+            appended += events
             rates[mode] = per_second(events, seconds)
             per_txn = seconds / done * 1000
             cut = "" if done == len(appends) else f"; stopped at {args.max_seconds:g}s"
@@ -143,21 +173,37 @@ async def run_backend(label: str, url: str, args: argparse.Namespace) -> None:
                   f"{rates[mode]:>9,.0f} events/s  ({per_txn:.2f} ms/append; {shape}{cut})")
         for mode in ("batched-streams", "batched-stream"):
             print(f"  {mode}/single: {ratio(rates[mode], rates['single'])}")
-        print(f"  head position at the end: {await store.head()}")
+        head = await store.head()
+        print(f"  head position at the end: {head}")
+        problems += await read_back(store, head, appended)
     finally:
         await store.close()
+    return [f"{label}: {p}" for p in problems]
+
+
+async def read_back(store: SqlEventStore, head: int, appended: int) -> list[str]:
+    """The store holds exactly what was appended: the head, and every event read back."""
+    position = read = 0
+    while batch := await store.read_all(position, limit=10_000):
+        read += len(batch)
+        position = batch[-1].position
+    if head == appended and read == appended:
+        return []
+    return [f"{appended} events appended, but the head is {head} and {read} read back"]
 
 
 async def main_async(args: argparse.Namespace) -> None:
+    """Every backend's figures, then the outcome check over all of them."""
     print(f"bench.store_appends ({machine()}); event: {args.event}")
     with tempfile.TemporaryDirectory(prefix="muster-bench-") as tmp:
-        await run_backend("sqlite", f"sqlite:///{Path(tmp) / 'bench.db'}", args)
+        problems = await run_backend("sqlite", f"sqlite:///{Path(tmp) / 'bench.db'}", args)
     server = postgres_url()
     if server is None or args.no_postgres:
         print(f"postgresql: skipped (set {POSTGRES_ENV})")
-        return
-    async with scratch_postgres(server) as url:
-        await run_backend("postgresql", url, args)
+    else:
+        async with scratch_postgres(server) as url:
+            problems += await run_backend("postgresql", url, args)
+    check_outcome(problems)
 
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:

@@ -14,6 +14,11 @@ limiting is off (MUSTER_SUBMIT_RATE=0) so the figures are of the path, not the l
 Baseline, in this process: the same appends straight into a fresh store of the same kind
 from C concurrent tasks (no HTTP, no gRPC, no service), so the API's cost shows as a ratio.
 
+Outcome (fails loudly otherwise): on every store and transport each of the N submissions
+was answered as created (HTTP 201, gRPC ``created``), and the store then holds exactly one
+``workload.submitted`` event per submission made (warm-up included): a rate over refused
+or lost submissions is not a rate.
+
     python -m bench.submit_api [--workloads 3000] [--clients 64]
 """
 
@@ -37,11 +42,20 @@ import grpc
 import orjson
 from google.protobuf import json_format
 
-from bench import machine, per_second, postgres_url, ratio, scratch_postgres, workload_body
+from bench import (
+    check_outcome,
+    machine,
+    per_second,
+    postgres_url,
+    ratio,
+    scratch_postgres,
+    workload_body,
+)
 from bench.e2e_submit import cluster_doc, direct_appends
 from muster.api.v1 import muster_pb2 as pb
 from muster.api.v1 import muster_pb2_grpc as rpc
 from muster.bus.broker import EmbeddedBroker, free_port
+from muster.core.events import workload as wev
 from muster.core.model import parse
 from muster.core.sim.summary import percentile
 from muster.runtime import admin
@@ -50,6 +64,7 @@ from muster.store.migrate import upgrade_async
 
 BATCH = 100
 BATCH_CLIENTS = 8
+WARM_UP = 50  # HTTP submissions before the measured ones
 
 
 def latency(values: list[float]) -> str:
@@ -162,9 +177,23 @@ async def over_grpc(target: str, n: int, clients: int, run: str) -> dict[str, An
         }
 
 
+async def submitted(url: str) -> int:
+    """``workload.submitted`` events in the store."""
+    store = SqlEventStore(url)
+    try:
+        count = position = 0
+        while batch := await store.read_all(position, categories={"workload"}, limit=10_000):
+            count += sum(isinstance(e.event, wev.WorkloadSubmitted) for e in batch)
+            position = batch[-1].position
+        return count
+    finally:
+        await store.close()
+
+
 async def one_store(
     kind: str, url: str, broker: EmbeddedBroker, args: argparse.Namespace, logs: Path
-) -> None:
+) -> list[str]:
+    """One store's transports, printed; what went other than intended, labelled."""
     await upgrade_async(url)
     store = SqlEventStore(url)
     try:
@@ -174,7 +203,7 @@ async def one_store(
     run = f"{time.time():.0f}"
     n, c = args.workloads, args.clients
     async with intake(url, broker, logs) as (base, target):
-        await over_http(base, 50, 8, f"warm-{run}")  # warm-up: connections, the fold
+        await over_http(base, WARM_UP, 8, f"warm-{run}")  # warm-up: connections, the fold
         http = await over_http(base, n, c, run)
         grpc_results = await over_grpc(target, n, c, run)
     print(f"\n{kind}: {n} one-pod workloads per transport")
@@ -184,6 +213,12 @@ async def one_store(
         (f"gRPC batch of {BATCH}, {BATCH_CLIENTS} concurrent", grpc_results["batch"]),
     ]
     rates = {}
+    problems = [f"{label}: {done} of {n} created" for label, (_, _, done) in rows if done != n]
+    stored = await submitted(url)
+    if stored != WARM_UP + 3 * n:
+        problems.append(
+            f"the store holds {stored} submissions, {WARM_UP + 3 * n} were made (warm-up included)"
+        )
     for label, (seconds, lat, done) in rows:
         rate = per_second(done, seconds)
         rates[label] = rate
@@ -201,26 +236,32 @@ async def one_store(
     print(f"  baseline: direct store appends, {c} tasks {baseline['concurrent']:8.0f} appends/s")
     for label, rate in rates.items():
         print(f"    {label:<36} {ratio(rate, baseline['concurrent'])} of the baseline")
+    return [f"{kind}: {p}" for p in problems]
 
 
-async def main_async(args: argparse.Namespace) -> None:
+async def main_async(args: argparse.Namespace) -> list[str]:
     print(f"bench.submit_api on {machine()}")
     with tempfile.TemporaryDirectory() as tmp, EmbeddedBroker() as broker:
         logs = Path(tmp)
-        await one_store("SQLite", f"sqlite:///{logs / 'muster.db'}", broker, args, logs)
+        problems = await one_store("SQLite", f"sqlite:///{logs / 'muster.db'}", broker, args, logs)
         pg = postgres_url()
         if pg:
             async with scratch_postgres(pg) as url:
-                await one_store("PostgreSQL", url, broker, args, logs)
+                problems += await one_store("PostgreSQL", url, broker, args, logs)
         else:
             print("\nPostgreSQL: skipped (set MUSTER_TEST_POSTGRES_URL)")
+    return problems
 
 
-def main() -> None:
-    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+def main(argv: list[str] | None = None) -> None:
+    p = argparse.ArgumentParser(
+        prog="python -m bench.submit_api",
+        description=__doc__,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
     p.add_argument("--workloads", type=int, default=3000)
     p.add_argument("--clients", type=int, default=64)
-    asyncio.run(main_async(p.parse_args()))
+    check_outcome(asyncio.run(main_async(p.parse_args(argv))))
 
 
 if __name__ == "__main__":

@@ -172,11 +172,14 @@ def victims(
     candidates.sort(
         key=lambda c: (c[1], c[0].priority, c[0].shrink is None, -c[0].reserved_seq, c[0].id)
     )
-    # A workload that fits its queue's own quota first tries to reclaim without borrowing.
+    # A workload that fits its queue's own quota first tries to reclaim without borrowing;
+    # with only its own queue's workloads to take, it borrows what the cohort lends (Kueue's
+    # NoCandidateFromOtherQueues), else it would evict more than it needs.
     within_nominal = all(q <= node.subtree.get(fr, 0) for fr, q in need.items() if fr in contested)
     if fair_sharing is not None:
         return _fair(tree, preemptor, candidates, fair_sharing, placeable, nodes_of)
-    attempts = [False, True] if within_nominal else [True]
+    from_others = any(not same for _, same in candidates)
+    attempts = [False, True] if within_nominal and from_others else [True]
     for allow_borrowing in attempts:
         for order in _orders(candidates, nodes_of):
             chosen = _classic(tree, preemptor, order, allow_borrowing, placeable, nodes_of)

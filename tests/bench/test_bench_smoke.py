@@ -1,0 +1,110 @@
+"""Every benchmark, at the smallest size that still exercises its outcome check, run as
+``python -m bench.<name>`` (as ``make bench`` runs them): it must end without a FAILED
+exit. Nothing about speed is asserted: at these sizes, on a shared machine, the figures
+mean nothing; only that the work ran as each scenario intends.
+
+PostgreSQL parts run only when MUSTER_TEST_POSTGRES_URL is set (the benchmarks skip them
+otherwise). Those that start the stack (broker and services as processes) are marked e2e.
+"""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from bench.traces import PHILLY, TRACES
+
+ROOT = Path(__file__).resolve().parents[2]
+PASSED = "outcome check passed"
+TIMEOUT = 240  # seconds per benchmark; each takes a few at these sizes
+
+STACK = pytest.mark.e2e
+
+
+def run_bench(name: str, *args: str, expect: str = PASSED) -> str:
+    """Run ``python -m bench.<name> args``; its output, or the test fails with its tail
+    (``expect``: what its output says once its outcome check has run and passed)."""
+    done = subprocess.run(
+        [sys.executable, "-m", f"bench.{name}", *args],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=TIMEOUT,
+        check=False,
+    )
+    out = done.stdout + done.stderr
+    if done.returncode != 0 or "FAILED" in out or expect not in done.stdout:
+        pytest.fail(f"bench.{name} exited {done.returncode}:\n{out[-4000:]}")
+    return out
+
+
+def test_store_appends() -> None:
+    run_bench(
+        "store_appends",
+        *("--single", "50", "--batched", "500", "--batch-size", "50", "--warmup", "5"),
+    )
+
+
+def test_replay() -> None:
+    # About 100 workloads of the example cluster, every one run to its end.
+    out = run_bench("replay", "--events", "2000")
+    assert "rebuilt state == in-memory fold: yes" in out
+
+
+def test_kueue_baseline_virtual() -> None:
+    # 180 workloads, both configurations (preemption, then minAdmitDuration).
+    run_bench("kueue_baseline", "--scale", "0.01")
+
+
+@STACK
+def test_kueue_baseline_services() -> None:
+    run_bench("kueue_baseline", "--services", "--scale", "0.01", "--timeout", "120")
+
+
+def test_cycle_scale() -> None:
+    run_bench(
+        "cycle_scale",
+        *("--pending", "400", "--baseline", "100", "--queues", "40", "--cohorts", "4"),
+    )
+
+
+def test_placement() -> None:
+    run_bench("placement", "--scale", "0.013")  # 130 nodes, 13 gangs (the floor is 128)
+
+
+@STACK
+def test_dws_provisioning() -> None:
+    # 110 requests: more than GKE's default 100 active ones, so the capped run happens and
+    # its 10 expected QuotaExceeded failures are checked; then 20 through the stack.
+    run_bench(
+        "dws_provisioning",
+        *("--scale", "0.11", "--steps", "2", "--services-scale", "0.02"),
+        *("--real-step-seconds", "0.3", "--real-delay", "0.2", "--timeout", "120"),
+    )
+
+
+@pytest.mark.skipif(not (TRACES / PHILLY).exists(), reason=f"no trace at {TRACES / PHILLY}")
+def test_traces() -> None:
+    run_bench("traces", "--jobs", "300")
+
+
+@STACK
+def test_submit_api() -> None:
+    run_bench("submit_api", "--workloads", "40", "--clients", "8")
+
+
+@STACK
+def test_e2e_submit() -> None:
+    run_bench(
+        "e2e_submit",
+        *("--workloads", "20", "--clients", "4", "--idle", "2", "--idle-seconds", "0.5"),
+        expect="admitted 20/20, finished 20",  # its own check (bench/e2e_submit.py)
+    )
+
+
+@STACK
+def test_hostile_apply() -> None:
+    run_bench("hostile_apply", "--seconds", "1")
