@@ -12,6 +12,7 @@ import textwrap
 from pathlib import Path
 from typing import Any
 
+import msgspec
 import pytest
 
 from muster.core import inputs
@@ -317,7 +318,7 @@ def test_verify_decisions_on_a_harness_log(log: list[Envelope], decider: Decider
 def _tampered(log: list[Envelope], index: int, **changes: Any) -> list[Envelope]:
     env = log[index]
     copy = list(log)
-    copy[index] = dataclasses.replace(env, event=dataclasses.replace(env.event, **changes))
+    copy[index] = msgspec.structs.replace(env, event=dataclasses.replace(env.event, **changes))
     return copy
 
 
@@ -346,7 +347,7 @@ def test_verify_reports_tampered_usage(log: list[Envelope]) -> None:
 def test_verify_reports_a_tampered_time(log: list[Envelope]) -> None:
     i = next(i for i, e in enumerate(log) if e.type == "node.pod_started")
     forged = list(log)
-    forged[i] = dataclasses.replace(log[i], occurred_at=log[i].occurred_at + 1)
+    forged[i] = msgspec.structs.replace(log[i], occurred_at=log[i].occurred_at + 1)
     _, mismatches = verify_decisions(forged, NodeAgentDecider())
     assert [m.position for m in mismatches] == [log[i].position]
 
@@ -361,7 +362,7 @@ def test_verify_reports_a_dropped_decision(log: list[Envelope]) -> None:
 def test_verify_unknown_causation(log: list[Envelope]) -> None:
     i = next(i for i, e in enumerate(log) if e.producer == "queue" and e.causation_id)
     forged = list(log)
-    forged[i] = dataclasses.replace(log[i], causation_id="nowhere")
+    forged[i] = msgspec.structs.replace(log[i], causation_id="nowhere")
     _, mismatches = verify_decisions(forged, QueueDecider())
     assert any(
         m.logged == ["unknown causation"] and m.position == log[i].position for m in mismatches
@@ -418,7 +419,7 @@ def test_verify_still_checks_every_event_of_a_multi_stream_batch() -> None:
     assert log[removed] in batch
     for index, changes in ((stop, {"reason": "forged"}), (removed, {"reason": "forged"})):
         forged = list(log)
-        forged[index] = dataclasses.replace(
+        forged[index] = msgspec.structs.replace(
             log[index], event=dataclasses.replace(log[index].event, **changes)
         )
         _, mismatches = verify_decisions(forged, NodeAgentDecider())

@@ -14,6 +14,7 @@ from muster.core.events import Envelope, NewEvent, StreamAppend, encode_payload
 from muster.core.model.cluster import ClusterSpec
 from muster.core.model.manifests import Manifests, merge
 from muster.core.runner import DeciderRunner
+from muster.runtime.memory import collection_paused
 from muster.runtime.relay import relay_step
 from muster.store import SqlEventStore
 
@@ -108,17 +109,21 @@ async def rebuild(
 ) -> DeciderRunner[Any]:
     """Fold the store from the beginning, never from a snapshot: replay is the check."""
     runner: DeciderRunner[Any] = DeciderRunner(decider)
-    while True:
-        envs = await store.read_all(
-            runner.position, categories=decider.categories, limit=REPLAY_BATCH, until=until_position
-        )
-        if until_time is not None:
-            # The log is in position order; --until TIME stops at the first event past it.
-            cut = next((i for i, e in enumerate(envs) if e.occurred_at > until_time), None)
-            if cut is not None:
-                runner.fold(envs[:cut])
+    with collection_paused():
+        while True:
+            envs = await store.read_all(
+                runner.position,
+                categories=decider.categories,
+                limit=REPLAY_BATCH,
+                until=until_position,
+            )
+            if until_time is not None:
+                # The log is in position order; --until TIME stops at the first event past it.
+                cut = next((i for i, e in enumerate(envs) if e.occurred_at > until_time), None)
+                if cut is not None:
+                    runner.fold(envs[:cut])
+                    break
+            runner.fold(envs)
+            if len(envs) < REPLAY_BATCH:
                 break
-        runner.fold(envs)
-        if len(envs) < REPLAY_BATCH:
-            break
     return runner

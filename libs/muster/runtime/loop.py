@@ -27,6 +27,7 @@ from muster.bus.kafka import Doorbell, Publisher
 from muster.core.decider import Decider
 from muster.core.events import Envelope, StreamAppend
 from muster.core.runner import DeciderRunner
+from muster.runtime.memory import collection_paused
 from muster.runtime.metrics import ServiceMetrics
 from muster.runtime.relay import relay_step
 from muster.runtime.settings import Settings
@@ -71,7 +72,8 @@ class DeciderLoop:
     async def restore(self) -> None:
         """Latest snapshot (if its format is current) plus the store's tail; waits for a
         store that cannot be reached yet."""
-        await self.until_done(self._restore)
+        with collection_paused():
+            await self.until_done(self._restore)
 
     async def _restore(self) -> None:
         snap = await self.store.load_snapshot(self.name)
