@@ -5,6 +5,7 @@ from muster.core.queueing.figures import figures
 from muster.runtime.figures import FiguresCollector
 from muster.runtime.loop import DeciderLoop
 from muster.runtime.node_monitor import node_monitor
+from muster.runtime.queue_start import announce_shard
 from muster.runtime.service import main
 
 
@@ -13,4 +14,9 @@ def _collector(loop: DeciderLoop) -> FiguresCollector:
 
 
 if __name__ == "__main__":
-    main("queue", lambda settings: QueueDecider(), collectors=[_collector], routines=[node_monitor])
+    main(
+        "queue",
+        lambda settings: QueueDecider(settings.queue_name),
+        collectors=[_collector],
+        routines=[node_monitor, announce_shard],
+    )

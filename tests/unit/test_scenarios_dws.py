@@ -453,6 +453,7 @@ class QueueDownFrom(QueueDecider):
     """The queue service down between two times: it decides nothing, then catches up."""
 
     def __init__(self, start: float, end: float) -> None:
+        super().__init__()
         self.start, self.end = start, end
 
     def decide(self, state: Any) -> list[Any]:

@@ -18,6 +18,7 @@ from muster.cli import resources
 from muster.cli.http import ApiError, call
 from muster.cli.tables import table
 from muster.core.decider import Decider
+from muster.core.events import queue as qev
 from muster.core.model import manifests, parse
 from muster.core.model.cluster import ClusterSpec
 from muster.core.model.documents import FILE_DOCUMENTS, DocumentError, load_documents
@@ -327,7 +328,10 @@ async def _verify_service(store: SqlEventStore, url: str) -> bool:
 
 def _verify_decisions(log: list[Any]) -> bool:
     ok = True
-    for name, decider in deciders().items():
+    # A split queue's deciders, as they announced themselves in the log.
+    shards = {e.event.owner for e in log if isinstance(e.event, qev.QueueShardStarted)}
+    every = {**deciders(), **{name: QueueDecider(name) for name in sorted(shards)}}
+    for name, decider in every.items():
         checked, mismatches = verify_decisions(log, decider)
         print(f"decisions of {name}: {checked} re-derived, {len(mismatches)} different")
         for m in mismatches[:3]:

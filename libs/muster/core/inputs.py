@@ -206,6 +206,19 @@ def node_lost(
     )
 
 
+def queue_shard_started(
+    owner: str, prefers: Iterable[str], claim_seconds: float, at: float
+) -> NewEvent:
+    """A split queue's decider (re)started: the cohort trees it prefers."""
+    return NewEvent(
+        stream_id=qev.shard_stream(owner),
+        event=qev.QueueShardStarted(
+            owner=owner, prefers=tuple(sorted(set(prefers))), claim_seconds=claim_seconds
+        ),
+        occurred_at=at,
+    )
+
+
 def agent_started(agent: str, shard: int, at: float) -> NewEvent:
     """A node agent (re)started: it registers again the lost nodes it owns."""
     return NewEvent(

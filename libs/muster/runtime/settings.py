@@ -14,6 +14,7 @@ from dataclasses import dataclass, fields
 DEFAULT_PORTS = {"intake": 8080, "queue": 8081, "provisioner": 8082, "node-agent": 8083}
 PROVISIONER_BACKENDS = ("simulated", "kubernetes")
 NODE_AGENT_BACKENDS = ("simulated", "kubernetes")
+_QUEUE_NAME = re.compile(r"^queue(-[a-z0-9]([-a-z0-9]{0,40}[a-z0-9])?)?$")
 _DNS1123 = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$")
 _DNS1123_LABEL = re.compile(r"^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?$")
 _LABEL_KEY = re.compile(
@@ -57,6 +58,15 @@ class Settings:
     # MUSTER_INGEST_TOPIC: a Kafka topic intake takes submissions from ("": off); answers go
     # to <topic>.replies
     ingest_topic: str = ""
+    # MUSTER_QUEUE_NAME: "queue" decides for every cohort tree; another name (queue-<id>)
+    # makes this process one of a split queue's deciders (docs/architecture.md)
+    queue_name: str = "queue"
+    # MUSTER_QUEUE_PREFERS: the cohorts (or lone ClusterQueues) a split decider claims first,
+    # comma-separated
+    queue_prefers: str = ""
+    # MUSTER_QUEUE_CLAIM_SECONDS: how long a split decider's claim on a tree lasts; renewed
+    # half way, taken over by another decider a claim's length after it ends
+    queue_claim_seconds: float = 30.0
     heartbeat_seconds: float = 5.0  # MUSTER_HEARTBEAT_SECONDS: node-agent liveness interval
     node_agent_shard: int = 0  # MUSTER_NODE_AGENT_SHARD
     node_agent_shards: int = 1  # MUSTER_NODE_AGENT_SHARDS
@@ -146,6 +156,14 @@ def _check(s: Settings) -> None:
         raise SettingsError("MUSTER_POLL_SECONDS and MUSTER_MAX_BODY_BYTES must be positive")
     if s.snapshot_seconds < 0:
         raise SettingsError(f"MUSTER_SNAPSHOT_SECONDS={s.snapshot_seconds}: must be >= 0")
+    if not _QUEUE_NAME.match(s.queue_name):
+        raise SettingsError(f"MUSTER_QUEUE_NAME={s.queue_name!r}: use queue or queue-<id>")
+    if s.queue_prefers and s.queue_name == "queue":
+        raise SettingsError("MUSTER_QUEUE_PREFERS needs MUSTER_QUEUE_NAME=queue-<id>")
+    if not 0 < s.queue_claim_seconds <= 3600:
+        raise SettingsError(
+            f"MUSTER_QUEUE_CLAIM_SECONDS={s.queue_claim_seconds}: use 0 < s <= 3600"
+        )
     if not 0 < s.heartbeat_seconds <= 3600:
         raise SettingsError(f"MUSTER_HEARTBEAT_SECONDS={s.heartbeat_seconds}: use 0 < s <= 3600")
     if s.node_grace_seconds <= s.heartbeat_seconds:

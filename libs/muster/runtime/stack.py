@@ -38,6 +38,7 @@ class Stack:
         poll_seconds: float = 5.0,
         extra_env: dict[str, str] | None = None,
         node_agents: int = 1,
+        queue_shards: dict[str, str] | None = None,
     ) -> None:
         self.data_dir = data_dir.resolve()
         self.data_dir.mkdir(parents=True, exist_ok=True)
@@ -52,6 +53,12 @@ class Stack:
             self.services[name] = SERVICES["node-agent"]
             self.shards[name] = shard
         self.node_agents = node_agents
+        # A split queue: one process per decider (queue-<id> -> the cohorts it prefers).
+        self.queue_shards = queue_shards or {}
+        if self.queue_shards:
+            del self.services["queue"]
+            for name in self.queue_shards:
+                self.services[name] = SERVICES["queue"]
         self.ports = {name: free_port() for name in self.services}
         self.grpc_port = free_port()  # intake's gRPC API
         self.processes: dict[str, subprocess.Popen[bytes]] = {}
@@ -86,6 +93,11 @@ class Stack:
                     "MUSTER_NODE_AGENT_SHARDS": str(self.node_agents),
                 }
                 if service in self.shards
+                else {}
+            ),
+            **(
+                {"MUSTER_QUEUE_NAME": service, "MUSTER_QUEUE_PREFERS": self.queue_shards[service]}
+                if service in self.queue_shards
                 else {}
             ),
         }

@@ -229,3 +229,39 @@ class WorkloadRejected(Event):
     workload_id: str
     reason: str
     message: str
+
+
+# -- sharded queue deciders (core/queueing/sharding.py) -----------------------------------
+
+
+def group_stream(group: str) -> str:
+    """A cohort tree's decision stream when the queue is split: its claims and its
+    decisions share it, so a stale owner's decision conflicts with the new owner's claim."""
+    return "admission-" + group.replace("/", ".")
+
+
+def shard_stream(owner: str) -> str:
+    return f"admission-shard.{owner}"
+
+
+@event_class("admission.shard_started")
+@dataclass(frozen=True, slots=True, kw_only=True)
+class QueueShardStarted(Event):
+    """A queue decider of a split queue (re)started: the cohort trees it prefers (cohort or
+    ClusterQueue names; its shell appends this at start-up, stream ``admission-shard.<owner>``)
+    and how long its claims last."""
+
+    owner: str
+    prefers: tuple[str, ...]
+    claim_seconds: float
+
+
+@event_class("admission.group_claimed")
+@dataclass(frozen=True, slots=True, kw_only=True)
+class GroupClaimed(Event):
+    """``owner`` decides for the cohort tree ``group`` until ``until`` (renewed before);
+    another decider may take it over once ``until`` has passed by a claim's length."""
+
+    group: str
+    owner: str
+    until: float

@@ -5,17 +5,23 @@ from __future__ import annotations
 from typing import Any
 
 from muster.core.events import Envelope, NewEvent
+from muster.core.queueing import sharding
 from muster.core.queueing import state as qs
 from muster.core.queueing.cycle import admission_cycle
 from muster.core.queueing.settle import settle
 
 
 class QueueDecider:
-    name = "queue"
+    """``name`` ``queue``: the one decider of every cohort tree. Any other name: one of a
+    split queue's deciders, deciding for the trees it claims (``sharding.py``)."""
+
     categories = frozenset(
         {"config", "cloud", "workload", "admission", "provisioning", "node", "timer"}
     )
-    snapshot_format = "queue-state-v9"
+    snapshot_format = "queue-state-v10"
+
+    def __init__(self, name: str = sharding.UNSPLIT) -> None:
+        self.name = name
 
     def initial(self) -> qs.QueueState:
         return qs.QueueState()
@@ -24,6 +30,8 @@ class QueueDecider:
         return qs.evolve(state, envelope)
 
     def decide(self, state: qs.QueueState) -> list[NewEvent]:
+        if self.name != sharding.UNSPLIT:
+            return sharding.decide(state, self.name)
         settled = settle(state)
         if settled:
             # Fold the releases first: the cycle then sees the quota they free.
@@ -48,6 +56,11 @@ class QueueDecider:
         ]
         if (protection := qs.protection_ends(state)) is not None:
             times.append(protection)
+        if (
+            self.name != sharding.UNSPLIT
+            and (claims := sharding.next_deadline(state, self.name)) is not None
+        ):
+            times.append(claims)
         return min((t for t in times if t > state.now), default=None)
 
     def summary(self, state: qs.QueueState) -> dict[str, Any]:

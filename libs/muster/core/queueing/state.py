@@ -153,6 +153,16 @@ class StandaloneRequest:
 
 
 @dataclass(slots=True)
+class Sharding:
+    """A queue split between deciders (core/queueing/sharding.py), folded from the log:
+    who decides for each cohort tree until when, and what each decider prefers."""
+
+    claims: dict[str, tuple[str, float]] = field(default_factory=dict)  # group -> owner, until
+    prefers: dict[str, str] = field(default_factory=dict)  # cohort or queue name -> owner
+    started: dict[str, tuple[float, float]] = field(default_factory=dict)  # owner -> at, ttl
+
+
+@dataclass(slots=True)
 class QueueState:
     now: float = 0.0
     flavors: dict[str, ResourceFlavorSpec] = field(default_factory=dict)
@@ -200,6 +210,7 @@ class QueueState:
     ns_changed: dict[str, int] = field(default_factory=dict)
     awaiting_pods: set[str] = field(default_factory=set)
     notes: Notebook = field(default_factory=Notebook)
+    sharding: Sharding = field(default_factory=Sharding)
 
     def cluster_queue_of(self, spec: WorkloadSpec) -> str | None:
         lq = self.local_queues.get(f"{spec.namespace}/{spec.queue_name}")
@@ -316,6 +327,26 @@ def _dequeue(state: QueueState, wid: str) -> None:
 @singledispatch
 def _apply(event: Event, state: QueueState) -> None:
     """Events the queue does not act on only move its clock."""
+
+
+@_apply.register
+def _(event: qev.QueueShardStarted, state: QueueState) -> None:
+    sharding = state.sharding
+    for owned in [k for k, v in sharding.prefers.items() if v == event.owner]:
+        del sharding.prefers[owned]
+    sharding.prefers.update({name: event.owner for name in event.prefers})
+    sharding.started[event.owner] = (state.now, event.claim_seconds)
+
+
+@_apply.register
+def _(event: qev.GroupClaimed, state: QueueState) -> None:
+    before = state.sharding.claims.get(event.group)
+    state.sharding.claims[event.group] = (event.owner, event.until)
+    if before is None or before[0] != event.owner:
+        # Another decider's workloads are now this one's: judge everything afresh (what
+        # it looked at and left to the old owner would otherwise wait for an event).
+        state.notes.touch_all()
+        state.notes.rejudge_all()
 
 
 @_apply.register
