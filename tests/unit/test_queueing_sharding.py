@@ -11,6 +11,7 @@ from muster.core.events import queue as qev
 from muster.core.model import parse
 from muster.core.nodes.decider import NodeAgentDecider
 from muster.core.provisioning.decider import ProvisionerDecider
+from muster.core.queueing import sharding
 from muster.core.queueing.decider import QueueDecider
 from muster.core.sim.harness import build
 from muster.core.verify import verify_decisions
@@ -159,3 +160,48 @@ def test_a_decider_back_from_a_pause_leaves_the_tree_it_lost() -> None:
         assert reserved == ["queue-a"]
     for name in ("queue-a", "queue-b"):
         assert not verify_decisions(log, QueueDecider(name))[1]
+
+
+def test_trees_that_could_compete_are_decided_together() -> None:
+    doc = cluster_doc()
+    # beta's queue takes alpha's flavor too: the trees compete for alpha's nodes.
+    doc["clusterQueues"][1]["resourceGroups"][0]["flavors"].append(
+        {"name": "alpha", "resources": [{"name": GPU, "nominalQuota": 2}]}
+    )
+    subs = [(1.0 + i, f"{t}-{i}", workload(t, i)) for t in ("alpha", "beta") for i in range(2)]
+    deciders = [QueueDecider("queue-a"), QueueDecider("queue-b")]
+    h = build(
+        parse.cluster(doc), subs, deciders=[*deciders, ProvisionerDecider(), NodeAgentDecider()]
+    )
+    for owner, tree in (("queue-a", "alpha"), ("queue-b", "beta")):
+        h.schedule(started(owner, tree), producer=owner)
+    h.run(until=100.0)
+    log = h.log.after(0)
+    assert {e.event.group for e in log if isinstance(e.event, qev.GroupClaimed)} == {"cohort/alpha"}
+    reserved = {e.producer for e in log if isinstance(e.event, qev.QuotaReserved)}
+    assert reserved == {"queue-a"} and len(
+        [e for e in log if isinstance(e.event, qev.WorkloadFinished)]
+    ) == len(subs)
+
+
+def test_groups_follow_flavors_labels_and_namespace_quotas() -> None:
+    def grouped(doc: dict[str, Any]) -> dict[str, str]:
+        h = build(parse.cluster(doc), [], deciders=[QueueDecider("queue-a")])
+        h.run(until=1.0)
+        return sharding.tree_groups(h.runners[0].state)
+
+    apart = {"cohort/alpha": "cohort/alpha", "cohort/beta": "cohort/beta"}
+    assert grouped(cluster_doc()) == apart
+    unlabelled = cluster_doc()
+    unlabelled["resourceFlavors"][1]["nodeLabels"] = {}  # selects any node, alpha's too
+    assert set(grouped(unlabelled).values()) == {"cohort/alpha"}
+    other_key = cluster_doc()
+    other_key["resourceFlavors"][1]["nodeLabels"] = {"zone": "b"}  # could meet on one node
+    assert set(grouped(other_key).values()) == {"cohort/alpha"}
+    shared_namespace = cluster_doc()
+    shared_namespace["localQueues"].append(
+        {"namespace": "alpha", "name": "spill", "clusterQueue": "cq-beta"}
+    )
+    assert grouped(shared_namespace) == apart  # one namespace, but no quota over it
+    shared_namespace["namespaceQuotas"] = [{"namespace": "alpha", "name": "q", "hard": {GPU: 4}}]
+    assert set(grouped(shared_namespace).values()) == {"cohort/alpha"}

@@ -1,28 +1,31 @@
-"""A queue split between deciders: one active decider per cohort tree.
+"""A queue split between deciders: one active decider per cohort tree (or group of them).
 
 Borrowing, reclaiming and preemption cross the ClusterQueues of one cohort tree, so a
-tree (a "group": ``cohort/<root>``, or ``queue/<name>`` for a ClusterQueue alone) is
-decided by one decider at a time. The unsplit queue (the decider named ``queue``) decides
-for every tree on the one ``admission-cluster`` stream, as always. A split decider
-(``queue-<id>``):
+tree (``cohort/<root>``, or ``queue/<name>`` for a ClusterQueue alone) is decided by one
+decider at a time; so are trees that could compete for anything else the queue decides
+on, which form one group (``groups``): trees naming the same ResourceFlavor, or flavors
+whose node labels could select the same node, or LocalQueues of one namespace under a
+namespace quota. A group is named after its first tree. The unsplit queue (the decider
+named ``queue``) decides for every tree on the one ``admission-cluster`` stream, as
+always. A split decider (``queue-<id>``):
 
-* claims a tree (``GroupClaimed`` on the tree's own stream, ``admission-<group>``) when it
-  prefers it (``QueueShardStarted``) and nobody holds it, when nobody prefers it and it
-  has run a claim's length (so that a decider starting a moment later gets its own), or
-  when the holder has not renewed for a claim's length past its end (it died: the trees
-  are taken over);
+* claims a group (``GroupClaimed`` on the group's own stream, ``admission-<group>``)
+  when it prefers a tree of it (``QueueShardStarted``) and nobody holds it, when nobody
+  prefers it and the decider has run a claim's length (so that a decider starting a
+  moment later gets its own), or when the holder has not renewed for a claim's length
+  past its end (it died: the group is taken over);
 * renews its claims half way through;
-* decides only for the trees it holds, on their streams: its decisions and a new
-  owner's claim share the stream, so the decision of an owner that lost its tree (paused
-  past its claim) conflicts on append, and it re-reads.
+* decides only for the groups it holds, on their streams: its decisions and a new
+  owner's claim share the stream, so the decision of an owner that lost its group
+  (paused past its claim) conflicts on append, and it re-reads.
 
 Decisions for a workload in no tree (its LocalQueue names no ClusterQueue) may come
 from any decider, on ``admission-cluster``; the stream's version keeps one.
 
-What it needs of the configuration: trees that share nothing else. Each decider judges
-every tree on its own fold and keeps its own trees' decisions, so two trees deciding at
-once must not compete for the same nodes (placement on existing nodes), namespace quota
-or ProvisioningRequest limits (docs/architecture.md).
+Each decider judges every tree on its own fold and keeps its own groups' decisions,
+which is sound because groups compete for nothing the queue decides on. (What the
+provisioner decides, a region's quota and its active ProvisioningRequests, it decides
+per request.)
 
 Time is the decider's clock (the events'), so claims, renewals and takeovers replay.
 """
@@ -114,7 +117,7 @@ def next_deadline(state: QueueState, me: str) -> float | None:
 
 
 def groups(state: QueueState) -> list[str]:
-    return sorted({root_of(state, cq) for cq in state.cluster_queues})
+    return sorted(set(tree_groups(state).values()))
 
 
 def group_of(state: QueueState, workload_id: str | None) -> str | None:
@@ -124,9 +127,69 @@ def group_of(state: QueueState, workload_id: str | None) -> str | None:
     cq = wl.run.cluster_queue or state.cluster_queue_of(wl.spec)
     if cq is None or cq not in state.cluster_queues:
         return None
-    return root_of(state, cq)
+    return tree_groups(state)[root_of(state, cq)]
+
+
+def tree_groups(state: QueueState) -> dict[str, str]:
+    """Each cohort tree's group: the trees linked by what they could compete for, named
+    after the first of them."""
+    version, found = state.sharding.groups
+    if version == state.config_version and found:
+        return found
+    trees: dict[str, set[str]] = {}  # tree -> the flavors its ClusterQueues name
+    for name, cq in state.cluster_queues.items():
+        flavors = {fq.name for group in cq.resource_groups for fq in group.flavors}
+        trees.setdefault(root_of(state, name), set()).update(flavors)
+    group = {tree: tree for tree in trees}
+
+    def find(tree: str) -> str:
+        while group[tree] != tree:
+            tree = group[tree]
+        return tree
+
+    def link(a: str, b: str) -> None:
+        first, second = sorted((find(a), find(b)))
+        group[second] = first
+
+    ordered = sorted(trees)
+    for i, a in enumerate(ordered):
+        for b in ordered[i + 1 :]:
+            if _compete(state, trees[a], trees[b]):
+                link(a, b)
+    for namespace in sorted({quota.namespace for quota in state.namespace_quotas.values()}):
+        under = sorted(
+            {root_of(state, lq.cluster_queue) for lq in state.local_queues.values()
+             if lq.namespace == namespace and lq.cluster_queue in state.cluster_queues}
+        )  # fmt: skip
+        for tree in under[1:]:
+            link(under[0], tree)
+    found = {tree: find(tree) for tree in trees}
+    state.sharding.groups = (state.config_version, found)
+    return found
+
+
+def _compete(state: QueueState, a: set[str], b: set[str]) -> bool:
+    """Whether flavors of two trees could hold the same node: one flavor, or node labels
+    that do not contradict each other (a flavor without labels selects any node)."""
+    if a & b:
+        return True
+    for x in a:
+        for y in b:
+            fx, fy = state.flavors.get(x), state.flavors.get(y)
+            if fx is None or fy is None:
+                continue
+            shared = fx.node_labels.keys() & fy.node_labels.keys()
+            if all(fx.node_labels[k] == fy.node_labels[k] for k in shared):
+                return True
+    return False
 
 
 def preferred_owner(state: QueueState, group: str) -> str | None:
-    """The decider that prefers this tree: named by its root cohort or ClusterQueue."""
-    return state.sharding.prefers.get(group.split("/", 1)[1])
+    """The decider that prefers a tree of this group (named by its root cohort or
+    ClusterQueue), the group's first such tree."""
+    members = sorted(t for t, g in tree_groups(state).items() if g == group)
+    for tree in members:
+        owner = state.sharding.prefers.get(tree.split("/", 1)[1])
+        if owner is not None:
+            return owner
+    return None

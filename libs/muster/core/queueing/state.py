@@ -160,6 +160,9 @@ class Sharding:
     claims: dict[str, tuple[str, float]] = field(default_factory=dict)  # group -> owner, until
     prefers: dict[str, str] = field(default_factory=dict)  # cohort or queue name -> owner
     started: dict[str, tuple[float, float]] = field(default_factory=dict)  # owner -> at, ttl
+    # Each cohort tree's group, for the configuration of one config_version (drawn again
+    # when it changes): trees that could compete for anything are decided together.
+    groups: tuple[int, dict[str, str]] = (-1, {})
 
 
 @dataclass(slots=True)
