@@ -205,3 +205,6 @@ def test_groups_follow_flavors_labels_and_namespace_quotas() -> None:
     assert grouped(shared_namespace) == apart  # one namespace, but no quota over it
     shared_namespace["namespaceQuotas"] = [{"namespace": "alpha", "name": "q", "hard": {GPU: 4}}]
     assert set(grouped(shared_namespace).values()) == {"cohort/alpha"}
+    blocking = cluster_doc()
+    blocking["waitForPodsReady"] = {"enable": True, "blockAdmission": True}
+    assert set(grouped(blocking).values()) == {"cohort/alpha"}

@@ -4,10 +4,11 @@ Borrowing, reclaiming and preemption cross the ClusterQueues of one cohort tree,
 tree (``cohort/<root>``, or ``queue/<name>`` for a ClusterQueue alone) is decided by one
 decider at a time; so are trees that could compete for anything else the queue decides
 on, which form one group (``groups``): trees naming the same ResourceFlavor, or flavors
-whose node labels could select the same node, or LocalQueues of one namespace under a
-namespace quota. A group is named after its first tree. The unsplit queue (the decider
-named ``queue``) decides for every tree on the one ``admission-cluster`` stream, as
-always. A split decider (``queue-<id>``):
+whose node labels could select the same node, LocalQueues of one namespace under a
+namespace quota, or all of them under waitForPodsReady's blockAdmission. A group is
+named after its first tree. The unsplit queue (the decider named ``queue``) decides for
+every tree on the one ``admission-cluster`` stream, as always. A split decider
+(``queue-<id>``):
 
 * claims a group (``GroupClaimed`` on the group's own stream, ``admission-<group>``)
   when it prefers a tree of it (``QueueShardStarted``) and nobody holds it, when nobody
@@ -163,6 +164,10 @@ def tree_groups(state: QueueState) -> dict[str, str]:
         )  # fmt: skip
         for tree in under[1:]:
             link(under[0], tree)
+    pods_ready = state.wait_for_pods_ready
+    if pods_ready.enable and pods_ready.block_admission:  # one admission at a time, anywhere
+        for tree in ordered[1:]:
+            link(ordered[0], tree)
     found = {tree: find(tree) for tree in trees}
     state.sharding.groups = (state.config_version, found)
     return found
