@@ -39,7 +39,8 @@ from muster.store.sqlite_fast import Busy, LoopConnection
 
 T = TypeVar("T")
 # busy_timeout first: the others may meet a lock, and must wait for it, not fail.
-SQLITE_PRAGMAS = ("busy_timeout=60000", "journal_mode=WAL", "synchronous=NORMAL")
+BUSY_WAIT_MS = 60_000
+SQLITE_PRAGMAS = (f"busy_timeout={BUSY_WAIT_MS}", "journal_mode=WAL", "synchronous=NORMAL")
 
 
 @dataclass(frozen=True, slots=True)
@@ -77,7 +78,7 @@ class SqlEventStore:
             self._read_pool = ThreadPoolExecutor(2, thread_name_prefix="muster-sqlite-r")
             if sync_url.database not in (None, "", ":memory:"):
                 self._bell = FileBell(bell_path(self.url))
-                self._fast = LoopConnection(sync_url.database)
+                self._fast = LoopConnection(sync_url.database, wait_ms=BUSY_WAIT_MS)
         else:
             self._async = create_async_engine(self.url, pool_size=pool_size, pool_pre_ping=True)
 
@@ -87,9 +88,9 @@ class SqlEventStore:
             return
         if self._bell is not None:
             self._bell.close()
+        self._write_pool.shutdown(wait=True)  # no append is waiting in it any more
         if self._fast is not None:
             self._fast.close()
-        self._write_pool.shutdown(wait=True)
         self._read_pool.shutdown(wait=True)
         self._write_engine.dispose()
         self._read_engine.dispose()
@@ -128,12 +129,15 @@ class SqlEventStore:
             track = None if tracking_row is None else (tracking_row.consumer, tracking_row.position)
             try:
                 rows = self._fast.append(batch, producer, recorded_at, track)
-            except Busy:
-                pass  # another process is writing: wait for the lock in the writer thread
-            else:
-                appended = [envelope(row) for row in rows]
-                self._ring(appended)
-                return appended
+            except Busy:  # another process is writing: wait for the lock in the writer thread
+                fast = self._fast
+                rows = await asyncio.get_running_loop().run_in_executor(
+                    self._write_pool,
+                    lambda: fast.append_waiting(batch, producer, recorded_at, track),
+                )
+            appended = [envelope(row) for row in rows]
+            self._ring(appended)
+            return appended
         pg = not self.is_sqlite
 
         def run(conn: Connection) -> list[Envelope]:

@@ -40,12 +40,16 @@ class Busy(Exception):
 
 
 class LoopConnection:
-    """A reading and a writing connection per store, used only from the loop's thread."""
+    """A store's connections on the stdlib driver: a reader and a writer used from the
+    loop's thread (the writer waits for no lock), and a writer for the store's writer
+    thread, which waits its turn as long as the SQLAlchemy engine would."""
 
-    def __init__(self, path: str) -> None:
+    def __init__(self, path: str, *, wait_ms: int) -> None:
         self.path = path
+        self.wait_ms = wait_ms
         self._reader: sqlite3.Connection | None = None
         self._writer: sqlite3.Connection | None = None
+        self._waiting: sqlite3.Connection | None = None
 
     def _connect(self, busy_ms: int) -> sqlite3.Connection:
         # check_same_thread off only so that close() may run at shutdown elsewhere.
@@ -55,10 +59,10 @@ class LoopConnection:
         return conn
 
     def close(self) -> None:
-        for conn in (self._reader, self._writer):
+        for conn in (self._reader, self._writer, self._waiting):
             if conn is not None:
                 conn.close()
-        self._reader = self._writer = None
+        self._reader = self._writer = self._waiting = None
 
     def read_all(
         self,
@@ -106,6 +110,19 @@ class LoopConnection:
         lock is taken, ConcurrencyConflict when a stream moved."""
         with _as_store_errors(_INSERT):
             return _append(self._writing(), batch, producer, recorded_at, tracking)
+
+    def append_waiting(
+        self,
+        batch: Sequence[StreamAppend],
+        producer: str,
+        recorded_at: float,
+        tracking: tuple[str, int] | None,
+    ) -> list[dict[str, Any]]:
+        """``append`` that waits for the write lock: for the writer thread only."""
+        with _as_store_errors(_INSERT):
+            if self._waiting is None:
+                self._waiting = self._connect(self.wait_ms)
+            return _append(self._waiting, batch, producer, recorded_at, tracking)
 
     def _writing(self) -> sqlite3.Connection:
         if self._writer is None:
