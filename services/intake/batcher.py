@@ -11,7 +11,6 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import time
-from dataclasses import dataclass, field
 
 from muster.core.events import Envelope, StreamAppend
 from muster.store import ConcurrencyConflict, SqlEventStore
@@ -19,19 +18,18 @@ from muster.store import ConcurrencyConflict, SqlEventStore
 MAX_GROUP = 500
 
 
-@dataclass
-class _Pending:
-    item: StreamAppend
-    done: asyncio.Future[Envelope] = field(
-        default_factory=lambda: asyncio.get_running_loop().create_future()
-    )
+# A request waiting for its group's transaction: what it appends, and its answer.
+_Pending = tuple[StreamAppend, "asyncio.Future[Envelope]"]
 
 
 class GroupCommitter:
     def __init__(self, store: SqlEventStore, producer: str) -> None:
         self.store = store
         self.producer = producer
-        self._queue: asyncio.Queue[_Pending] = asyncio.Queue()
+        # A plain list and an event, not an asyncio.Queue: at 3,000+ requests a second the
+        # queue's put/get and a dataclass per request were a tenth of intake's CPU.
+        self._waiting: list[_Pending] = []
+        self._arrived = asyncio.Event()
         self._task: asyncio.Task[None] | None = None
         self.groups = 0  # transactions committed (for tests and metrics)
 
@@ -41,9 +39,10 @@ class GroupCommitter:
             raise ValueError("the group committer appends one event per stream")
         if self._task is None or self._task.done():
             self._task = asyncio.create_task(self._drain())
-        pending = _Pending(item)
-        await self._queue.put(pending)
-        return await pending.done
+        done: asyncio.Future[Envelope] = asyncio.get_running_loop().create_future()
+        self._waiting.append((item, done))
+        self._arrived.set()
+        return await done
 
     async def close(self) -> None:
         if self._task is not None:
@@ -53,28 +52,34 @@ class GroupCommitter:
 
     async def _drain(self) -> None:
         while True:
-            group = [await self._queue.get()]
-            while not self._queue.empty() and len(group) < MAX_GROUP:
-                group.append(self._queue.get_nowait())
-            await self._commit(group)
+            await self._arrived.wait()
+            self._arrived.clear()
+            while self._waiting:
+                group, self._waiting = self._waiting[:MAX_GROUP], self._waiting[MAX_GROUP:]
+                await self._commit(group)
 
     async def _commit(self, group: list[_Pending]) -> None:
         try:
             envs = await self.store.append(
-                [p.item for p in group], producer=self.producer, recorded_at=time.time()
+                [item for item, _ in group], producer=self.producer, recorded_at=time.time()
             )
         except ConcurrencyConflict as conflict:
             if len(group) > 1:
-                for p in group:
-                    await self._commit([p])
+                for pending in group:
+                    await self._commit([pending])
             else:
-                group[0].done.set_exception(conflict)
+                _answer(group[0][1], conflict)
             return
         except Exception as exc:  # the store is away: every waiting request gets the error
-            for p in group:
-                if not p.done.done():
-                    p.done.set_exception(exc)
+            for _, done in group:
+                _answer(done, exc)
             return
         self.groups += 1
-        for p, env in zip(group, envs, strict=True):
-            p.done.set_result(env)
+        for (_, done), env in zip(group, envs, strict=True):
+            if not done.done():  # its request may have been cancelled (a client gone)
+                done.set_result(env)
+
+
+def _answer(done: asyncio.Future[Envelope], exc: BaseException) -> None:
+    if not done.done():
+        done.set_exception(exc)
