@@ -29,11 +29,12 @@ from muster.core.events import Envelope, StreamAppend
 from muster.core.runner import DeciderRunner
 from muster.runtime.memory import collection_paused
 from muster.runtime.metrics import ServiceMetrics
-from muster.runtime.relay import relay_step
+from muster.runtime.relay import RELAY_BATCH, relay_step
 from muster.runtime.settings import Settings
 from muster.store import ConcurrencyConflict, SqlEventStore, Tracking, bell, unavailable
 
 READ_BATCH = 5000
+RELAY_LINGER = 0.02  # seconds a relay waits after a wake-up, gathering what comes with it
 BACKOFF_FIRST, BACKOFF_MAX = 0.2, 5.0  # seconds between tries while the store is away
 
 
@@ -253,6 +254,10 @@ class DeciderLoop:
             with contextlib.suppress(TimeoutError):
                 async with asyncio.timeout(self.settings.poll_seconds):
                     await self._relay_wake.wait()
+            # Kafka is off the decision path (services wake on the store's doorbell), so a
+            # relay lingers to publish more per step: each step is a read and a tracking
+            # write that contends for the store's write lock.
+            await asyncio.sleep(RELAY_LINGER)
             self._relay_wake.clear()
             while True:
                 try:
@@ -261,10 +266,11 @@ class DeciderLoop:
                     self.log.warning("publish failed; will retry", error=str(exc))
                     await asyncio.sleep(1.0)
                     break
-                if not sent:
+                if sent:
+                    self.metrics.published.labels(self.name).inc(sent)
+                    position = self.published_up_to = moved
+                if sent < RELAY_BATCH:
                     break
-                self.metrics.published.labels(self.name).inc(sent)
-                position = self.published_up_to = moved
 
     # -- snapshots ----------------------------------------------------------------
 
