@@ -31,7 +31,6 @@ from pathlib import Path
 
 import asyncpg
 import structlog
-from asyncinotify import Inotify, Mask
 from sqlalchemy.engine import make_url
 
 log = structlog.get_logger("muster.store.bell")
@@ -62,7 +61,7 @@ def bell_path(url: str) -> Path:
 
 class FileBell:
     """The appending side on SQLite: one open descriptor, one locked write per commit.
-    Called from the store's writer thread, so a wait for the lock never holds the loop."""
+    The lock is held for a read and a write of 8 bytes, so waiting for it is brief."""
 
     def __init__(self, path: Path) -> None:
         self.path = path
@@ -89,6 +88,10 @@ def _head_in(fd: int) -> int:
 
 
 async def _file_rings(path: Path) -> AsyncIterator[int]:
+    # Imported here: inotify is Linux's; elsewhere the routine fails, is restarted, and
+    # the store poll alone keeps the service moving.
+    from asyncinotify import Inotify, Mask
+
     path.touch(exist_ok=True)
     fd = os.open(path, os.O_RDONLY)
     try:
