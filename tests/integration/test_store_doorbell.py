@@ -8,6 +8,9 @@ import sqlite3
 from collections.abc import AsyncIterator
 from pathlib import Path
 
+import asyncpg
+import pytest
+
 from muster.core.events import NewEvent, StreamAppend
 from muster.core.events import timer as tev
 from muster.core.nodes.decider import NodeAgentDecider
@@ -127,3 +130,28 @@ async def test_what_an_append_returns_is_what_a_read_gives_back(store: SqlEventS
     appended = await store.append(_timers("timer-r", 3), producer="t", recorded_at=5.0)
     assert appended == await store.read_all()
     assert all(type(e.event.deadline) is float for e in appended)  # an int given, a float read
+
+
+@pytest.mark.postgres
+async def test_a_listener_cut_off_by_the_server_listens_again(store_url: str) -> None:
+    if not store_url.startswith("postgresql"):
+        pytest.skip("PostgreSQL's LISTEN")
+    writer = SqlEventStore(store_url)
+    rings = bell.rings(writer.url)
+    try:
+        assert await _next(rings) == 0
+        admin = await asyncpg.connect(store_url)
+        try:
+            cut = await admin.fetchval(
+                "SELECT count(pg_terminate_backend(pid)) FROM pg_stat_activity "
+                "WHERE query LIKE 'LISTEN%' AND pid <> pg_backend_pid()"
+            )
+        finally:
+            await admin.close()
+        assert cut >= 1
+        assert await _next(rings) == 0  # a new connection: what came meanwhile is folded
+        appended = await writer.append(_timers("timer-c", 1), producer="t", recorded_at=0.0)
+        assert await _next(rings) == appended[-1].position
+    finally:
+        await rings.aclose()  # type: ignore[attr-defined]
+        await writer.close()
