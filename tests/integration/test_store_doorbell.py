@@ -21,6 +21,7 @@ from muster.store import SqlEventStore, bell
 from muster.store.bell import FileBell, bell_path
 from muster.store.migrate import upgrade_async
 from muster.store.rows import COLUMNS
+from tests.postgres import POSTGRES_URL, drop_postgres, fresh_postgres
 
 
 def _timers(stream: str, n: int, expected: int | None = 0) -> list[StreamAppend]:
@@ -132,10 +133,22 @@ async def test_what_an_append_returns_is_what_a_read_gives_back(store: SqlEventS
     assert all(type(e.event.deadline) is float for e in appended)  # an int given, a float read
 
 
+@pytest.fixture
+async def postgres_url() -> AsyncIterator[str]:
+    """A migrated, empty PostgreSQL database (PostgreSQL only: LISTEN is its own)."""
+    if not POSTGRES_URL:
+        pytest.skip("PostgreSQL not configured (MUSTER_TEST_POSTGRES_URL); CI always sets it")
+    url, name = await fresh_postgres()
+    await upgrade_async(url)
+    try:
+        yield url
+    finally:
+        await drop_postgres(name)
+
+
 @pytest.mark.postgres
-async def test_a_listener_cut_off_by_the_server_listens_again(store_url: str) -> None:
-    if not store_url.startswith("postgresql"):
-        pytest.skip("PostgreSQL's LISTEN")
+async def test_a_listener_cut_off_by_the_server_listens_again(postgres_url: str) -> None:
+    store_url = postgres_url
     writer = SqlEventStore(store_url)
     rings = bell.rings(writer.url)
     try:
