@@ -1,12 +1,15 @@
-"""End to end: submissions per second over HTTP, and submit -> admitted latency.
+"""End to end: submit -> admitted latency idle, the idle stack's CPU, then submissions
+and admissions per second in a burst and the CPU each workload costs.
 
 Starts the embedded stack (Tansu broker, SQLite store, intake, queue, provisioner,
 node-agent as processes) in a temp dir, applies a cluster with far more capacity
-and quota than the run needs (so nothing waits for capacity), then submits N
-one-pod, one-GPU workloads (runtime 0.5 s) to intake with C concurrent keep-alive
-clients. A 201 means the WorkloadSubmitted event is committed, so the rate is of
-durable submissions. Once every workload is admitted (or given up on), the log
-gives each one's submit -> admitted latency:
+and quota than the run needs (so nothing waits for capacity). First it submits
+--idle workloads one at a time, each once the previous one is admitted (send ->
+admission committed), then measures each process's CPU while nothing happens. Then it
+submits N one-pod, one-GPU workloads (runtime 0.5 s) to intake with C concurrent
+keep-alive clients. A 201 means the WorkloadSubmitted event is committed, so the rate
+is of durable submissions. Once every workload has finished (or was given up on), the
+log gives each one's submit -> admitted latency:
 
 * logical: WorkloadAdmitted.occurred_at - WorkloadSubmitted.occurred_at. The
   deciders' clock is carried by the events (it moves with later submissions and
@@ -18,7 +21,10 @@ Baseline, in the same process before the stack starts: the same N submission
 appends straight into a fresh SQLite store (no HTTP, no services), one after
 another and from C concurrent tasks, so the HTTP + service overhead shows as a ratio.
 
-    python -m bench.e2e_submit [--workloads 1000] [--clients 32]
+The run fails (FAILED, non-zero exit) unless every workload was accepted once, admitted
+and finished Succeeded.
+
+    python -m bench.e2e_submit [--workloads 1000] [--clients 32] [--idle 50]
 """
 
 from __future__ import annotations
