@@ -56,10 +56,22 @@ GPU = "nvidia.com/gpu"
 GAVE_UP = (qev.WorkloadRejected, qev.WorkloadCancelled)
 
 
-def cluster_doc() -> dict[str, Any]:
+def cluster_doc(existing_nodes: int = 0) -> dict[str, Any]:
     """Idle capacity: 2 x 2000 one-GPU nodes, no capacity steps, 100000 GPUs of quota and
-    as many requests at once."""
+    as many requests at once. ``existing_nodes``: instead of a node pool, that many
+    declared 8-GPU nodes, so every workload is placed on existing nodes (no provisioning)."""
     labels = {"cloud.google.com/gke-accelerator": "nvidia-tesla-a100"}
+    doc = _provisioned(labels)
+    if existing_nodes:
+        doc["nodePools"] = []
+        doc["nodes"] = [{
+            "name": "gpu", "count": existing_nodes, "labels": labels,
+            "allocatable": {GPU: 8, "cpu": 96, "memory": "680Gi"},
+        }]
+    return doc
+
+
+def _provisioned(labels: dict[str, str]) -> dict[str, Any]:
     return {
         "name": "bench", "region": "us-central1", "zones": ["us-central1-a", "us-central1-b"],
         "nodePools": [{
@@ -261,7 +273,8 @@ async def idle_cpu(stack: Stack, seconds: float) -> dict[str, float]:
 
 
 async def through_stack(stack: Stack, args: argparse.Namespace) -> dict[str, Any]:
-    await admin.configure(stack.store_url, parse.cluster(cluster_doc()), stack.broker.bootstrap)
+    doc = cluster_doc(args.existing_nodes)
+    await admin.configure(stack.store_url, parse.cluster(doc), stack.broker.bootstrap)
     store = SqlEventStore(stack.store_url)
     try:
         idle, idle_problems, idle_ids = await one_at_a_time(
@@ -360,6 +373,8 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
                    help="each workload's runtime.durationSeconds (default 0.5)")
     p.add_argument("--timeout", type=float, default=60.0,
                    help="seconds to wait for every finish after the last submit (default 60)")
+    p.add_argument("--existing-nodes", type=int, default=0,
+                   help="place on this many declared 8-GPU nodes instead of provisioning")
     p.add_argument("--idle", type=int, default=50,
                    help="workloads submitted one at a time on the idle stack first (default 50)")
     p.add_argument("--idle-seconds", type=float, default=10.0,

@@ -191,14 +191,17 @@ class _Search:
             best_key: tuple[int, int] | None = None
             for node in candidates:
                 n = self.book.fit_count(node, pod)
-                if n == 0 or self.book.why_not(node, pod) is not None:
+                if n == 0:
                     continue
-                if self.first_fit:
-                    best = node
-                    break
                 key = (-n if self.policy.node == "spread" else n, node.order)
-                if best_key is None or key < best_key:
-                    best, best_key = node, key
+                # A node that could not beat the best so far needs no closer look.
+                if not self.first_fit and best_key is not None and key >= best_key:
+                    continue
+                if self.book.why_not(node, pod) is not None:
+                    continue
+                best, best_key = node, key
+                if self.first_fit:
+                    break
             if best is None:
                 if not any(n.ready for n in members) and not self.book.ready_nodes():
                     raise _NoFit("WaitingForNodes", "no node has registered yet")
