@@ -25,6 +25,7 @@ from collections import Counter
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
+from unittest import mock
 
 from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
@@ -36,6 +37,7 @@ from muster.core.events import workload as wev
 from muster.core.model import parse
 from muster.core.model.inventory import Gpu
 from muster.core.model.workload import PlacementPolicy, WorkloadSpec
+from muster.core.placement import engine as placement_engine
 from muster.core.placement.book import NodeBook, Placement
 from muster.core.placement.devices import DeviceShare
 from muster.core.placement.engine import NoPlacement, demands, place
@@ -766,3 +768,47 @@ def wire(log: Iterable[Envelope]) -> list[str]:
 @given(st.one_of(gpu_scenarios(), pool_scenarios(), loss_scenarios()))
 def test_the_same_scenario_gives_a_byte_identical_log(sc: Scenario) -> None:
     assert wire(sc.run().log.envelopes) == wire(sc.run().log.envelopes)
+
+
+class _EveryNode:
+    """The placement engine's search without its index of empty nodes: every candidate."""
+
+    def __init__(self, book: NodeBook, candidates: Any) -> None:
+        self.candidates = list(candidates)
+
+    def worth_a_look(self) -> list[Any]:
+        return self.candidates
+
+    def taken(self, node: Any) -> None:
+        pass
+
+
+def _placements(run: BookRun) -> list[object]:
+    cluster = parse.cluster(cluster_doc(list(run.nodes)))
+    inventory = {n.name: n for n in cluster.nodes}
+    names = sorted(inventory)
+    book = NodeBook(cluster.topology)
+    for inv in cluster.nodes:
+        book.register(inv)
+    out: list[object] = []
+    for kind, arg, first_fit in run.ops:
+        if kind == "place":
+            spec = parse.workload(arg)
+            policy = spec.placement or PlacementPolicy()
+            out.append(place(book, spec.name, spec, demands(spec), policy, first_fit=first_fit))
+        elif kind == "release" and book.held:
+            book.release(sorted(book.held)[arg % len(book.held)])
+        elif kind == "lose":
+            book.lose(names[arg % len(names)])
+        elif kind == "register":
+            book.register(inventory[names[arg % len(names)]])
+    return out
+
+
+@given(book_runs())
+def test_looking_at_one_empty_node_per_shape_places_as_looking_at_every_node(
+    run: BookRun,
+) -> None:
+    indexed = _placements(run)
+    with mock.patch.object(placement_engine, "_EmptyByShape", _EveryNode):
+        assert _placements(run) == indexed
