@@ -55,6 +55,9 @@ class NodeState:
     ready: bool = True
     pods: int = 0
     workloads: dict[str, int] = field(default_factory=dict)  # workload -> pods here
+    # What a pod's room on it depends on while it is empty: allocatable and devices (not
+    # their UUIDs); the engine looks at one empty node per shape.
+    shape: tuple[object, ...] = ()
 
     @property
     def name(self) -> str:
@@ -182,6 +185,10 @@ class NodeBook:
             path=self._path(inv),
             free=free,
             devices=[DeviceUse() for _ in inv.gpus],
+            shape=(
+                tuple(sorted(inv.allocatable.items())),
+                tuple((g.model, g.memory_mib, g.index, g.split) for g in inv.gpus),
+            ),
         )
         self._registrations += 1
         self._changed_set()

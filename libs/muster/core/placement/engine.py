@@ -480,7 +480,7 @@ class _EmptyByShape:
         self.empty: dict[tuple[object, ...], list[NodeState]] = {}
         for node in candidates:
             if book.state_of(node).empty():
-                self.empty.setdefault(_shape(node), []).append(node)
+                self.empty.setdefault(node.shape, []).append(node)
             else:
                 self.busy.append(node)
         for nodes in self.empty.values():
@@ -490,13 +490,8 @@ class _EmptyByShape:
         return self.busy + [nodes[-1] for nodes in self.empty.values() if nodes]
 
     def taken(self, node: NodeState) -> None:
-        nodes = self.empty.get(_shape(node))
+        nodes = self.empty.get(node.shape)
         if nodes and nodes[-1] is node:
             nodes.pop()
             self.busy.append(node)
 
-
-def _shape(node: NodeState) -> tuple[object, ...]:
-    inv = node.inv
-    gpus = tuple((g.model, g.memory_mib, g.index, g.split) for g in inv.gpus)
-    return (tuple(sorted(inv.allocatable.items())), gpus)
