@@ -490,8 +490,12 @@ class _EmptyByShape:
         return self.busy + [nodes[-1] for nodes in self.empty.values() if nodes]
 
     def taken(self, node: NodeState) -> None:
-        nodes = self.empty.get(node.shape)
-        if nodes and nodes[-1] is node:
-            nodes.pop()
-            self.busy.append(node)
+        """A pod went to ``node``: it is in use from now on (a pod that looked at every
+        node may have taken an empty one that was not its shape's earliest)."""
+        nodes = self.empty.get(node.shape, [])
+        for i in range(len(nodes) - 1, -1, -1):
+            if nodes[i] is node:
+                del nodes[i]
+                self.busy.append(node)
+                return
 
