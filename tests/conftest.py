@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import os
 from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
@@ -32,11 +33,24 @@ def broker() -> Iterator[EmbeddedBroker]:
 @pytest.fixture(params=["sqlite", pytest.param("postgres", marks=pytest.mark.postgres)])
 async def store_url(request: pytest.FixtureRequest, tmp_path: Path) -> AsyncIterator[str]:
     """A migrated, empty store: a SQLite file, and a fresh PostgreSQL database when available."""
-    if request.param == "sqlite":
-        url = f"sqlite:///{tmp_path / 'muster.db'}"
-        await upgrade_async(url)
-        yield url
+    if request.param == "postgres":
+        async with _migrated_postgres() as url:
+            yield url
         return
+    url = f"sqlite:///{tmp_path / 'muster.db'}"
+    await upgrade_async(url)
+    yield url
+
+
+@pytest.fixture
+async def postgres_url() -> AsyncIterator[str]:
+    """A migrated, empty PostgreSQL database of its own (skipped where none is configured)."""
+    async with _migrated_postgres() as url:
+        yield url
+
+
+@contextlib.asynccontextmanager
+async def _migrated_postgres() -> AsyncIterator[str]:
     if not POSTGRES_URL:
         pytest.skip("PostgreSQL not configured (MUSTER_TEST_POSTGRES_URL); CI always sets it")
     url, name = await fresh_postgres()

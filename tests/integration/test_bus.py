@@ -10,7 +10,7 @@ import orjson
 from aiokafka import AIOKafkaConsumer
 
 from muster.bus.broker import EmbeddedBroker
-from muster.bus.kafka import Doorbell, Publisher, decode, encode, ensure_topics, topic, wire_of_row
+from muster.bus.kafka import Doorbell, Publisher, decode, ensure_topics, topic, wire_of_row
 from muster.core.events import NewEvent, StreamAppend
 from muster.core.events import timer as tev
 from muster.core.nodes.decider import NodeAgentDecider
@@ -111,11 +111,11 @@ async def test_consumers_fill_gaps_from_the_store_and_skip_what_they_applied(
     try:
         await asyncio.sleep(1.5)  # let the doorbell's consumer join before the message
         await _append(sqlite_store, "node-agent", 1)
-        envs = await sqlite_store.read_all(4)
+        rows = await sqlite_store.read_rows(4)
         publisher = Publisher(broker.bootstrap, prefix)
         await publisher.start()
-        await publisher.publish(envs)
-        await publisher.publish(envs)  # a duplicate message changes nothing
+        await publisher.publish_rows(rows)
+        await publisher.publish_rows(rows)  # a duplicate message changes nothing
         await publisher.stop()
         async with asyncio.timeout(20):
             while loop.runner.position < 5:
@@ -139,5 +139,5 @@ async def test_a_relayed_row_is_the_message_its_envelope_would_be(
     envs = await sqlite_store.read_all(0)
     assert [decode(wire_of_row(row)) for row in rows] == envs
     assert [orjson.loads(wire_of_row(row)) for row in rows] == [
-        orjson.loads(encode(env)) for env in envs
+        orjson.loads(orjson.dumps(env.to_wire())) for env in envs
     ]

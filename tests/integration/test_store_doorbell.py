@@ -21,7 +21,6 @@ from muster.store import SqlEventStore, bell
 from muster.store.bell import FileBell, bell_path
 from muster.store.migrate import upgrade_async
 from muster.store.rows import COLUMNS
-from tests.postgres import POSTGRES_URL, drop_postgres, fresh_postgres
 
 
 def _timers(stream: str, n: int, expected: int | None = 0) -> list[StreamAppend]:
@@ -131,19 +130,6 @@ async def test_what_an_append_returns_is_what_a_read_gives_back(store: SqlEventS
     appended = await store.append(_timers("timer-r", 3), producer="t", recorded_at=5.0)
     assert appended == await store.read_all()
     assert all(type(e.event.deadline) is float for e in appended)  # an int given, a float read
-
-
-@pytest.fixture
-async def postgres_url() -> AsyncIterator[str]:
-    """A migrated, empty PostgreSQL database (PostgreSQL only: LISTEN is its own)."""
-    if not POSTGRES_URL:
-        pytest.skip("PostgreSQL not configured (MUSTER_TEST_POSTGRES_URL); CI always sets it")
-    url, name = await fresh_postgres()
-    await upgrade_async(url)
-    try:
-        yield url
-    finally:
-        await drop_postgres(name)
 
 
 @pytest.mark.postgres

@@ -36,17 +36,13 @@ def topic(prefix: str, category: str) -> str:
     return f"{prefix}{category}"
 
 
-def encode(envelope: Envelope) -> bytes:
-    return orjson.dumps(envelope.to_wire())
-
-
 def decode(value: bytes) -> Envelope:
     return Envelope.from_wire(orjson.loads(value))
 
 
 def wire_of_row(values: Sequence[Any]) -> bytes:
-    """``encode``'s message from a stored row (``rows.COLUMNS`` order) without decoding its
-    event: the stored payload JSON goes in as it is."""
+    """A stored row's message (values in ``rows.COLUMNS`` order): ``Envelope.to_wire``'s
+    JSON, built without decoding the event (the stored payload JSON goes in as it is)."""
     position, event_id, stream_id, _, stream_version, wire_type, schema_version = values[:7]
     occurred_at, recorded_at, causation_id, correlation_id, producer, payload = values[7:]
     return orjson.dumps(
@@ -115,16 +111,6 @@ class Publisher:
 
     async def stop(self) -> None:
         await close(self._producer)
-
-    async def publish(self, envelopes: Sequence[Envelope]) -> None:
-        """Send in order and wait for every acknowledgement."""
-        futures = [
-            await self._producer.send(
-                topic(self.prefix, env.category), encode(env), key=env.stream_id.encode()
-            )
-            for env in envelopes
-        ]
-        await asyncio.gather(*futures)
 
     async def publish_rows(self, rows: Sequence[Sequence[Any]]) -> None:
         """Send stored rows (``rows.COLUMNS`` order) in order and wait for every

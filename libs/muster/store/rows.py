@@ -1,5 +1,6 @@
 """Rows of the ``events`` table: planning an append's rows (pure), and an envelope from a
-row however the driver hands it over (a mapping, or a tuple in ``COLUMNS`` order)."""
+row's values in ``COLUMNS`` order (the table's own column order, as both drivers return
+them)."""
 
 from __future__ import annotations
 
@@ -77,28 +78,14 @@ def _row(
     }
 
 
-def envelope(row: Mapping[Any, Any]) -> Envelope:
-    """Appended rows are decoded from their JSON too: what a service folds from its own
-    append is exactly what a replay reads back."""
-    event = decode_json(row["type"], row["schema_version"], row["payload"])
-    return Envelope(
-        position=int(row["position"]),
-        event_id=row["event_id"],
-        stream_id=row["stream_id"],
-        stream_version=int(row["stream_version"]),
-        type=row["type"],
-        schema_version=event.VERSION,
-        occurred_at=float(row["occurred_at"]),
-        recorded_at=float(row["recorded_at"]),
-        causation_id=row["causation_id"],
-        correlation_id=row["correlation_id"],
-        producer=row["producer"],
-        event=event,
-    )
+def values_of(row: Mapping[str, Any]) -> tuple[Any, ...]:
+    """A planned row as the driver stores and returns it: its values in ``COLUMNS`` order."""
+    return tuple(row[c] for c in COLUMNS)
 
 
-def envelope_of(values: Sequence[Any]) -> Envelope:
-    """From a tuple in ``COLUMNS`` order (the stdlib driver's rows)."""
+def envelope(values: Sequence[Any]) -> Envelope:
+    """From a row's values in ``COLUMNS`` order. Appended rows are decoded from their JSON
+    too: what a service folds from its own append is exactly what a replay reads back."""
     position, event_id, stream_id, _, stream_version, wire_type, schema_version = values[:7]
     occurred_at, recorded_at, causation_id, correlation_id, producer, payload = values[7:]
     event = decode_json(wire_type, schema_version, payload)

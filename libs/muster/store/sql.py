@@ -33,7 +33,7 @@ from muster.core.events import (
     StreamAppend,
 )
 from muster.store.bell import CHANNEL, FileBell, bell_path
-from muster.store.rows import envelope, envelope_of, planned_rows
+from muster.store.rows import envelope, planned_rows, values_of
 from muster.store.schema import events, snapshots, tracking
 from muster.store.sqlite_fast import Busy, LoopConnection
 
@@ -67,7 +67,6 @@ class SqlEventStore:
         self.url = normalise_url(url)
         self.is_sqlite = self.url.startswith("sqlite")
         self._async: AsyncEngine | None = None
-        self._bell: FileBell | None = None
         self._fast: LoopConnection | None = None  # SQLite's hot path (store/sqlite_fast.py)
         if self.is_sqlite:
             sync_url = make_url(self.url).set(drivername="sqlite+pysqlite")
@@ -77,8 +76,9 @@ class SqlEventStore:
             self._write_pool = ThreadPoolExecutor(1, thread_name_prefix="muster-sqlite-w")
             self._read_pool = ThreadPoolExecutor(2, thread_name_prefix="muster-sqlite-r")
             if sync_url.database not in (None, "", ":memory:"):
-                self._bell = FileBell(bell_path(self.url))
-                self._fast = LoopConnection(sync_url.database, wait_ms=BUSY_WAIT_MS)
+                self._fast = LoopConnection(
+                    sync_url.database, wait_ms=BUSY_WAIT_MS, bell=FileBell(bell_path(self.url))
+                )
         else:
             self._async = create_async_engine(self.url, pool_size=pool_size, pool_pre_ping=True)
 
@@ -86,8 +86,6 @@ class SqlEventStore:
         if self._async is not None:
             await self._async.dispose()
             return
-        if self._bell is not None:
-            self._bell.close()
         self._write_pool.shutdown(wait=True)  # no append is waiting in it any more
         if self._fast is not None:
             self._fast.close()
@@ -95,18 +93,11 @@ class SqlEventStore:
         self._write_engine.dispose()
         self._read_engine.dispose()
 
-    async def _write(
-        self, fn: Callable[[Connection], T], *, then: Callable[[T], None] | None = None
-    ) -> T:
-        """``fn`` in one transaction; ``then`` with its result after the commit, in the
-        writer thread (SQLite: the doorbell's ring)."""
+    async def _write(self, fn: Callable[[Connection], T]) -> T:
         if self._async is None:
-            return await _in_thread(self._write_pool, self._write_engine, fn, then)
+            return await _in_thread(self._write_pool, self._write_engine, fn)
         async with self._async.begin() as conn:
-            result = await conn.run_sync(fn)
-        if then is not None:
-            then(result)
-        return result
+            return await conn.run_sync(fn)
 
     async def _read(self, fn: Callable[[Connection], T]) -> T:
         if self._async is None:
@@ -135,9 +126,7 @@ class SqlEventStore:
                     self._write_pool,
                     lambda: fast.append_waiting(batch, producer, recorded_at, track),
                 )
-            appended = [envelope(row) for row in rows]
-            self._ring(appended)
-            return appended
+            return [envelope(values_of(row)) for row in rows]
         pg = not self.is_sqlite
 
         def run(conn: Connection) -> list[Envelope]:
@@ -153,14 +142,9 @@ class SqlEventStore:
                     )
             if tracking_row is not None:
                 _track(conn, tracking_row)
-            return [envelope(row) for row in rows]
+            return [envelope(values_of(row)) for row in rows]
 
-        return await self._write(run, then=self._ring)
-
-    def _ring(self, appended: list[Envelope]) -> None:
-        """After the commit (a reader woken by the ring finds what it announces)."""
-        if appended and self._bell is not None:
-            self._bell.ring(appended[-1].position)
+        return await self._write(run)
 
     async def set_tracking(self, row: Tracking) -> None:
         if self._fast is not None:
@@ -222,7 +206,7 @@ class SqlEventStore:
         found = await self.read_rows(
             after, limit=limit, until=until, categories=categories, producer=producer
         )
-        return [envelope_of(values) for values in found]
+        return [envelope(values) for values in found]
 
     async def read_rows(
         self,
@@ -323,18 +307,10 @@ def switch_to_wal(cursor: Any, attempts: int = 60) -> None:
     raise sqlite3.OperationalError("could not switch the SQLite file to WAL")
 
 
-async def _in_thread(
-    pool: ThreadPoolExecutor,
-    engine: Engine,
-    fn: Callable[[Connection], T],
-    then: Callable[[T], None] | None = None,
-) -> T:
+async def _in_thread(pool: ThreadPoolExecutor, engine: Engine, fn: Callable[[Connection], T]) -> T:
     def run() -> T:
         with engine.begin() as conn:
-            result = fn(conn)
-        if then is not None:
-            then(result)
-        return result
+            return fn(conn)
 
     return await asyncio.get_running_loop().run_in_executor(pool, run)
 
@@ -378,4 +354,4 @@ def _stream_versions(conn: Connection, stream_ids: list[str]) -> dict[str, int]:
 
 
 def _envelopes(conn: Connection, query: Any) -> list[Envelope]:
-    return [envelope(row._mapping) for row in conn.execute(query)]
+    return [envelope(tuple(row)) for row in conn.execute(query)]

@@ -23,7 +23,8 @@ from typing import Any
 from sqlalchemy import exc as sa_exc
 
 from muster.core.events import StreamAppend
-from muster.store.rows import COLUMNS, planned_rows
+from muster.store.bell import FileBell
+from muster.store.rows import COLUMNS, planned_rows, values_of
 
 _INSERT = f"INSERT INTO events ({', '.join(COLUMNS)}) VALUES ({', '.join('?' * len(COLUMNS))})"
 _TRACK = (
@@ -44,9 +45,10 @@ class LoopConnection:
     loop's thread (the writer waits for no lock), and a writer for the store's writer
     thread, which waits its turn as long as the SQLAlchemy engine would."""
 
-    def __init__(self, path: str, *, wait_ms: int) -> None:
+    def __init__(self, path: str, *, wait_ms: int, bell: FileBell) -> None:
         self.path = path
         self.wait_ms = wait_ms
+        self.bell = bell  # rung after every commit of an append (store/bell.py)
         self._reader: sqlite3.Connection | None = None
         self._writer: sqlite3.Connection | None = None
         self._waiting: sqlite3.Connection | None = None
@@ -63,6 +65,7 @@ class LoopConnection:
             if conn is not None:
                 conn.close()
         self._reader = self._writer = self._waiting = None
+        self.bell.close()
 
     def read_all(
         self,
@@ -114,7 +117,9 @@ class LoopConnection:
         """The rows appended, in one transaction; raises Busy (nothing done) when the write
         lock is taken, ConcurrencyConflict when a stream moved."""
         with _as_store_errors(_INSERT):
-            return _append(self._writing(), batch, producer, recorded_at, tracking)
+            rows = _append(self._writing(), batch, producer, recorded_at, tracking)
+        self._ring(rows)
+        return rows
 
     def append_waiting(
         self,
@@ -127,7 +132,14 @@ class LoopConnection:
         with _as_store_errors(_INSERT):
             if self._waiting is None:
                 self._waiting = self._connect(self.wait_ms)
-            return _append(self._waiting, batch, producer, recorded_at, tracking)
+            rows = _append(self._waiting, batch, producer, recorded_at, tracking)
+        self._ring(rows)
+        return rows
+
+    def _ring(self, rows: list[dict[str, Any]]) -> None:
+        """After the commit: a reader woken by the ring finds what it announces."""
+        if rows:
+            self.bell.ring(rows[-1]["position"])
 
     def _writing(self) -> sqlite3.Connection:
         if self._writer is None:
@@ -159,7 +171,7 @@ def _append(
         raise
     try:
         rows = planned_rows(batch, _head(conn), _versions(conn, batch), producer, recorded_at)
-        conn.executemany(_INSERT, [tuple(row[c] for c in COLUMNS) for row in rows])
+        conn.executemany(_INSERT, [values_of(row) for row in rows])
         if tracking is not None:
             conn.execute(_TRACK, tracking)
         conn.execute("COMMIT")
