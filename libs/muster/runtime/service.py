@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import gc
 import signal
 import time
 from collections.abc import Awaitable, Callable, Sequence
@@ -22,6 +21,7 @@ from prometheus_client.registry import Collector
 from muster.bus.kafka import Doorbell, Publisher, ensure_topics
 from muster.core.decider import Decider
 from muster.runtime.loop import DeciderLoop
+from muster.runtime.memory import settle_collector
 from muster.runtime.metrics import ServiceMetrics
 from muster.runtime.settings import Settings
 from muster.store import SqlEventStore
@@ -69,10 +69,7 @@ async def run(
     await web_runner.setup()
     site = web.TCPSite(web_runner, settings.http_host, settings.port_for(service))
     await site.start()
-    # What start-up built (modules, the restored state) lives as long as the process: kept
-    # out of the cyclic collector's full passes, which otherwise walk all of it (60 ms
-    # pauses in intake after a large apply's allocations, bench/hostile_apply.py).
-    gc.freeze()
+    settle_collector()
     log.info(
         "started",
         http=f"{settings.http_host}:{settings.port_for(service)}",
