@@ -12,7 +12,12 @@ from muster.core.events import Event, NewEvent
 from muster.core.events import node as nev
 from muster.core.events import queue as qev
 from muster.core.events import timer as tev
-from tests.unit.test_queueing_admission import QueueSim, cluster, cq
+from muster.core.model import parse
+from muster.core.nodes.decider import NodeAgentDecider
+from muster.core.provisioning.decider import ProvisionerDecider
+from muster.core.queueing.decider import QueueDecider
+from muster.core.sim.harness import build
+from tests.unit.test_queueing_admission import GPU, QueueSim, cluster, cq
 
 TIMEOUT = 60.0
 
@@ -172,3 +177,136 @@ def test_block_admission_holds_new_workloads_until_pods_run() -> None:
     assert not of(s.settle(), qev.QuotaReserved)
     start(s, "first", range(1, 2))
     assert [e.workload_id for e in of(s.settle(), qev.QuotaReserved)] == ["second"]
+
+
+def test_quota_held_for_nodes_that_never_come_times_out_from_the_reservation() -> None:
+    """Kueue admits at quota reservation when the ClusterQueue has no admission check, and
+    waitForPodsReady times the pods from admission (reference/kueue.md §1.8, §1.10): the
+    clock runs while the workload waits for nodes, so nodes that never come do not hold the
+    quota for ever; past backoffLimitCount it is deactivated (RequeuingLimitExceeded)."""
+    s = sim(backoffLimitCount=0)
+    s.submit("job", 2)
+    assert of(s.settle(), qev.QuotaReserved)
+    assert s.state.workloads["job"].status == "QuotaReserved"
+    assert s.decider.next_deadline(s.state) == TIMEOUT
+    at(s, TIMEOUT - 1)
+    assert not of(s.settle(), qev.WorkloadEvicted)
+    at(s, TIMEOUT)
+    events = s.settle()
+    (evicted,) = of(events, qev.WorkloadEvicted)
+    assert evicted.reason == "PodsReadyTimeout"
+    assert "quota reserved, its 2 pods' nodes not ready after 60s" in evicted.message
+    (rejected,) = of(events, qev.WorkloadRejected)
+    assert rejected.reason == "RequeuingLimitExceeded"
+    assert not s.state.workloads["job"].holds_quota
+    assert s.decider.next_deadline(s.state) is None
+
+
+def test_admission_after_reservation_keeps_the_reservations_clock() -> None:
+    """Without an admission check the nodes coming up late does not restart the clock."""
+    s = sim()
+    s.submit("job", 1)
+    s.settle()
+    at(s, TIMEOUT / 2)
+    s.settle()
+    admit(s, "job")
+    assert s.decider.next_deadline(s.state) == TIMEOUT
+    at(s, TIMEOUT)
+    assert of(s.settle(), qev.WorkloadEvicted)[0].reason == "PodsReadyTimeout"
+
+
+def test_block_admission_ends_when_the_blocking_reservation_times_out() -> None:
+    """blockAdmission holds every admission while a workload's pods are not ready; one whose
+    nodes never come blocked the cluster for ever, now only until its timeout."""
+    s = sim(block=True)
+    s.submit("stuck", 2)
+    s.submit("next", 2)
+    assert [e.workload_id for e in of(s.settle(), qev.QuotaReserved)] == ["stuck"]
+    at(s, TIMEOUT - 1)
+    assert not of(s.settle(), qev.QuotaReserved)
+    at(s, TIMEOUT)
+    events = s.settle()
+    assert [e.workload_id for e in of(events, qev.WorkloadEvicted)] == ["stuck"]
+    assert [e.workload_id for e in of(events, qev.QuotaReserved)] == ["next"]
+
+
+def test_with_an_admission_check_the_clock_starts_at_admission() -> None:
+    """Kueue times PodsReady from the Admitted condition; with a ProvisioningRequest check
+    that is when the request is Provisioned (reference/kueue.md §1.9, §1.10). A DWS request
+    queued for capacity is not evicted by waitForPodsReady; its own retry policy rules."""
+    s = QueueSim(
+        cluster(
+            cq("a", 8, cohort=None, admissionChecks=["prov"]),
+            waitForPodsReady={"enable": True, "timeout": f"{TIMEOUT:g}s"},
+            admissionChecks=[{"name": "prov", "parameters": {"name": "cfg"}}],
+            provisioningRequestConfigs=[
+                {"name": "cfg", "provisioningClassName": "queued-provisioning.gke.io"}
+            ],
+        )
+    )
+    s.submit("job", 1)
+    (reserved,) = of(s.settle(), qev.QuotaReserved)
+    assert reserved.provisioning is not None
+    assert s.decider.next_deadline(s.state) is None
+    at(s, 10 * TIMEOUT)
+    assert not of(s.settle(), qev.WorkloadEvicted)
+    admit(s, "job")
+    assert s.decider.next_deadline(s.state) == 11 * TIMEOUT
+    at(s, 11 * TIMEOUT)
+    assert of(s.settle(), qev.WorkloadEvicted)[0].reason == "PodsReadyTimeout"
+
+
+def test_a_stockout_no_longer_holds_quota_for_ever() -> None:
+    """The services' deciders in virtual time, a cloud whose pool never has capacity:
+    Kueue's waitForPodsReady sequence (reference/kueue.md §1.10): evicted at the timeout,
+    requeued after base * 2^(n-1) s, deactivated past backoffLimitCount; under
+    blockAdmission the next workload gets the quota each time the stuck one lets it go."""
+    spec = parse.cluster(
+        {
+            "name": "c",
+            "region": "r",
+            "zones": ["z"],
+            "nodePools": [
+                {
+                    "name": "pool",
+                    "machineType": "g2-standard-8",
+                    "allocatable": {GPU: 1},
+                    "capacity": [{"at": 0, "zones": {"z": 0}}],
+                }
+            ],
+            **cluster(
+                cq("a", 4, cohort=None),
+                waitForPodsReady={
+                    "enable": True,
+                    "timeout": "300s",
+                    "blockAdmission": True,
+                    "requeuingStrategy": {"backoffLimitCount": 1, "backoffBaseSeconds": 60},
+                },
+            ),
+        }
+    )
+    subs = [
+        (0.0, name, parse.workload({"name": name, "queueName": "a", "podSets": [{"count": 4}]}))
+        for name in ("stuck", "next")
+    ]
+    h = build(spec, subs, [], [QueueDecider(), ProvisionerDecider(), NodeAgentDecider()])
+    h.run()
+    trail = [
+        (e.occurred_at, type(e.event).__name__, e.event.workload_id)
+        for e in h.log.envelopes
+        if isinstance(e.event, qev.QuotaReserved | qev.WorkloadEvicted | qev.WorkloadRejected)
+    ]
+    assert trail == [
+        (0.0, "QuotaReserved", "stuck"),
+        (300.0, "WorkloadEvicted", "stuck"),
+        (300.0, "QuotaReserved", "next"),
+        (600.0, "WorkloadEvicted", "next"),
+        (600.0, "QuotaReserved", "stuck"),  # its backoff (60 s) ended at 360
+        (900.0, "WorkloadEvicted", "stuck"),
+        (900.0, "WorkloadRejected", "stuck"),  # RequeuingLimitExceeded
+        (900.0, "QuotaReserved", "next"),  # its backoff ended at 660
+        (1200.0, "WorkloadEvicted", "next"),
+        (1200.0, "WorkloadRejected", "next"),
+    ]
+    rejected = [e.event for e in h.log.envelopes if isinstance(e.event, qev.WorkloadRejected)]
+    assert {e.reason for e in rejected} == {"RequeuingLimitExceeded"}

@@ -18,7 +18,7 @@ class QueueDecider:
     categories = frozenset(
         {"config", "cloud", "workload", "admission", "provisioning", "node", "timer"}
     )
-    snapshot_format = "queue-state-v11"
+    snapshot_format = "queue-state-v12"
 
     def __init__(self, name: str = sharding.UNSPLIT) -> None:
         self.name = name
@@ -39,14 +39,14 @@ class QueueDecider:
         return admission_cycle(state)
 
     def next_deadline(self, state: qs.QueueState) -> float | None:
-        """waitForPodsReady's next admission timeout, the end of a requeue backoff, or of a
+        """waitForPodsReady's next timeout, the end of a requeue backoff, or of a
         preemption protection (minAdmitDuration)."""
         config = state.wait_for_pods_ready
         times = []
         if config.enable:
             times = [
                 at + config.timeout_seconds
-                for at in (state.workloads[w].run.admitted_at for w in state.awaiting_pods)
+                for at in (qs.pods_ready_clock(state.workloads[w]) for w in state.awaiting_pods)
                 if at is not None
             ]
         times += [

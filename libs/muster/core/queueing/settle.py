@@ -14,7 +14,7 @@ from muster.core.events import Event, NewEvent
 from muster.core.events import provisioning as pev
 from muster.core.events import queue as qev
 from muster.core.queueing import checks, failures
-from muster.core.queueing.state import QueueState, WorkloadEntry
+from muster.core.queueing.state import QueueState, WorkloadEntry, pods_ready_clock
 
 
 def settle(state: QueueState) -> list[NewEvent]:
@@ -59,31 +59,29 @@ def _to_look_at(state: QueueState) -> set[str]:
         looked.update(
             w
             for w in state.awaiting_pods
-            if (at := state.workloads[w].run.admitted_at) is not None and at <= due
+            if (at := pods_ready_clock(state.workloads[w])) is not None and at <= due
         )
     return looked
 
 
 def _pods_ready_timeout(state: QueueState, wl: WorkloadEntry) -> Event | None:
-    """waitForPodsReady: an admitted workload whose pods did not all start in time is
-    evicted and requeued with backoff (the cycle rejects it past the backoff limit)."""
+    """waitForPodsReady: a workload whose pods did not all start in time after its clock
+    started (``pods_ready_clock``) is evicted and requeued with backoff (the cycle rejects
+    it past the backoff limit)."""
     config = state.wait_for_pods_ready
-    if (
-        not config.enable
-        or wl.status != "Admitted"
-        or wl.run.pods_ready
-        or wl.run.admitted_at is None
-    ):
+    started = pods_ready_clock(wl)
+    if not config.enable or started is None or state.now < started + config.timeout_seconds:
         return None
-    if state.now < wl.run.admitted_at + config.timeout_seconds:
-        return None
+    name = f"{wl.spec.namespace}/{wl.spec.name}"
+    if wl.status == "Admitted":
+        detail = f"{len(wl.run.pods_started)} of {wl.admitted_pods} pods running"
+    else:
+        detail = f"quota reserved, its {wl.admitted_pods} pods' nodes not ready"
     return qev.WorkloadEvicted(
         workload_id=wl.id,
         reason="PodsReadyTimeout",
         message=(
-            f"Exceeded the PodsReady timeout {wl.spec.namespace}/{wl.spec.name}: "
-            f"{len(wl.run.pods_started)} of {wl.admitted_pods} pods running after "
-            f"{config.timeout_seconds:g}s"
+            f"Exceeded the PodsReady timeout {name}: {detail} after {config.timeout_seconds:g}s"
         ),
     )
 

@@ -48,6 +48,7 @@ class Attempt:
     attempt: int = 0  # its number: late events of an earlier attempt are ignored
     cluster_queue: str | None = None
     reserved_seq: int = 0  # when it got quota: preemption takes the newest first
+    reserved_at: float | None = None
     usage: Usage = field(default_factory=dict)
     flavors: dict[str, dict[str, str]] = field(default_factory=dict)  # pod set -> resource
     pod_counts: dict[str, int] = field(default_factory=dict)  # partially admitted pod sets
@@ -282,12 +283,26 @@ def roots(
 
 
 def _touched(state: QueueState, wl: WorkloadEntry) -> None:
-    """Settle looks at it again; waitForPodsReady's clock runs while its pods start."""
+    """Settle looks at it again; waitForPodsReady's clock runs until its pods are ready."""
     state.notes.touch(wl.id)
-    if wl.status == "Admitted" and not wl.run.pods_ready:
+    if pods_ready_clock(wl) is not None:
         state.awaiting_pods.add(wl.id)
     else:
         state.awaiting_pods.discard(wl.id)
+
+
+def pods_ready_clock(wl: WorkloadEntry) -> float | None:
+    """When waitForPodsReady's clock started for the workload's attempt; None while it does
+    not run. Kueue admits at quota reservation unless the ClusterQueue has admission checks,
+    and times the pods from admission. So without a check the clock runs from the
+    reservation, whatever the workload then waits for (nodes being made, nodes that never
+    come); with one, from the check's Ready, and the request's own failures and backoff
+    govern the wait before it (a DWS request may queue for capacity for hours)."""
+    if not wl.holds_quota or wl.run.pods_ready:
+        return None
+    if wl.run.ask is None and wl.run.reserved_at is not None:
+        return wl.run.reserved_at
+    return wl.run.admitted_at
 
 
 def lane_key(state: QueueState, wl: WorkloadEntry) -> LaneKey:
@@ -512,6 +527,7 @@ def _(event: qev.QuotaReserved, state: QueueState) -> None:
         attempt=event.attempt,
         cluster_queue=event.cluster_queue,
         reserved_seq=state.reservations,
+        reserved_at=state.now,
         usage={f: dict(r) for f, r in event.usage.items()},
         flavors={ps: dict(m) for ps, m in event.flavors.items()},
         pod_counts=dict(event.pod_counts),
