@@ -93,3 +93,36 @@ def test_only_one_pod_set_may_have_min_count() -> None:
     with pytest.raises(InvalidInput) as err:
         parse.workload(doc)
     assert err.value.path == "podSets" and "only one pod set" in err.value.problem
+
+
+def test_a_count_over_the_queues_maximum_is_admitted_partially() -> None:
+    """Kueue's partial admission runs whenever the full size does not fit, whatever the
+    reason (reference/kueue.md §1.11): 12 pods where the ClusterQueue can never give more
+    than 8 (ExceedsMaxQuota), minCount 4, are admitted as 8 instead of waiting for ever."""
+    events = run((0, job("big", 12, min_count=4)))
+    (reserved,) = [e for e in events if isinstance(e, qev.QuotaReserved)]
+    assert reserved.pod_counts == {"main": 8}
+    assert "partial admission: main 8 of 12 pods" in reserved.message
+    (done,) = [e for e in events if isinstance(e, qev.WorkloadFinished)]
+    assert done.message == "all 8 pods succeeded"
+
+
+def test_over_the_maximum_it_waits_for_quota_in_use_then_takes_what_the_queue_gives() -> None:
+    # 6 of 8 GPUs taken until "first" ends: minCount 4 does not fit beside them; then 8 of 12.
+    h = build(parse.cluster(CLUSTER), submissions([(0, job("first", 6)), (1, job("big", 12, 4))]))
+    h.run()
+    log = h.log.envelopes
+    (first_done,) = [e for e in log if isinstance(e.event, qev.WorkloadFinished)][:1]
+    (reserved,) = [
+        e for e in log if isinstance(e.event, qev.QuotaReserved) and e.event.workload_id == "big"
+    ]
+    assert reserved.event.pod_counts == {"main": 8}
+    assert reserved.occurred_at == first_done.occurred_at
+    assert first_done.event.workload_id == "first"
+
+
+def test_a_min_count_over_the_maximum_never_fits() -> None:
+    events = run((0, job("big", 12, min_count=10)))
+    assert not [e for e in events if isinstance(e, qev.QuotaReserved)]
+    (pending,) = [e for e in events if isinstance(e, qev.WorkloadPending)]
+    assert pending.reason == "ExceedsMaxQuota"

@@ -80,7 +80,7 @@ def process(snap: Snapshot, cursor: QueueCursor, v: Verdict) -> Verdict:
         v = nominate(snap, cq, wl)
     outcome = v.outcome
     if isinstance(outcome, Unassignable):
-        if outcome.reason == "WaitingForQuota":
+        if outcome.reason in PARTIAL_HELPS:
             return _partial(snap, cq, wl) or v
         return v
     over = namespace_excess(snap, wl)
@@ -262,6 +262,12 @@ def _admit(
     snap.tree.add(cq.name, outcome.usage)
     charge_tenant(snap, wl, outcome.usage, +1, counts)
     snap.admission_blocked = snap.block_after_admit
+
+
+# Why the full count is not admitted now that fewer pods may mend: quota in use, or a count
+# over what the ClusterQueue could ever give (Kueue's reducer runs whenever the full size
+# does not fit, pkg/scheduler/podset_reducer.go).
+PARTIAL_HELPS = frozenset({"WaitingForQuota", "ExceedsMaxQuota"})
 
 
 def _partial(snap: Snapshot, cq: ClusterQueueSpec, wl: WorkloadEntry) -> Verdict | None:
