@@ -2,13 +2,14 @@
 
 from __future__ import annotations
 
+from collections import Counter
 from typing import Any
 
 from muster.core.model import parse
 from muster.core.model.inventory import TopologySpec
 from muster.core.model.workload import PlacementPolicy, WorkloadSpec
 from muster.core.placement.book import NodeBook, Placement
-from muster.core.placement.engine import NoPlacement, demands, place
+from muster.core.placement.engine import NoPlacement, _best_fit, demands, place
 
 GPU = "nvidia.com/gpu"
 MX = "metax-tech.com/gpu"
@@ -411,3 +412,58 @@ def test_best_fit_picks_the_tightest_domain_and_first_fit_the_first() -> None:
 def test_volcano_tiers_map_to_levels() -> None:
     topo = TopologySpec(levels=("sb", "df"))
     assert topo.tier(1) == "df" and topo.tier(2) == "sb" and topo.tier(3) is None
+
+
+# -- Kueue TAS BestFit (keps/2724-topology-aware-scheduling, "Selecting the algorithm":
+# domains with the most free capacity first, the last one the smallest that still holds
+# the remainder; "rack nodes with free 3,3,2,1 and 7 pods => BestFit picks 3,3,1") ---------
+
+BLOCK, RACK = "topology.example/block", "topology.example/rack"
+TAS_TOPOLOGY = {"levels": [BLOCK, RACK, "kubernetes.io/hostname"]}
+
+
+def in_rack(name: str, count: int, gpus: int, rack: str) -> dict[str, Any]:
+    return gpu_nodes(name, count, gpus, labels={BLOCK: "b1", RACK: rack})
+
+
+def one_gpu_pods(count: int, **topology: str) -> WorkloadSpec:
+    return workload(podSets=[{"count": count, "requests": {GPU: 1}, "topology": topology}])
+
+
+def test_best_fit_over_nodes_uses_the_fewest() -> None:
+    # One rack; nodes with room for 3, 3, 2 and 1 pods, the smallest registered first.
+    nodes = [in_rack("n1", 1, 1, "r1"), in_rack("n2", 1, 2, "r1")]
+    nodes += [in_rack("n3a", 1, 3, "r1"), in_rack("n3b", 1, 3, "r1")]
+    book = book_of({"nodes": nodes, "topology": TAS_TOPOLOGY})
+    got = try_place(book, one_gpu_pods(7, required=RACK))
+    assert isinstance(got, Placement)
+    per_node = sorted(Counter(got.nodes.values()).items())
+    assert per_node == [("n1", 1), ("n3a", 3), ("n3b", 3)]  # n2 (room 2) stays whole
+
+
+def test_best_fit_over_racks_uses_the_fewest() -> None:
+    # One block of four racks with room for 3, 3, 2 and 1 eight-GPU pods; the racks with
+    # the least room registered first, so registration order alone would take all four.
+    nodes = [in_rack("d", 1, 8, "r4"), in_rack("c", 2, 8, "r3")]
+    nodes += [in_rack("a", 3, 8, "r1"), in_rack("b", 3, 8, "r2")]
+    book = book_of({"nodes": nodes, "topology": TAS_TOPOLOGY})
+    spec = workload(podSets=[{"count": 7, "requests": {GPU: 8}, "topology": {"preferred": RACK}}])
+    got = try_place(book, spec)
+    assert isinstance(got, Placement)
+    racks = Counter(book.nodes[n].inv.labels[RACK] for n in got.nodes.values())
+    assert racks == {"r1": 3, "r2": 3, "r4": 1}  # r3 (room 2) stays whole
+
+
+def test_spread_stays_a_choice() -> None:
+    nodes = [in_rack("n1", 1, 1, "r1"), in_rack("n2", 1, 2, "r1")]
+    nodes += [in_rack("n3a", 1, 3, "r1"), in_rack("n3b", 1, 3, "r1")]
+    book = book_of({"nodes": nodes, "topology": TAS_TOPOLOGY})
+    got = try_place(book, one_gpu_pods(7, required=RACK), PlacementPolicy(node="spread"))
+    assert isinstance(got, Placement)
+    assert len(set(got.nodes.values())) == 4  # the emptiest node for each pod
+
+
+def test_best_fit_rule() -> None:
+    assert _best_fit([(3, 0), (3, 1), (2, 2), (1, 3)], 7) == [(0, 3), (1, 3), (3, 1)]
+    assert _best_fit([(8, 0), (1, 1)], 1) == [(1, 1)]  # one part holds it: the tightest
+    assert _best_fit([(2, 1), (2, 0)], 2) == [(1, 2)]  # a tie: the earliest registered

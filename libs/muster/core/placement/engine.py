@@ -12,9 +12,13 @@ Volcano's tiers. Per workload: ``gpu_group_size`` N puts all its pods in one dom
 the lowest level where some domain holds N devices (MetaX supernodes).
 
 Choices (binpack, the default): among domains that can hold what is asked, the one with
-the least room (Kueue's BestFit: big domains stay whole); among nodes, the fullest that
-fits; among devices, the fullest (HAMi binpack). Spread takes the emptiest instead.
-``first_fit`` takes domains and nodes in registration order (the benchmark's baseline).
+the least room (Kueue's BestFit: big domains stay whole). Inside it, a pod set with a
+topology request takes its parts (racks of a block, nodes of a rack) by Kueue's BestFit:
+the most room first, the last the smallest that holds the rest, so it spans the fewest
+(``pack``). Without one, each pod goes on the fullest node that fits (Kueue's
+LeastFreeCapacity for unconstrained pod sets: gaps are filled). Among devices, the
+fullest (HAMi binpack). Spread takes the emptiest instead. ``first_fit`` takes domains and
+nodes in registration order (the benchmark's baseline).
 """
 
 from __future__ import annotations
@@ -272,16 +276,86 @@ class _Search:
         return (*whole, self.book.untouched(key, value), room, order)
 
     def in_one_domain(
-        self, key: str, pods: Sequence[PodAsk], d: Demand, within: set[str] | None = None
+        self,
+        key: str,
+        pods: Sequence[PodAsk],
+        d: Demand,
+        within: set[str] | None = None,
+        packed: bool = False,
     ) -> bool:
+        """All ``pods`` in one domain of ``key``, the best first; ``packed``: spread over the
+        domain's parts by BestFit (``pack``), else pod by pod (``fill``)."""
         for _, members in self.ordered_domains(key, d, len(pods), within):
             mark = self.mark()
             try:
-                self.fill(members, pods, d)
+                if packed:
+                    self.pack(key, members, pods, d)
+                else:
+                    self.fill(members, pods, d)
                 return True
             except _NoFit:
                 self.undo(mark)
         return False
+
+    def pack(
+        self, key: str | None, members: list[NodeState], pods: Sequence[PodAsk], d: Demand
+    ) -> None:
+        """Kueue's TAS BestFit inside a domain of ``key`` (None: the whole cluster): its
+        parts one level down (racks of a block, then nodes of a rack) with the most room
+        first, the last one the smallest that holds what remains, so a pod set lands in
+        the fewest parts. Binpack only; where a node's room was an upper bound (shared
+        devices) and a pod does not fit after all, pod by pod as before."""
+        if not self.packs:
+            self.fill(members, pods, d)
+            return
+        mark = self.mark()
+        try:
+            self._pack(self._below(key), members, pods, d)
+        except _NoFit:
+            self.undo(mark)
+            self.fill(members, pods, d)
+
+    def _pack(
+        self, level: str | None, members: list[NodeState], pods: Sequence[PodAsk], d: Demand
+    ) -> None:
+        if level is None:  # nodes
+            allowed = self.eligible(d)
+            fences = bool(self.book.exclusive)
+            nodes = [
+                n
+                for n in members
+                if n.name in allowed and not (fences and self.book.fenced(n, self.workload))
+            ]
+            rooms = [(self.book.fit_count(n, pods[0]), n.order) for n in nodes]
+            for i, count in _best_fit(rooms, len(pods)):
+                for pod in pods[:count]:
+                    if self.book.why_not(nodes[i], pod) is not None:
+                        raise _NoFit("Unschedulable", "no room")
+                    self.put(nodes[i], pod)
+                pods = pods[count:]
+            return
+        depth = self.book.levels.index(level) + 1
+        parts: dict[tuple[str, ...], list[NodeState]] = {}
+        for n in members:
+            parts.setdefault(n.path[:depth], []).append(n)
+        groups = list(parts.values())
+        rooms = [(self.fits(g, d), g[0].order) for g in groups]
+        for i, count in _best_fit(rooms, len(pods)):
+            self._pack(self._below(level), groups[i], pods[:count], d)
+            pods = pods[count:]
+
+    def _below(self, key: str | None) -> str | None:
+        """The topology level under ``key`` (None: nodes)."""
+        levels = self.book.levels
+        if key is None:
+            return levels[0] if levels else None
+        if key not in levels or key == levels[-1]:
+            return None
+        return levels[levels.index(key) + 1]
+
+    @property
+    def packs(self) -> bool:
+        return not self.first_fit and self.policy.node != "spread"
 
     def exclusive_slice(self, key: str, pods: Sequence[PodAsk], d: Demand) -> bool:
         """One whole value of ``key`` for these pods, used by no other workload."""
@@ -340,7 +414,7 @@ class _Search:
             return
         if topo.slice_required:
             for i, pods in enumerate(slices):
-                if not self.in_one_domain(topo.slice_required, pods, d, within):
+                if not self.in_one_domain(topo.slice_required, pods, d, within, packed=True):
                     raise _NoFit(
                         "TopologyPlacementFailed",
                         f"pod set {name}: no {topo.slice_required} domain has room for slice "
@@ -348,7 +422,7 @@ class _Search:
                     )
             return
         if required:
-            if not self.in_one_domain(required, d.pods, d, within):
+            if not self.in_one_domain(required, d.pods, d, within, packed=True):
                 raise _NoFit(
                     "TopologyPlacementFailed",
                     f"pod set {name}: no {required} domain has room for all {len(d.pods)} pods",
@@ -356,8 +430,11 @@ class _Search:
             return
         if preferred:
             for level in self.upward(preferred):
-                if self.in_one_domain(level, d.pods, d, within):
+                if self.in_one_domain(level, d.pods, d, within, packed=True):
                     return
+            if self.packs and self.fits(members, d) >= len(d.pods):
+                self.pack(None, members, d.pods, d)  # over the top level's domains
+                return
         self.fill(members, d.pods, d)
 
     def upward(self, level: str) -> list[str]:
@@ -403,6 +480,28 @@ def place(
     )
     book.keep(workload, placement, {p.name: p for d in want for p in d.pods})
     return placement
+
+
+def _best_fit(rooms: Sequence[tuple[int, int]], need: int) -> list[tuple[int, int]]:
+    """Kueue's BestFit over parts given as (room, registration order): (index, pods) pairs.
+    The parts with the most room first (earliest on a tie) while each holds less than
+    what remains, then the smallest that holds the rest (KEP-2724, "Selecting the
+    algorithm": free 3,3,2,1 and 7 pods give 3,3,1). Raises when all of them hold less."""
+    order = sorted(
+        (i for i, r in enumerate(rooms) if r[0] > 0), key=lambda i: (-rooms[i][0], rooms[i][1])
+    )
+    out: list[tuple[int, int]] = []
+    left, k = need, 0
+    while left > 0 and k < len(order) and rooms[order[k]][0] < left:
+        out.append((order[k], rooms[order[k]][0]))
+        left -= rooms[order[k]][0]
+        k += 1
+    if left > 0:
+        holders = [i for i in order[k:] if rooms[i][0] >= left]
+        if not holders:
+            raise _NoFit("Unschedulable", "no room")
+        out.append((min(holders, key=lambda i: rooms[i]), left))
+    return out
 
 
 def _device_resource(want: list[Demand]) -> str:
@@ -498,4 +597,3 @@ class _EmptyByShape:
                 del nodes[i]
                 self.busy.append(node)
                 return
-
