@@ -12,6 +12,7 @@ from muster.core.access.tokens import Principal
 from muster.core.codec import to_plain
 from muster.core.intake.refusal import not_found
 from muster.core.model import kinds
+from muster.core.queueing import quota as qt
 from muster.core.views.workloads import WorkloadsState
 from services.intake import paging
 from services.intake.context import Context
@@ -130,12 +131,15 @@ def _cluster_queues(state: WorkloadsState) -> Iterable[dict[str, Any]]:
         if lq is not None:
             p, a = per_cq.get(lq.cluster_queue, (0, 0))
             per_cq[lq.cluster_queue] = (p + pending, a + admitted)
-    for name, q in state.queue.cluster_queues.items():
+    queue = state.queue
+    shares = qt.weighted_shares(queue.cluster_queues, queue.cohorts, queue.usage)
+    for name, q in queue.cluster_queues.items():
         pending, admitted = per_cq.get(name, (0, 0))
         status = {
             "pendingWorkloads": pending,
             "admittedWorkloads": admitted,
-            "usage": to_plain(state.queue.usage.get(name, {})),
+            "usage": to_plain(queue.usage.get(name, {})),
+            "fairSharing": {"weightedShare": shares.get(name, 0)},
         }
         yield _obj("ClusterQueue", q, status)
 

@@ -184,6 +184,9 @@ async def test_get_in_every_output(api_: Api) -> None:
     assert lines[0].split()[0] == "cq"
     code, out, _ = await cli(api_, "get", "clusterqueues", "-o", "wide")
     assert "USAGE" in out.splitlines()[0]
+    assert "WEIGHTED SHARE" in out.splitlines()[0]  # Kueue's status.fairSharing
+    code, out, _ = await cli(api_, "get", "cq", "cq", "-o", "json")
+    assert json.loads(out)["status"]["fairSharing"] == {"weightedShare": 0}
     code, out, _ = await cli(api_, "get", "lq", "-A")
     assert out.splitlines()[0].split()[:2] == ["NAMESPACE", "NAME"]
     assert {line.split()[0] for line in out.splitlines()[1:]} == {"team-a", "team-b"}

@@ -424,3 +424,14 @@ def test_dominant_share_lendable_covers_every_flavor_of_the_cohort(nested: bool)
     cohorts = {"x": cohort("x", "root"), "y": cohort("y", "root")} if nested else {}
     t = qt.build({"a": a, "b": b, "c": c}, cohorts, {"a": {"f1": {CPU: 5}}})
     assert qt.dominant_share(t.queues["a"]) == (250.0, CPU)
+
+
+def test_weighted_shares_as_kueues_status_shows_them() -> None:
+    """Kueue's ClusterQueue status.fairSharing.weightedShare: an integer, 0 within nominal,
+    MaxInt64 for a zero weight that borrows."""
+    b = cq("b", {F: {CPU: 30, GPU: 4}})
+    usage = {"a": {F: {CPU: 16, GPU: 6}}}
+    a = cq("a", {F: {CPU: 10, GPU: 4}}, weight=2.0)
+    assert qt.weighted_shares({"a": a, "b": b}, {}, usage) == {"a": 125, "b": 0}
+    a0 = cq("a", {F: {CPU: 10, GPU: 4}}, weight=0.0)
+    assert qt.weighted_shares({"a": a0, "b": b}, {}, usage)["a"] == qt.MAX_WEIGHTED_SHARE

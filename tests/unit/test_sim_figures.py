@@ -111,3 +111,44 @@ def test_sim_reads_a_json_workload_list(tmp_path: Path, capsys: pytest.CaptureFi
         )
     assert info.value.code == 1
     assert "cannot read" in capsys.readouterr().err
+
+
+def test_sim_summary_shows_each_cluster_queues_weighted_share(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Kueue's status.fairSharing.weightedShare, at the end of the run (--until: then)."""
+
+    def queue(name: str) -> dict[str, object]:
+        quota = [{"name": "f", "resources": [{"name": GPU, "nominalQuota": 4}]}]
+        groups = [{"coveredResources": [GPU], "flavors": quota}]
+        return {"name": name, "cohort": "co", "resourceGroups": groups}
+
+    cluster = {
+        "name": "c",
+        "zones": ["z"],
+        "nodes": [{"name": "n", "count": 1, "allocatable": {GPU: 8}}],
+        "resourceFlavors": [{"name": "f"}],
+        "clusterQueues": [queue("a"), queue("b")],
+        "localQueues": [{"namespace": "ns", "name": "q", "clusterQueue": "a"}],
+    }
+    job = {
+        "name": "j",
+        "namespace": "ns",
+        "queueName": "q",
+        "podSets": [{"count": 1, "requests": {GPU: 6}}],
+    }
+    job["runtime"] = {"durationSeconds": 1000}
+    (tmp_path / "c.json").write_text(json.dumps(cluster))
+    (tmp_path / "w.json").write_text(json.dumps({"workloads": [{"at": 0, "workload": job}]}))
+    argv = ["sim", "--summary", "--cluster", str(tmp_path / "c.json")]
+    argv += ["--workloads", str(tmp_path / "w.json"), "--until", "100s"]
+    with pytest.raises(SystemExit):
+        main([*argv, "--json"])
+    # a borrows 2 of the 8 GPUs its cohort could lend: 250 per mille.
+    summary = json.loads(capsys.readouterr().out)["summary"]
+    assert summary["weighted_shares"] == {"a": 250, "b": 0}
+    with pytest.raises(SystemExit):
+        main(argv)
+    assert "weighted share (DRS, per mille) per ClusterQueue at the end: a 250, b 0" in (
+        capsys.readouterr().out
+    )

@@ -30,6 +30,7 @@ from muster.core.model.workload import (
     ProvisioningRequestSpec,
     WorkloadSpec,
 )
+from muster.core.queueing import quota as qt
 from muster.core.queueing.decider import QueueDecider
 from muster.core.sim import figures as sim_figures
 from muster.core.sim import harness as sim_harness
@@ -364,6 +365,10 @@ def sim(
     harness.run(until=horizon)
     took = time.perf_counter() - started
     summary = summarize(harness.log.envelopes)
+    queue = next(r.state for r in harness.runners if isinstance(r.decider, QueueDecider))
+    summary["weighted_shares"] = qt.weighted_shares(
+        queue.cluster_queues, queue.cohorts, queue.usage
+    )
     summary["wall_seconds"] = round(took, 3)
     found = sim_figures.figures(harness.log.envelopes)
     if as_json:
@@ -436,6 +441,9 @@ def print_summary(summary: dict[str, Any]) -> None:
         f"wait to admission: mean {w['mean']}s, p50 {w['p50']}s, p99 {w['p99']}s; "
         f"makespan {summary['makespan_seconds']}s"
     )
+    if shares := summary.get("weighted_shares"):
+        at_end = ", ".join(f"{cq} {share}" for cq, share in shares.items())
+        print(f"weighted share (DRS, per mille) per ClusterQueue at the end: {at_end}")
 
 
 # -- the demo -----------------------------------------------------------------------

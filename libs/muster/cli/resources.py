@@ -101,6 +101,7 @@ def _cq_columns(o: dict[str, Any], wide: bool) -> list[tuple[str, Any]]:
         ("ADMITTED WORKLOADS", st.get("admittedWorkloads", 0)),
     ]
     if wide:
+        cols.append(("WEIGHTED SHARE", st.get("fairSharing", {}).get("weightedShare", "")))
         cols.append(("USAGE", _usage(st)))
     return cols
 

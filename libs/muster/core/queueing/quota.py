@@ -311,6 +311,25 @@ def dominant_share(node: QuotaNode, extra: Mapping[FR, int] | None = None) -> tu
     return best / node.weight, dominant
 
 
+# Kueue's status.fairSharing.weightedShare of a ClusterQueue with weight 0 that borrows.
+MAX_WEIGHTED_SHARE = 2**63 - 1
+
+
+def weighted_shares(
+    cluster_queues: Mapping[str, ClusterQueueSpec],
+    cohorts: Mapping[str, CohortSpec],
+    usage: Mapping[str, Mapping[str, Mapping[str, int]]],
+) -> dict[str, int]:
+    """Each ClusterQueue's weighted share as Kueue's status shows it (an integer, per mille
+    of what its cohort could lend, divided by its fair-sharing weight; 0: within nominal)."""
+    tree = build(cluster_queues, cohorts, usage)
+    out = {}
+    for name in sorted(tree.queues):
+        share = dominant_share(tree.queues[name])[0]
+        out[name] = MAX_WEIGHTED_SHARE if share == float("inf") else int(share)
+    return out
+
+
 def _fill_lendable(node: QuotaNode) -> None:
     """What the parent could lend of each resource, over every flavor of its tree: the
     configuration decides it, so it is worked out once, when the tree is built."""
