@@ -515,3 +515,108 @@ def test_fair_sharing_preemption_only_towards_equal_shares(size: int, victim: st
             (victim, "InCohortFairSharing")
         ]
         assert reserved(events) == ["a1"]
+
+
+# -- preemption policy users ask for ------------------------------------------------------
+
+
+def classes_queue(**preemption: Any) -> QueueSim:
+    classes = [
+        {"name": "batch", "value": 0, "preemptible": False},  # Armada's preemptible: false
+        {"name": "opportunistic", "value": 0},
+        {"name": "urgent", "value": 100},
+        {"name": "polite", "value": 100, "preemptionPolicy": "Never"},  # Kubernetes
+    ]
+    spec = cq("a", 4, cohort=None, preemption={"withinClusterQueue": "LowerPriority", **preemption})
+    return QueueSim(cluster(spec, priorityClasses=classes))
+
+
+def test_a_non_preemptible_priority_class_is_never_preempted() -> None:
+    """Armada (reference/peers.md): a job of a priority class with preemptible: false is
+    never preempted; the higher-priority job waits for the room instead."""
+    sim = classes_queue()
+    sim.submit("steady", 4, priority_class="batch")
+    assert reserved(sim.settle()) == ["steady"]
+    sim.submit("urgent", 4, priority_class="urgent")
+    events = sim.settle()
+    assert of(events, qev.WorkloadEvicted) == []
+    assert why(sim, "urgent") == "WaitingForQuota"
+    # The same priority in a preemptible class is taken.
+    sim = classes_queue()
+    sim.submit("spare", 4, priority_class="opportunistic")
+    sim.settle()
+    sim.submit("urgent", 4, priority_class="urgent")
+    assert [e.workload_id for e in of(sim.settle(), qev.WorkloadEvicted)] == ["spare"]
+
+
+def test_a_priority_class_with_preemption_policy_never_does_not_preempt() -> None:
+    """Kubernetes PriorityClass.preemptionPolicy: Never: its workloads wait for room, ahead
+    of lower priorities, and never evict anyone; a class of the same value that may
+    preempt does (and the two do not share a verdict)."""
+    sim = classes_queue()
+    sim.submit("spare", 4, priority_class="opportunistic")
+    sim.settle()
+    sim.submit("polite", 4, priority_class="polite")
+    assert of(sim.settle(), qev.WorkloadEvicted) == []
+    assert why(sim, "polite") == "WaitingForQuota"
+    sim.submit("urgent", 4, priority_class="urgent")
+    assert [e.workload_id for e in of(sim.settle(), qev.WorkloadEvicted)] == ["spare"]
+
+
+def test_a_queue_may_end_what_it_preempts() -> None:
+    """Armada's terminal Preempted: with preemption.onPreempted End the victim is not
+    requeued; it finishes with outcome Preempted and the preemptor is admitted."""
+    sim = classes_queue(onPreempted="End")
+    sim.submit("spare", 4, priority_class="opportunistic")
+    sim.settle()
+    sim.submit("urgent", 4, priority_class="urgent")
+    events = sim.settle()
+    (evicted,) = of(events, qev.WorkloadEvicted)
+    (ended,) = of(events, qev.WorkloadFinished)
+    assert (ended.workload_id, ended.outcome, ended.reason) == ("spare", "Preempted", "Preempted")
+    assert ended.message == evicted.message
+    assert reserved(events) == ["urgent"]
+    assert sim.state.workloads["spare"].status == "Finished"
+    assert "spare" not in sim.state.pending
+    # The default requeues it.
+    sim = classes_queue()
+    sim.submit("spare", 4, priority_class="opportunistic")
+    sim.settle()
+    sim.submit("urgent", 4, priority_class="urgent")
+    assert of(sim.settle(), qev.WorkloadFinished) == []
+    assert "spare" in sim.state.pending
+
+
+def test_fair_sharing_weights_order_admission_without_preemption() -> None:
+    """Kueue's fair-sharing tournament (reference/kueue.md §1.7): when room frees up, the
+    ClusterQueue with the lower weighted share after admitting goes first; no preemption
+    is configured, so the weights act through that order alone. a (weight 3) and b
+    (weight 1) borrow a lender's 12 GPUs with 200 one-GPU jobs each pending, their GPUs
+    freed one at a time (room for both heads at once admits both, one per ClusterQueue per
+    cycle, as in Kueue)."""
+
+    def queue(name: str, nominal: int, weight: float) -> dict[str, Any]:
+        return cq(name, nominal, fairSharing={"weight": weight})
+
+    doc = cluster(queue("lender", 12, 1), queue("a", 0, 3), queue("b", 0, 1))
+    doc["fairSharing"] = {"enable": True}
+    doc["nodes"] = [{"name": "n", "count": 2, "allocatable": {GPU: 8}}]
+    jobs = []
+    for i in range(200):
+        for name in ("b", "a"):
+            seconds = 50 + (37 * i + (11 if name == "a" else 0)) % 100 + 0.1 * i
+            body = {
+                "name": f"{name}{i}",
+                "queueName": name,
+                "podSets": [{"count": 1, "requests": {GPU: 1}}],
+                "runtime": {"durationSeconds": seconds},
+            }
+            jobs.append((0.0, body))
+    h = build(parse.cluster(doc), submissions(jobs))
+    h.run(until=1000)
+    log = [e.event for e in h.log.envelopes]
+    assert of(log, qev.WorkloadEvicted) == []
+    counts = {q: 0 for q in ("a", "b")}
+    for e in of(log, qev.QuotaReserved):
+        counts[e.cluster_queue] += 1
+    assert counts["a"] >= 2.5 * counts["b"], counts

@@ -211,7 +211,9 @@ class WorkloadShrunk(Event):
 @dataclass(frozen=True, slots=True, kw_only=True)
 class WorkloadFinished(Event):
     workload_id: str
-    outcome: Literal["Succeeded", "Failed"]
+    # Preempted: evicted by a preemptor in a ClusterQueue whose preemption.onPreempted is
+    # End (Armada's terminal state), not requeued.
+    outcome: Literal["Succeeded", "Failed", "Preempted"]
     reason: str
     message: str
 

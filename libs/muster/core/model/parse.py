@@ -322,12 +322,14 @@ def _preemption(o: Obj | None) -> PreemptionPolicy:
         )
         b.done()
     protect = o.duration("minAdmitDuration", default=0.0, hi=MAX_RUN_SECONDS) or 0.0
+    on_preempted = o.choice("onPreempted", ("Requeue", "End"), "Requeue")
     o.done()
     return PreemptionPolicy(
         within_cluster_queue=within,  # type: ignore[arg-type]
         reclaim_within_cohort=reclaim,  # type: ignore[arg-type]
         borrow_within_cohort=borrow,
         min_admit_duration=protect,
+        on_preempted=on_preempted,  # type: ignore[arg-type]
     )
 
 
@@ -395,9 +397,12 @@ def priority_class(
         value=o.req_integer("value", lo=-(2**31), hi=10**9),
         kind="PriorityClass" if kind == "PriorityClass" else "WorkloadPriorityClass",
         global_default=o.flag("globalDefault", False),
+        preemptible=o.flag("preemptible", True),
+        preemption_policy=o.choice(  # type: ignore[arg-type]
+            "preemptionPolicy", ("PreemptLowerPriority", "Never"), "PreemptLowerPriority"
+        ),
     )
     o.raw("description")
-    o.raw("preemptionPolicy")
     o.done()
     return spec
 

@@ -69,6 +69,9 @@ class PreemptionPolicy:
     # minimum-runtime guarantee of Slurm's PreemptExemptTime, KAI's min-runtime, Kueue's
     # KEP-9876): 0, the default, protects nothing.
     min_admit_duration: float = 0.0
+    # What a workload this queue admitted becomes when it is preempted: requeued (Kueue),
+    # or ended for good in the terminal state Preempted (Armada).
+    on_preempted: Literal["Requeue", "End"] = "Requeue"
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -131,6 +134,11 @@ class PriorityClassSpec:
     value: int
     kind: Literal["WorkloadPriorityClass", "PriorityClass"] = "WorkloadPriorityClass"
     global_default: bool = False
+    # Armada's priorityClass.preemptible: false means its workloads are never preempted.
+    preemptible: bool = True
+    # Kubernetes' PriorityClass.preemptionPolicy: Never means its workloads wait for room
+    # and never preempt others.
+    preemption_policy: Literal["PreemptLowerPriority", "Never"] = "PreemptLowerPriority"
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

@@ -21,7 +21,13 @@ from muster.core.queueing import preemption as pre
 from muster.core.queueing.cursor import QueueCursor
 from muster.core.queueing.flavors import FIT, Assignment, Unassignable, assign
 from muster.core.queueing.snapshot import Snapshot
-from muster.core.queueing.state import WorkloadEntry, namespace_charge, protected_until
+from muster.core.queueing.state import (
+    WorkloadEntry,
+    namespace_charge,
+    never_preempts,
+    preemptible,
+    protected_until,
+)
 from muster.core.queueing.verdicts import Verdict
 
 # Placement misses remembered across cycles (the notebook's): more are forgotten at once.
@@ -47,6 +53,7 @@ def nominate(
     snap: Snapshot, cq: ClusterQueueSpec, wl: WorkloadEntry, exclude: frozenset[str] = frozenset()
 ) -> Verdict:
     can_preempt, beyond = preempt_rules(snap, cq)
+    can_preempt = can_preempt and not never_preempts(snap.state, wl)
     if wl.preempted_for and not exclude:
         # It evicted for these flavors: take them now that the victims are gone.
         pinned = assign(cq, snap.state.flavors, wl.spec, snap.tree, False, pinned=wl.preempted_for)
@@ -441,7 +448,11 @@ def holders(snap: Snapshot, cq: str) -> list[pre.Holder]:
         fresh: dict[str, list[pre.Holder]] = {}
         for wid in sorted(snap.state.active):
             wl = snap.state.workloads[wid]
-            if wl.holds_quota and wl.run.cluster_queue in snap.tree.queues:
+            if (
+                wl.holds_quota
+                and wl.run.cluster_queue in snap.tree.queues
+                and preemptible(snap.state, wl)
+            ):
                 holder = _holder(wl)
                 if holder is not None:
                     fresh.setdefault(snap.root_name(wl.run.cluster_queue), []).append(holder)

@@ -35,7 +35,7 @@ from muster.core.queueing.flavors import Assignment, Unassignable
 from muster.core.queueing.parking import CONFIG, QUOTA, STATE, TIME
 from muster.core.queueing.pending import Lane
 from muster.core.queueing.snapshot import Snapshot
-from muster.core.queueing.state import QueueState, WorkloadEntry
+from muster.core.queueing.state import QueueState, WorkloadEntry, never_preempts
 from muster.core.queueing.verdicts import REJECTIONS, Verdict, to_events
 
 
@@ -297,7 +297,8 @@ def _drain_known(snap: Snapshot, cursor: QueueCursor) -> None:
         if lane.key[0] == "workload":
             return  # its own history (preempted for flavors, partial) decides
         wl = snap.workload(lane, cursor.at[id(lane)])
-        hit = cache.get((cq.name, wl.shape, wl.priority if can_preempt else None))
+        preempts = can_preempt and not never_preempts(snap.state, wl)
+        hit = cache.get((cq.name, wl.shape, wl.priority if preempts else None))
         if hit is None:
             return
         lane, at = cursor.park(wl)

@@ -130,6 +130,10 @@ def _next_step(wl: WorkloadEntry) -> Event | None:
         return qev.WorkloadCancelled(workload_id=wl.id, message="cancelled on request")
     if wl.problem is not None and wl.status == "Pending":
         reason, message = wl.problem
+        if reason == "Preempted":  # its ClusterQueue ends what is preempted (onPreempted: End)
+            return qev.WorkloadFinished(
+                workload_id=wl.id, outcome="Preempted", reason=reason, message=message
+            )
         return qev.WorkloadRejected(workload_id=wl.id, reason=reason, message=message)
     if (
         wl.status == "Admitted"

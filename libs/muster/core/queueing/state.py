@@ -317,7 +317,8 @@ def lane_key(state: QueueState, wl: WorkloadEntry) -> LaneKey:
         or wl.check_retries
     ):
         return ("workload", wl.id)
-    return (wl.shape, wl.priority)
+    # Its class too: whether it may preempt (preemptionPolicy) is the class's.
+    return (wl.shape, wl.priority, wl.spec.priority_class)
 
 
 def enqueue(state: QueueState, wl: WorkloadEntry) -> None:
@@ -455,19 +456,39 @@ def _(event: wev.WorkloadSubmitted, state: QueueState) -> None:
 
 def resolve_priority(state: QueueState, spec: WorkloadSpec) -> tuple[int, tuple[str, str] | None]:
     """Kueue: a named class that does not exist means the workload is never queued."""
-    if spec.priority_class:
-        pc = state.priority_classes.get(spec.priority_class)
-        if pc is None:
-            return 0, (
-                "WorkloadPriorityClassNotFound",
-                f"priority class {spec.priority_class} doesn't exist",
-            )
+    pc = priority_class_of(state, spec)
+    if pc is not None:
         return pc.value, None
+    if spec.priority_class:
+        return 0, (
+            "WorkloadPriorityClassNotFound",
+            f"priority class {spec.priority_class} doesn't exist",
+        )
+    return spec.priority, None
+
+
+def never_preempts(state: QueueState, wl: WorkloadEntry) -> bool:
+    """Kubernetes' PriorityClass preemptionPolicy: Never: it waits for room."""
+    pc = priority_class_of(state, wl.spec)
+    return pc is not None and pc.preemption_policy == "Never"
+
+
+def preemptible(state: QueueState, wl: WorkloadEntry) -> bool:
+    """Armada's priorityClass.preemptible: false: no preemptor ever takes it."""
+    pc = priority_class_of(state, wl.spec)
+    return pc is None or pc.preemptible
+
+
+def priority_class_of(state: QueueState, spec: WorkloadSpec) -> PriorityClassSpec | None:
+    """The class that gives the workload its priority: the one it names, else the global
+    default when it asks for no priority of its own."""
+    if spec.priority_class:
+        return state.priority_classes.get(spec.priority_class)
     if spec.priority == 0:
         defaults = [c for c in state.priority_classes.values() if c.global_default]
         if defaults:
-            return min(defaults, key=lambda c: c.name).value, None
-    return spec.priority, None
+            return min(defaults, key=lambda c: c.name)
+    return None
 
 
 def shape_of(spec: WorkloadSpec) -> tuple[object, ...]:
@@ -594,6 +615,11 @@ def _(event: qev.WorkloadEvicted, state: QueueState) -> None:
         wl.problem = ("Deactivated", f"deactivated after eviction: {event.message}")
         state.active.add(wl.id)
         return
+    ends = event.reason == "Preempted" and _ends_when_preempted(state, cq)
+    if ends:
+        # Its ClusterQueue ends what is preempted (Armada): settle finishes it as Preempted.
+        wl.problem = ("Preempted", event.message)
+        state.active.add(wl.id)
     if event.requeue_after_seconds is not None:
         wl.check_retries += 1
         wl.requeue_at = state.now + event.requeue_after_seconds
@@ -607,13 +633,20 @@ def _(event: qev.WorkloadEvicted, state: QueueState) -> None:
         if config.requeue_timestamp == "Eviction":
             wl.order = state.next_order  # to the back of the queue, as Kueue does
             state.next_order += 1
-    enqueue(state, wl)  # requeued keeping its original `order`
+    if not ends:
+        enqueue(state, wl)  # requeued keeping its original `order`
     if event.preemptor is not None and event.preemptor in state.pending:
         state.preemptors.add(event.preemptor)
         enqueue(state, state.workloads[event.preemptor])  # sticky: its own lane
-    state.active.discard(wl.id)
+    if not ends:
+        state.active.discard(wl.id)
     if wl.cancel_requested:
         state.active.add(wl.id)
+
+
+def _ends_when_preempted(state: QueueState, cluster_queue: str) -> bool:
+    cq = state.cluster_queues.get(cluster_queue)
+    return cq is not None and cq.preemption.on_preempted == "End"
 
 
 @_apply.register

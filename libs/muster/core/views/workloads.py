@@ -189,7 +189,7 @@ class WorkloadsView:
 
     name = "intake"
     categories = frozenset({"config", "workload", "admission", "provisioning", "node"})
-    snapshot_format = "workloads-view-v5"
+    snapshot_format = "workloads-view-v6"
 
     def initial(self) -> WorkloadsState:
         return WorkloadsState()
