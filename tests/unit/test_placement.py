@@ -5,11 +5,17 @@ from __future__ import annotations
 from collections import Counter
 from typing import Any
 
+from muster.core.events import NewEvent
+from muster.core.events import node as nev
+from muster.core.events import queue as qev
 from muster.core.model import parse
-from muster.core.model.inventory import TopologySpec
-from muster.core.model.workload import PlacementPolicy, WorkloadSpec
+from muster.core.model.inventory import Gpu, TopologySpec
+from muster.core.model.workload import DeviceFilter, PlacementPolicy, WorkloadSpec
+from muster.core.placement import devices as dev
 from muster.core.placement.book import NodeBook, Placement
 from muster.core.placement.engine import NoPlacement, _best_fit, demands, place
+from muster.core.sim.harness import build
+from tests.unit.harness_inputs import submissions
 
 GPU = "nvidia.com/gpu"
 MX = "metax-tech.com/gpu"
@@ -467,3 +473,76 @@ def test_best_fit_rule() -> None:
     assert _best_fit([(3, 0), (3, 1), (2, 2), (1, 3)], 7) == [(0, 3), (1, 3), (3, 1)]
     assert _best_fit([(8, 0), (1, 1)], 1) == [(1, 1)]  # one part holds it: the tightest
     assert _best_fit([(2, 1), (2, 0)], 2) == [(1, 2)]  # a tie: the earliest registered
+
+
+# -- HAMi's device reasons and pinned devices (reference/peers.md §3.4, §3.5) --------------
+
+
+def test_device_reasons_as_hami_names_them() -> None:
+    """HAMi's Fit (pkg/device/nvidia/device.go) counts, per card: ExclusiveDeviceAllocateConflict
+    (100 % cores on a used card), CardTimeSlicingExhausted (split count reached),
+    CardInsufficientCore (cores over 100 %), CardComputeUnitsExhausted (a core-less share on
+    a card whose cores are all taken), CardInsufficientMemory, CardUUIDMismatch and
+    CardTypeMismatch (its lists rule the card out)."""
+    gpu = Gpu(uuid="GPU-0", model="NVIDIA-A100", memory_mib=1000, split=3)
+
+    def used(cores: int, memory: int, pods: int, exclusive: bool = False) -> dev.DeviceUse:
+        return dev.DeviceUse(cores=cores, memory_mib=memory, pods=pods, exclusive=exclusive)
+
+    share = dev.DeviceAsk(count=1, cores=50, memory_mib=100)
+    memory_only = dev.DeviceAsk(count=1, cores=0, memory_mib=100)
+    whole = dev.DeviceAsk(count=1, cores=100, memory_mib=100)
+    assert dev.why_not(gpu, used(10, 100, 1), whole) == "ExclusiveDeviceAllocateConflict"
+    assert dev.why_not(gpu, used(10, 100, 3), share) == "CardTimeSlicingExhausted"
+    assert dev.why_not(gpu, used(60, 100, 1), share) == "CardInsufficientCore"
+    assert dev.why_not(gpu, used(100, 100, 2), memory_only) == "CardComputeUnitsExhausted"
+    assert dev.why_not(gpu, used(10, 950, 1), share) == "CardInsufficientMemory"
+    pinned = dev.DeviceAsk(count=1, cores=50, memory_mib=100, filter=DeviceFilter(use_uuids=("X",)))
+    assert dev.why_not(gpu, used(0, 0, 0), pinned) == "CardUUIDMismatch"
+    typed = dev.DeviceAsk(
+        count=1, cores=50, memory_mib=100, filter=DeviceFilter(use_types=("H100",))
+    )
+    assert dev.why_not(gpu, used(0, 0, 0), typed) == "CardTypeMismatch"
+    assert dev.why_not(gpu, used(40, 100, 1), share) is None
+
+
+def test_a_pod_pinned_to_a_gpu_no_node_has_yet_waits_for_it() -> None:
+    """HAMi's nvidia.com/use-gpuuuid: a pod pinned to a card no node has stays pending
+    (Unschedulable, CardUUIDMismatch); it is not sent to the provisioner (no new node has
+    that card) nor rejected, and runs once a node with the card registers."""
+    cluster = {
+        "name": "c",
+        "zones": ["z"],
+        "nodes": [gpu_nodes("n", 1, 2)],
+        "resourceFlavors": [{"name": "f"}],
+        "clusterQueues": [
+            {
+                "name": "a",
+                "resourceGroups": [
+                    {
+                        "coveredResources": [GPU],
+                        "flavors": [{"name": "f", "resources": [{"name": GPU, "nominalQuota": 8}]}],
+                    }
+                ],
+            }
+        ],
+        "localQueues": [{"namespace": "default", "name": "a", "clusterQueue": "a"}],
+    }
+    pod_set = {"count": 1, "requests": {GPU: 1}, "devices": {"useUuids": ["GPU-later-0"]}}
+    job = {"name": "pinned", "queueName": "a", "podSets": [pod_set]}
+    job["runtime"] = {"durationSeconds": 10}
+    h = build(parse.cluster(cluster), submissions([(0.0, job)]))
+    card = Gpu(uuid="GPU-later-0", model="NVIDIA-A100", memory_mib=81920)
+    later = nev.NodeRegistered(node="later", allocatable={"cpu": 64, GPU: 1}, gpus=(card,))
+    h.schedule(
+        NewEvent(stream_id=nev.stream("later"), event=later, occurred_at=500), producer="node-agent"
+    )
+    h.run(until=400)
+    log = [e.event for e in h.log.envelopes]
+    pending = [e for e in log if isinstance(e, qev.WorkloadPending)]
+    assert pending[-1].reason == "Unschedulable"
+    assert pending[-1].message.endswith("0/1 nodes are available: 1 CardUUIDMismatch")
+    assert not [e for e in log if isinstance(e, qev.WorkloadRejected | qev.QuotaReserved)]
+    h.run()
+    (admitted,) = [e.event for e in h.log.envelopes if isinstance(e.event, qev.WorkloadAdmitted)]
+    assert admitted.placements == {"main-0": "later"}

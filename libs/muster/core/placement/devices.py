@@ -106,19 +106,22 @@ def allowed(gpu: Gpu, f: DeviceFilter | None) -> bool:
     return not any(t.lower() in model for t in f.avoid_types)
 
 
+def mismatch(f: DeviceFilter | None) -> str:
+    """HAMi's reason for a device its type or UUID lists rule out."""
+    return "CardTypeMismatch" if f and (f.use_types or f.avoid_types) else "CardUUIDMismatch"
+
+
 def why_not(gpu: Gpu, use: DeviceUse, ask: DeviceAsk) -> str | None:
     """HAMi's filter reason for this device, or None when the pod fits on it."""
     if not allowed(gpu, ask.filter):
-        return (
-            "CardTypeMismatch"
-            if ask.filter and (ask.filter.use_types or ask.filter.avoid_types)
-            else "CardUUIDMismatch"
-        )
+        return mismatch(ask.filter)
     if use.exclusive or (ask.cores >= 100 and use.pods > 0):
         return "ExclusiveDeviceAllocateConflict"
     if use.pods >= gpu.split:
         return "CardTimeSlicingExhausted"
-    if use.cores + ask.cores > 100 or (ask.cores == 0 and use.cores >= 100):
+    if ask.cores == 0 and use.cores >= 100:
+        return "CardComputeUnitsExhausted"  # a core-less share on a card whose cores are all taken
+    if use.cores + ask.cores > 100:
         return "CardInsufficientCore"
     if use.memory_mib + ask.memory_of(gpu) > gpu.memory_mib:
         return "CardInsufficientMemory"

@@ -161,7 +161,7 @@ class _Search:
             and node.has_devices()
             and not any(dev.allowed(g, ask.filter) for g in node.inv.gpus)
         ):
-            return "node(s) had no device of an allowed type or UUID"
+            return dev.mismatch(ask.filter)  # HAMi's name: no device here it may have
         return None
 
     def fits(self, members: Sequence[NodeState], d: Demand) -> int:

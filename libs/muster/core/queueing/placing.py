@@ -50,8 +50,14 @@ def on_nodes(
     tolerations: Mapping[str, tuple[Toleration, ...]],
 ) -> bool:
     """Every pod set could run on some node the cluster has: its labels, taints and what
-    it offers when empty (not what is free now)."""
-    if not state.inventory or wl.spec.consumes is not None:
+    it offers when empty (not what is free now). A pod set pinned to GPU UUIDs can run
+    only on existing hardware: it waits there (Unschedulable) for a node with them to
+    register, as HAMi leaves it pending; no provisioned node has a given UUID."""
+    if wl.spec.consumes is not None:
+        return False
+    if any(ps.devices is not None and ps.devices.use_uuids for ps in wl.spec.pod_sets):
+        return True
+    if not state.inventory:
         return False
     for ps in wl.spec.pod_sets:
         selector = {**ps.node_selector, **selectors.get(ps.name, {})}
