@@ -14,7 +14,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from hypothesis import HealthCheck, given, settings
+from hypothesis import given
 from hypothesis import strategies as st
 
 from muster.core.events import Envelope
@@ -26,14 +26,8 @@ from muster.core.provisioning.decider import ProvisionerDecider
 from muster.core.queueing.decider import QueueDecider
 from muster.core.sim.harness import Harness, build
 from muster.core.verify import verify_decisions
+from tests.property.test_dws_properties import GPU, SETTINGS
 
-GPU = "nvidia.com/gpu"
-SETTINGS = settings(
-    max_examples=60,
-    deadline=None,
-    database=None,
-    suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large],
-)
 # What ends an attempt's hold on its quota.
 RELEASES = (qev.WorkloadEvicted, qev.WorkloadFinished, qev.WorkloadCancelled, qev.WorkloadRejected)
 
