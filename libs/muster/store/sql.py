@@ -124,7 +124,7 @@ class SqlEventStore:
                 fast = self._fast
                 rows = await asyncio.get_running_loop().run_in_executor(
                     self._write_pool,
-                    lambda: fast.append_waiting(batch, producer, recorded_at, track),
+                    lambda: fast.append(batch, producer, recorded_at, track, wait=True),
                 )
             return [envelope(values_of(row)) for row in rows]
         pg = not self.is_sqlite

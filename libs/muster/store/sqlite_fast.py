@@ -113,26 +113,20 @@ class LoopConnection:
         producer: str,
         recorded_at: float,
         tracking: tuple[str, int] | None,
+        *,
+        wait: bool = False,
     ) -> list[dict[str, Any]]:
-        """The rows appended, in one transaction; raises Busy (nothing done) when the write
-        lock is taken, ConcurrencyConflict when a stream moved."""
+        """The rows appended, in one transaction; raises ConcurrencyConflict when a stream
+        moved. On the loop's connection a write lock held elsewhere raises Busy (nothing
+        done); ``wait``: the writer thread's connection, which waits for the lock."""
         with _as_store_errors(_INSERT):
-            rows = _append(self._writing(), batch, producer, recorded_at, tracking)
-        self._ring(rows)
-        return rows
-
-    def append_waiting(
-        self,
-        batch: Sequence[StreamAppend],
-        producer: str,
-        recorded_at: float,
-        tracking: tuple[str, int] | None,
-    ) -> list[dict[str, Any]]:
-        """``append`` that waits for the write lock: for the writer thread only."""
-        with _as_store_errors(_INSERT):
-            if self._waiting is None:
-                self._waiting = self._connect(self.wait_ms)
-            rows = _append(self._waiting, batch, producer, recorded_at, tracking)
+            rows = _append(
+                self._waiting_conn() if wait else self._writing(),
+                batch,
+                producer,
+                recorded_at,
+                tracking,
+            )
         self._ring(rows)
         return rows
 
@@ -140,6 +134,11 @@ class LoopConnection:
         """After the commit: a reader woken by the ring finds what it announces."""
         if rows:
             self.bell.ring(rows[-1]["position"])
+
+    def _waiting_conn(self) -> sqlite3.Connection:
+        if self._waiting is None:
+            self._waiting = self._connect(self.wait_ms)
+        return self._waiting
 
     def _writing(self) -> sqlite3.Connection:
         if self._writer is None:

@@ -183,13 +183,7 @@ class _Search:
     def fill(self, members: Sequence[NodeState], pods: Sequence[PodAsk], d: Demand) -> None:
         """Each pod on the fullest node it fits (binpack), the emptiest (spread), or the
         first (first fit), among ``members``; raises when one fits nowhere."""
-        allowed = self.eligible(d)
-        fences = bool(self.book.exclusive)  # unchanged while the search runs
-        candidates = [
-            n
-            for n in members
-            if n.name in allowed and not (fences and self.book.fenced(n, self.workload))
-        ]
+        candidates = self.candidates(members, d)
         spare = None if self.first_fit else _EmptyByShape(self.book, candidates)
         for pod in pods:
             best: NodeState | None = None
@@ -216,6 +210,17 @@ class _Search:
             self.put(best, pod)
             if spare is not None:
                 spare.taken(best)
+
+    def candidates(self, members: Sequence[NodeState], d: Demand) -> list[NodeState]:
+        """The members ``d``'s pods may use: eligible, and not fenced off by another
+        workload's exclusive domain."""
+        allowed = self.eligible(d)
+        fences = bool(self.book.exclusive)  # unchanged while the search runs
+        return [
+            n
+            for n in members
+            if n.name in allowed and not (fences and self.book.fenced(n, self.workload))
+        ]
 
     def explain(self, members: Sequence[NodeState], pod: PodAsk, d: Demand) -> str:
         """kube-scheduler's summary: ``0/4 nodes are available: 3 Insufficient ...``."""
@@ -319,13 +324,7 @@ class _Search:
         self, level: str | None, members: list[NodeState], pods: Sequence[PodAsk], d: Demand
     ) -> None:
         if level is None:  # nodes
-            allowed = self.eligible(d)
-            fences = bool(self.book.exclusive)
-            nodes = [
-                n
-                for n in members
-                if n.name in allowed and not (fences and self.book.fenced(n, self.workload))
-            ]
+            nodes = self.candidates(members, d)
             rooms = [(self.book.fit_count(n, pods[0]), n.order) for n in nodes]
             for i, count in _best_fit(rooms, len(pods)):
                 for pod in pods[:count]:
@@ -432,9 +431,8 @@ class _Search:
             for level in self.upward(preferred):
                 if self.in_one_domain(level, d.pods, d, within, packed=True):
                     return
-            if self.packs and self.fits(members, d) >= len(d.pods):
-                self.pack(None, members, d.pods, d)  # over the top level's domains
-                return
+            self.pack(None, members, d.pods, d)  # over the top level's domains
+            return
         self.fill(members, d.pods, d)
 
     def upward(self, level: str) -> list[str]:
