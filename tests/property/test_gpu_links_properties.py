@@ -68,6 +68,7 @@ def test_the_chosen_cards_are_free_and_no_set_is_better_connected(
     best = max(inside(matrix, c) for c in combinations(free, count))
     assert inside(matrix, got) == best
     if count == 1:  # the least connected card to the others free
+
         def outside(card: int) -> int:
             return sum(links.score(matrix[card][o]) for o in free if o != card)
 

@@ -152,7 +152,7 @@ def _pick_devices(node: NodeState, ask: DeviceAsk, spread: bool) -> tuple[Device
     fullest devices that fit (binpack) or the emptiest (spread), then device order."""
     gpus = node.inv.gpus
     fitting = [i for i, use in enumerate(node.devices) if dev.why_not(gpus[i], use, ask) is None]
-    if ask.whole and node.inv.links:
+    if ask.whole and node.inv.links and len(node.inv.links) == len(gpus):
         chosen = links.choose(node.inv.links, fitting, ask.count)
     else:
 
