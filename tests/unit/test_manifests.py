@@ -649,6 +649,85 @@ def test_volcano_network_topology_applies_to_every_task() -> None:
     assert [ps.topology for ps in wl.pod_sets] == [PodSetTopology(tier=2, tier_soft=True)] * 2
 
 
+def test_volcano_partition_policy_is_the_pod_sets_slices() -> None:
+    """peers.md §2.7, Volcano partitionPolicy: partitionSize pods per partition, each in
+    one HyperNode of the partition's tier; the job's own tier still bounds the task."""
+    partition = {
+        "totalPartitions": 2,
+        "partitionSize": 4,
+        "networkTopology": {"mode": "hard", "highestTierAllowed": 1},
+    }
+    wl = one_volcano(
+        {
+            "networkTopology": {"highestTierAllowed": 2},
+            "tasks": [task("a", 8, partitionPolicy=partition), task("b", 1)],
+        }
+    )
+    assert [ps.topology for ps in wl.pod_sets] == [
+        PodSetTopology(tier=2, slice_size=4, slice_tier=1),
+        PodSetTopology(tier=2),
+    ]
+    # Without a tier: groups of 4 with no placement of their own (the gang is the job).
+    wl = one_volcano(
+        {"tasks": [task("a", 8, partitionPolicy={**partition, "networkTopology": None})]}
+    )
+    assert wl.pod_sets[0].topology == PodSetTopology(slice_size=4)
+
+
+PARTITION_AT = "doc[0] (Job vj).spec.tasks[0].partitionPolicy"
+
+
+@pytest.mark.parametrize(
+    ("policy", "path", "problem"),
+    [
+        ({"totalPartitions": 3, "partitionSize": 4}, PARTITION_AT, "3 x 4 = 12"),
+        ({"partitionSize": 8}, f"{PARTITION_AT}.totalPartitions", "is required"),
+        ({"totalPartitions": 1}, f"{PARTITION_AT}.partitionSize", "is required"),
+        (
+            {"totalPartitions": 0, "partitionSize": 8},
+            f"{PARTITION_AT}.totalPartitions",
+            "at least 1",
+        ),
+        (
+            {"totalPartitions": 2, "partitionSize": 4, "networkTopology": {"mode": "soft"}},
+            f"{PARTITION_AT}.networkTopology.mode",
+            "not supported by muster",
+        ),
+        (
+            {"totalPartitions": 2, "partitionSize": 4, "networkTopology": {"highestTierName": "s"}},
+            f"{PARTITION_AT}.networkTopology.highestTierName",
+            "not supported by muster",
+        ),
+        (
+            {
+                "totalPartitions": 2,
+                "partitionSize": 4,
+                "networkTopology": {"highestTierAllowed": 0},
+            },
+            f"{PARTITION_AT}.networkTopology.highestTierAllowed",
+            "at least 1",
+        ),
+        (
+            {"totalPartitions": 2, "partitionSize": 4, "spread": 1},
+            f"{PARTITION_AT}.spread",
+            "unknown",
+        ),
+    ],
+)
+def test_volcano_partition_policy_refusals(policy: dict[str, Any], path: str, problem: str) -> None:
+    exc = refused([volcano({"tasks": [task("a", 8, partitionPolicy=policy)]})])
+    assert exc.path == path
+    assert problem in exc.problem
+
+
+def test_volcano_job_tier_name_is_refused_by_name() -> None:
+    exc = refused(
+        [volcano({"networkTopology": {"highestTierName": "spine"}, "tasks": [task("a", 1)]})]
+    )
+    assert exc.path == "doc[0] (Job vj).spec.networkTopology.highestTierName"
+    assert "not supported by muster" in exc.problem
+
+
 def replicated(name: str, replicas: int, parallelism: int, **job: Any) -> dict[str, Any]:
     pod_spec = {"containers": [container(resources={"limits": {TPU: 4}})]}
     return {

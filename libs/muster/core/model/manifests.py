@@ -524,6 +524,9 @@ class _PodSet:
     exclusive: object = None  # JobSet exclusive-topology: a node label
     exclusive_path: str = ""
     slice_size: int | None = None  # with exclusive: the pods of one child Job
+    # A Volcano task's partitionPolicy as parse's topology fields, with their paths.
+    partition: Mapping[str, Any] = field(default_factory=dict)
+    partition_origin: Mapping[str, str] = field(default_factory=dict)
 
 
 # Volcano policy actions and JobSet failure policy rule actions -> muster's FailureAction.
@@ -618,6 +621,8 @@ def _workload(doc: _Doc) -> tuple[WorkloadSpec, float]:
         if QUEUE_LABEL not in labels:
             del flat["queueName"]
     network = spec.obj("networkTopology") if volcano else None
+    if network is not None:
+        _network_tier(network)  # refuses what is not read below, by name
     found: dict[str, list[tuple[object, str]]] = {"gpuGroupSize": [], "node": [], "gpu": []}
     for i, ps in enumerate(pod_sets):
         ps_at = f"podSets[{i}]"
@@ -767,13 +772,66 @@ def _task(data: object, path: str, index: int) -> _PodSet:
     assert replicas is not None
     template = Obj(task.raw("template", required=True), task.at("template"))
     name = task.raw("name")
+    partition, partition_origin = _partition_policy(task.obj("partitionPolicy"), replicas)
     return _PodSet(
         f"default{index}" if name is None else name,
         task.at("name"),
         replicas,
         task.at("replicas"),
         _template_pod(template),
+        partition=partition,
+        partition_origin=partition_origin,
     )
+
+
+def _partition_policy(policy: Obj | None, replicas: int) -> tuple[dict[str, Any], dict[str, str]]:
+    """A task's ``partitionPolicy`` (Volcano network-topology-aware scheduling): its
+    ``totalPartitions`` groups of ``partitionSize`` pods are the pod set's slices, each
+    inside one HyperNode of its ``networkTopology`` tier (a hard limit); as parse's
+    topology fields, with their paths. Each partition is all-or-nothing in Volcano; in
+    muster the whole job is."""
+    if policy is None:
+        return {}, {}
+    total = policy.req_integer("totalPartitions", lo=1)
+    size = policy.req_integer("partitionSize", lo=1)
+    if total * size != replicas:
+        raise InvalidInput(
+            policy.path,
+            f"totalPartitions x partitionSize is {total} x {size} = {total * size}; "
+            f"it must equal the task's replicas ({replicas})",
+        )
+    topology: dict[str, Any] = {"sliceSize": size}
+    origin = {"topology.sliceSize": policy.at("partitionSize")}
+    network = policy.obj("networkTopology")
+    policy.done()
+    if network is not None:
+        mode = network.choice("mode", ("hard", "soft"), "hard")
+        if mode == "soft":
+            raise InvalidInput(
+                network.at("mode"),
+                "soft is not supported by muster for a partition (a best-effort tier per "
+                "partition); give hard or leave mode out",
+            )
+        tier = _network_tier(network)
+        if tier is not None:
+            topology["sliceHighestTierAllowed"] = tier
+            origin["topology.sliceHighestTierAllowed"] = network.at("highestTierAllowed")
+    return topology, origin
+
+
+def _network_tier(network: Obj) -> object:
+    """A ``networkTopology``'s ``highestTierAllowed`` (checked by parse); the other fields
+    are refused by name (``mode`` is read by the caller)."""
+    network.raw("mode")
+    if network.raw("highestTierName") is not None:
+        raise InvalidInput(
+            network.at("highestTierName"),
+            "is not supported by muster (HyperNode tier names are not modelled); give "
+            "highestTierAllowed, tier 1 being the lowest level above the nodes",
+        )
+    tier = network.raw("highestTierAllowed")
+    network.done()
+    return tier
 
 
 def _min_available(spec: Obj, pod_sets: list[_PodSet]) -> list[_PodSet]:
@@ -905,6 +963,10 @@ def _pod_set_extras(ps: _PodSet, network: Obj | None) -> tuple[dict[str, Any], d
             if network.raw(key) is not None:
                 topology[key] = network.raw(key)
                 origin[f"topology.{key}"] = network.at(key)
+    if ps.partition:
+        origin.setdefault("topology", ps.partition_origin["topology.sliceSize"])
+        topology.update(ps.partition)
+        origin.update(ps.partition_origin)
     tas = [(key, annotation) for key, annotation in TAS_ANNOTATIONS.items() if annotation in a]
     for key, annotation in tas:
         topology[key] = a[annotation]
@@ -913,6 +975,11 @@ def _pod_set_extras(ps: _PodSet, network: Obj | None) -> tuple[dict[str, Any], d
         path = f"{at}.{TAS_SLICE_SIZE}"
         topology["sliceSize"] = _whole(a[TAS_SLICE_SIZE], path)
         origin["topology.sliceSize"] = path
+    if ps.partition and (TAS_SLICE_SIZE in a or TAS_ANNOTATIONS["sliceRequired"] in a):
+        raise InvalidInput(
+            ps.partition_origin["topology.sliceSize"].rsplit(".", 1)[0],
+            "give partitionPolicy or Kueue's podset-slice annotations, not both",
+        )
     if tas or TAS_SLICE_SIZE in a:
         origin["topology"] = at  # e.g. both required and preferred
     if topology:
