@@ -421,9 +421,6 @@ def test_labels_annotations_and_node_affinity() -> None:
                             {
                                 "matchExpressions": [
                                     {"key": "gpu", "operator": "In", "values": ["a100"]},
-                                    {"key": "x", "operator": "In", "values": ["1", "2"]},
-                                    {"key": "y", "operator": "NotIn", "values": ["1"]},
-                                    {"key": "z", "operator": "Exists"},
                                 ]
                             }
                         ]
@@ -453,18 +450,70 @@ def test_labels_annotations_and_node_affinity() -> None:
     assert ps.tolerations == (Toleration(key="k", operator="Exists"),)
 
 
-def test_node_affinity_with_alternative_terms_is_not_a_selector() -> None:
-    term = {"matchExpressions": [{"key": "gpu", "operator": "In", "values": ["a100"]}]}
-    required = {"nodeSelectorTerms": [term, term]}
-    wl = one_pod(
-        {
-            "containers": [container()],
-            "affinity": {
-                "nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": required}
-            },
+IN_A100 = {"key": "gpu", "operator": "In", "values": ["a100"]}
+AFFINITY_AT = "doc[0] (Pod p).spec.affinity"
+REQUIRED_AT = f"{AFFINITY_AT}.nodeAffinity.requiredDuringSchedulingIgnoredDuringExecution"
+
+
+def required_affinity(*terms: dict[str, Any]) -> dict[str, Any]:
+    return {
+        "nodeAffinity": {
+            "requiredDuringSchedulingIgnoredDuringExecution": {"nodeSelectorTerms": list(terms)}
         }
-    )
-    assert dict(wl.pod_sets[0].node_selector) == {}
+    }
+
+
+@pytest.mark.parametrize(
+    ("affinity", "path"),
+    [
+        # Alternatives (OR), which one node selector cannot say.
+        (
+            required_affinity({"matchExpressions": [IN_A100]}, {"matchExpressions": [IN_A100]}),
+            f"{REQUIRED_AT}.nodeSelectorTerms[1]",
+        ),
+        (
+            required_affinity({"matchExpressions": [{**IN_A100, "operator": "NotIn"}]}),
+            f"{REQUIRED_AT}.nodeSelectorTerms[0].matchExpressions[0].operator",
+        ),
+        (
+            required_affinity({"matchExpressions": [{"key": "gpu", "operator": "Exists"}]}),
+            f"{REQUIRED_AT}.nodeSelectorTerms[0].matchExpressions[0].operator",
+        ),
+        (
+            required_affinity({"matchExpressions": [{**IN_A100, "values": ["a100", "h100"]}]}),
+            f"{REQUIRED_AT}.nodeSelectorTerms[0].matchExpressions[0].values",
+        ),
+        (
+            required_affinity({"matchFields": [{"key": "metadata.name", "operator": "In"}]}),
+            f"{REQUIRED_AT}.nodeSelectorTerms[0].matchFields",
+        ),
+        (
+            {"nodeAffinity": {"preferredDuringSchedulingIgnoredDuringExecution": [{"weight": 1}]}},
+            f"{AFFINITY_AT}.nodeAffinity.preferredDuringSchedulingIgnoredDuringExecution",
+        ),
+        ({"podAffinity": {"x": 1}}, f"{AFFINITY_AT}.podAffinity"),
+        ({"podAntiAffinity": {"x": 1}}, f"{AFFINITY_AT}.podAntiAffinity"),
+    ],
+)
+def test_node_affinity_a_selector_cannot_say_is_refused_by_name(
+    affinity: dict[str, Any], path: str
+) -> None:
+    """Kubernetes' affinity beyond one term of single-value In expressions would change
+    where the pods go: refused, naming the field, never dropped (issue 17, item 4c)."""
+    exc = refused([pod({"containers": [container()], "affinity": affinity})])
+    assert exc.path == path
+    assert exc.problem.startswith("is not supported by muster")
+
+
+def test_node_affinity_and_node_selector_must_agree() -> None:
+    spec = {
+        "containers": [container()],
+        "nodeSelector": {"gpu": "h100"},
+        "affinity": required_affinity({"matchExpressions": [IN_A100]}),
+    }
+    exc = refused([pod(spec)])
+    assert exc.path == AFFINITY_AT
+    assert "no node can match both" in exc.problem
 
 
 def job(spec: dict[str, Any], **metadata: Any) -> dict[str, Any]:
@@ -550,7 +599,6 @@ def test_volcano_queue_priority_and_defaults() -> None:
             "priorityClassName": "high",
             "schedulerName": "volcano",
             "plugins": {"ssh": []},
-            "minSuccess": 1,
             "ttlSecondsAfterFinished": 60,
             "tasks": [task(None, 2), task(None, 1)],
         }
@@ -597,7 +645,7 @@ def test_volcano_policies_task_rules_first_and_any_event() -> None:
             "maxRetry": 5,
             "policies": [
                 {"event": "*", "action": "AbortJob"},
-                {"events": ["PodEvicted", "PodFailed"], "action": "RestartJob", "timeout": "1m"},
+                {"events": ["PodEvicted", "PodFailed"], "action": "RestartJob"},
             ],
             "tasks": [
                 task("a", 1, policies=[{"event": "PodFailed", "action": "RestartTask"}]),
@@ -779,11 +827,13 @@ def test_jobset_failure_policy_rules() -> None:
         "RestartJobAndIgnoreMaxRestarts",
     ]
     rules: list[dict[str, Any]] = [
-        {"name": f"r{i}", "action": a, "onJobFailureReasons": ["PodFailurePolicy"]}
+        {"name": f"r{i}", "action": a, "onJobFailureReasons": ["BackoffLimitExceeded"]}
         for i, a in enumerate(actions)
     ]
     rules[0]["targetReplicatedJobs"] = ["driver"]
-    rules[1]["onJobFailureMessagePatterns"] = ["OOM.*"]
+    rules[1].pop("onJobFailureReasons")
+    # Never matches in muster: a child Job fails only by its backoffLimit.
+    rules.insert(1, {"action": "FailJobSet", "onJobFailureReasons": ["DeadlineExceeded"]})
     spec = {
         "failurePolicy": {"maxRestarts": 2, "restartStrategy": "BlockingRecreate", "rules": rules},
         "replicatedJobs": [replicated("driver", 1, 1), replicated("workers", 2, 2)],
@@ -1118,7 +1168,7 @@ QUOTA_KEYS: list[Any] = ["spec", "resourceGroups", 0, "flavors", 0, "resources",
                 volcano_docs(), 0, ["spec", "policies", 0], {"exitCode": 3, "action": "AbortJob"}
             ),
             "doc[0] (Job job-demo).spec.policies[0].exitCode",
-            "exit-code policies are not supported; give event or events",
+            "is not supported by muster: exit-code policies",
         ),
         (
             lambda: _edit(volcano_docs(), 0, ["spec", "maxRetry"], -1),
@@ -1392,3 +1442,145 @@ def test_is_manifests() -> None:
     assert manifests.is_manifests([None, {"kind": "Pod"}])
     assert not manifests.is_manifests([{"workloads": []}])
     assert not manifests.is_manifests([])
+
+
+# -- issue 17, 4c: no workload field silently dropped (workload_fields) --------------------
+
+
+def test_pod_overhead_counts_with_the_requests() -> None:
+    """Kubernetes' PodRequests add the pod's overhead (its RuntimeClass's cost)."""
+    spec = {
+        "containers": [container(resources={"requests": {"cpu": "1"}})],
+        "overhead": {"cpu": "250m", "memory": "64Mi"},
+    }
+    assert dict(one_pod(spec).pod_sets[0].requests) == {"cpu": 1250, "memory": 64 * 2**20}
+
+
+def test_sidecar_init_containers_add_to_the_requests() -> None:
+    """Kubernetes' sidecars (init containers with restartPolicy: Always) keep running:
+    their requests add to the containers' and to the later init containers' peak."""
+    spec = {
+        "initContainers": [
+            container(restartPolicy="Always", resources={"requests": {"cpu": "1"}}),
+            container(resources={"requests": {"cpu": "4"}}),
+        ],
+        "containers": [container(resources={"requests": {"cpu": "2"}})],
+    }
+    # max(2 + 1 sidecar, 4 + 1 sidecar while the second init container runs)
+    assert dict(one_pod(spec).pod_sets[0].requests) == {"cpu": 5000}
+    spec["initContainers"][1]["resources"]["requests"]["cpu"] = "1"
+    assert dict(one_pod(spec).pod_sets[0].requests) == {"cpu": 3000}
+
+
+POD_AT = "doc[0] (Pod p).spec"
+JOB_AT = "doc[0] (Job j).spec"
+VOLCANO_AT = "doc[0] (Job vj).spec"
+JOBSET_AT = "doc[0] (JobSet js).spec"
+
+
+@pytest.mark.parametrize(
+    ("doc", "path"),
+    [
+        (pod({"containers": [container()], "nodeName": "n1"}), f"{POD_AT}.nodeName"),
+        (
+            pod({"containers": [container()], "topologySpreadConstraints": [{"maxSkew": 1}]}),
+            f"{POD_AT}.topologySpreadConstraints",
+        ),
+        (
+            pod({"containers": [container()], "schedulingGates": [{"name": "g"}]}),
+            f"{POD_AT}.schedulingGates",
+        ),
+        (pod({"containers": [container()], "hostNetwork": True}), f"{POD_AT}.hostNetwork"),
+        (
+            pod({"containers": [container(ports=[{"containerPort": 80, "hostPort": 80}])]}),
+            f"{POD_AT}.containers[0].ports[0].hostPort",
+        ),
+        (
+            pod({"containers": [container(resources={"claims": [{"name": "gpu"}]})]}),
+            f"{POD_AT}.containers[0].resources.claims",
+        ),
+        (pod({"containers": [container()], "priority": 10}), f"{POD_AT}.priority"),
+        (job({"activeDeadlineSeconds": 60}), f"{JOB_AT}.activeDeadlineSeconds"),
+        (job({"podFailurePolicy": {"rules": []}}), f"{JOB_AT}.podFailurePolicy"),
+        (job({"successPolicy": {"rules": []}}), f"{JOB_AT}.successPolicy"),
+        (volcano({"minSuccess": 1, "tasks": [task("a", 2)]}), f"{VOLCANO_AT}.minSuccess"),
+        (
+            volcano({"tasks": [task("a", 2, dependsOn={"name": ["b"]})]}),
+            f"{VOLCANO_AT}.tasks[0].dependsOn",
+        ),
+        (
+            volcano({"tasks": [task("a", 2, topologyPolicy="single-numa-node")]}),
+            f"{VOLCANO_AT}.tasks[0].topologyPolicy",
+        ),
+        (volcano({"tasks": [task("a", 2, minAvailable=1)]}), f"{VOLCANO_AT}.tasks[0].minAvailable"),
+        (volcano({"tasks": [task("a", 2, maxRetry=1)]}), f"{VOLCANO_AT}.tasks[0].maxRetry"),
+        (
+            jobset(
+                {
+                    "startupPolicy": {"startupPolicyOrder": "InOrder"},
+                    "replicatedJobs": [replicated("a", 1, 1)],
+                }
+            ),
+            f"{JOBSET_AT}.startupPolicy.startupPolicyOrder",
+        ),
+        (
+            jobset(
+                {
+                    "successPolicy": {"operator": "Any", "targetReplicatedJobs": ["a"]},
+                    "replicatedJobs": [replicated("a", 1, 1)],
+                }
+            ),
+            f"{JOBSET_AT}.successPolicy",
+        ),
+        (
+            jobset(
+                {
+                    "failurePolicy": {"restartStrategy": "InPlaceRestart"},
+                    "replicatedJobs": [replicated("a", 1, 1)],
+                }
+            ),
+            f"{JOBSET_AT}.failurePolicy.restartStrategy",
+        ),
+    ],
+)
+def test_scheduling_fields_muster_does_not_model_are_refused_by_name(
+    doc: dict[str, Any], path: str
+) -> None:
+    """Each would change scheduling in the peer (Kubernetes, Volcano, JobSet): refused at
+    its path, "not supported by muster", never accepted and ignored (issue 17, 4c)."""
+    exc = refused([doc])
+    assert exc.path == path
+    assert exc.problem.startswith("is not supported by muster: ")
+
+
+def test_the_values_that_ask_for_nothing_are_accepted() -> None:
+    """Kubernetes' defaults of refused fields change nothing: accepted."""
+    base = one_pod({"containers": [container()]})
+    spec = {
+        "containers": [container(ports=[{"containerPort": 80, "hostPort": 0}])],
+        "hostNetwork": False,
+        "schedulingGates": [],
+        "topologySpreadConstraints": [],
+        "preemptionPolicy": "PreemptLowerPriority",
+        "schedulerName": "volcano",
+        "volumes": [{"name": "data", "emptyDir": {}}],
+    }
+    assert one_pod(spec) == base
+    rjs = [replicated("a", 1, 1)]
+    plain = manifests.read([jobset({"replicatedJobs": rjs})])
+    harmless = {
+        "replicatedJobs": rjs,
+        "startupPolicy": {"startupPolicyOrder": "AnyOrder"},
+        "successPolicy": {"operator": "All"},
+        "network": {"enableDNSHostnames": True},
+        "suspend": True,
+    }
+    assert manifests.read([jobset(harmless)]) == plain
+
+
+def test_a_field_kubernetes_does_not_know_is_refused_in_a_workload() -> None:
+    """Strict field validation, as kubectl apply's: a misspelt field is not ignored."""
+    exc = refused([pod({"containers": [container()], "nodeSelecter": {"zone": "a"}})])
+    assert (exc.path, exc.problem) == (f"{POD_AT}.nodeSelecter", "unknown field")
+    exc = refused([job({"paralellism": 4})])
+    assert (exc.path, exc.problem) == (f"{JOB_AT}.paralellism", "unknown field")
