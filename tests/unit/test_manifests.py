@@ -13,7 +13,7 @@ import yaml
 
 from muster.cli.commands import _to_api
 from muster.core import inputs
-from muster.core.model import manifests, parse
+from muster.core.model import manifests, parse, workload_fields
 from muster.core.model.fields import InvalidInput
 from muster.core.model.manifests import Manifests, WorkloadSource
 from muster.core.model.queues import LocalQueueSpec, NamespaceQuotaSpec, PriorityClassSpec
@@ -1584,3 +1584,19 @@ def test_a_field_kubernetes_does_not_know_is_refused_in_a_workload() -> None:
     assert (exc.path, exc.problem) == (f"{POD_AT}.nodeSelecter", "unknown field")
     exc = refused([job({"paralellism": 4})])
     assert (exc.path, exc.problem) == (f"{JOB_AT}.paralellism", "unknown field")
+
+
+@pytest.mark.parametrize("key", sorted(workload_fields.REFUSED_ANNOTATIONS))
+def test_annotations_that_change_scheduling_in_the_peer_are_refused(key: str) -> None:
+    """Kueue's pod set groups and max execution time, Volcano's preemptable, JobSet's
+    node-selector strategy: refused by name on the workload and on its templates, as a
+    label or an annotation; any other label or annotation passes through."""
+    exc = refused([annotated_job({key: "true"})])
+    assert exc.path == f"{JOB_AT}.template.metadata.annotations.{key}"
+    assert exc.problem.startswith("is not supported by muster: ")
+    exc = refused([job({}, labels={key: "true"})])
+    assert exc.path == f"doc[0] (Job j).metadata.labels.{key}"
+    exc = refused([volcano({"tasks": [task("a", 1)]}, annotations={key: "1"})])
+    assert exc.path == f"doc[0] (Job vj).metadata.annotations.{key}"
+    plain = manifests.read([annotated_job({})])
+    assert manifests.read([annotated_job({"example.com/anything": "x"})]) == plain

@@ -556,6 +556,8 @@ def _workload(doc: _Doc) -> tuple[WorkloadSpec, float]:
     )
     annotations = _annotations(doc)
     labels = _labels(doc)
+    workload_fields.check_annotations(annotations, doc.at("metadata.annotations"))
+    workload_fields.check_annotations(labels, doc.at("metadata.labels"))
     volcano = doc.group == VOLCANO
     pod_sets_path = spec.path
     # parse's failurePolicy, with its fields' (absolute) paths
@@ -1103,6 +1105,8 @@ def _template_annotations(template: Obj) -> tuple[Mapping[str, Any], str]:
         return {}, path
     if not isinstance(metadata, Mapping):
         raise InvalidInput(template.at("metadata"), "must be an object")
+    workload_fields.check_annotations(metadata.get("labels"), f"{template.at('metadata')}.labels")
+    workload_fields.check_annotations(metadata.get("annotations"), path)
     annotations = metadata.get("annotations")
     if annotations is None:
         return {}, path

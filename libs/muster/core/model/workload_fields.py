@@ -454,6 +454,33 @@ WORKLOAD_SHAPES: dict[tuple[str, str], Shape] = {
 }
 
 
+# Labels and annotations of a workload or of its templates: free-form, so those muster
+# does not read pass through (docs/api.md lists the ones it reads), except these, which
+# change scheduling in the peer and which muster does not model.
+REFUSED_ANNOTATIONS: dict[str, str] = {
+    "kueue.x-k8s.io/podset-group-name": "Kueue's TAS pod set groups (pod sets placed together)",
+    "kueue.x-k8s.io/max-exec-time-seconds": (
+        "Kueue's maximum execution time (the workload deactivated when reached)"
+    ),
+    "volcano.sh/preemptable": (
+        "Volcano's per-pod preemptability; give a PriorityClass with preemptible: false"
+    ),
+    "alpha.jobset.sigs.k8s.io/node-selector": (
+        "JobSet's node-selector strategy (nodes labelled per child Job); give exclusive-topology"
+    ),
+}
+
+
+def check_annotations(values: object, path: str) -> None:
+    """Refuse, at its path, a label or annotation muster does not model (``path``: the map)."""
+    if not isinstance(values, Mapping):
+        return
+    for key in values:
+        why = REFUSED_ANNOTATIONS.get(key) if isinstance(key, str) else None
+        if why is not None:
+            raise InvalidInput(f"{path}.{key}", f"{NOT_SUPPORTED}: {why}")
+
+
 def check(shape: Shape, data: object, path: str) -> None:
     """Refuse, at its path, a field of ``data`` (and of its nested objects) that ``shape``
     refuses or does not know; values of the wrong type are left to the parser."""
