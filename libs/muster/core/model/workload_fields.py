@@ -289,7 +289,9 @@ REPLICATED_JOB = Shape(
 JOBSET_RULE = Shape(
     "JobSet failure policy rule",
     {
-        "action": honoured("FailJobSet, RestartJobSet[AndIgnoreMaxRestarts], RestartJob..."),
+        "action": honoured(
+            "FailJobSet, RestartJobSet, RestartJob and their AndIgnoreMaxRestarts forms"
+        ),
         "targetReplicatedJobs": honoured("the pod sets whose failure the rule matches"),
         "onJobFailureReasons": honoured(
             "a child Job fails in muster by BackoffLimitExceeded only: a rule without it "
