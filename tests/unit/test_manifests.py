@@ -715,6 +715,8 @@ def test_volcano_partition_policy_is_the_pod_sets_slices() -> None:
         PodSetTopology(tier=2, slice_size=4, slice_tier=1),
         PodSetTopology(tier=2),
     ]
+    # ``muster apply -f`` posts it to intake as the API's JSON: the same spec comes back.
+    assert parse.workload(_to_api(wl)) == wl
     # Without a tier: groups of 4 with no placement of their own (the gang is the job).
     wl = one_volcano(
         {"tasks": [task("a", 8, partitionPolicy={**partition, "networkTopology": None})]}

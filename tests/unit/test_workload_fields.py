@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from muster.core.model import workload_fields
+from muster.core.model import manifests, workload_fields
 from muster.core.model.workload_fields import Shape
 
 API_DOCS = Path(__file__).resolve().parents[2] / "docs" / "api.md"
@@ -71,3 +71,25 @@ def test_every_refused_reason_reads_after_not_supported_by_muster() -> None:
         for key, rule in shape.fields.items():
             if rule.treatment == "refused":
                 assert rule.why and not rule.why.endswith("."), (shape.name, key)
+
+
+# Kinds read as queue objects, priority classes, quotas or requests: strict by parse.
+NOT_WORKLOADS = {
+    "ResourceFlavor",
+    "ClusterQueue",
+    "LocalQueue",
+    "Cohort",
+    "WorkloadPriorityClass",
+    "AdmissionCheck",
+    "ProvisioningRequestConfig",
+    "ProvisioningRequest",
+    "PriorityClass",
+    "ResourceQuota",
+}
+
+
+def test_every_workload_kind_has_a_table() -> None:
+    """A kind read as a workload (or a PodTemplate) without a table would have its fields
+    read leniently: each needs one."""
+    kinds = {key for key in manifests.SUPPORTED if key[1] not in NOT_WORKLOADS}
+    assert kinds == set(workload_fields.WORKLOAD_SHAPES)
