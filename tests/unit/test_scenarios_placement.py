@@ -436,7 +436,7 @@ def hypernode_cluster(switchboxes: dict[str, dict[str, int]]) -> ClusterSpec:
     )
 
 
-def partitioned_job(job_tier: int | None = None) -> manifests.Manifests:
+def partitioned_job(job_tier: int | None = None, mode: str = "hard") -> manifests.Manifests:
     """A task of 8 pods x 8 GPUs in 2 partitions of 4, each within one tier-1 HyperNode."""
     spec: dict[str, Any] = {
         "schedulerName": "volcano",
@@ -460,7 +460,7 @@ def partitioned_job(job_tier: int | None = None) -> manifests.Manifests:
         ],
     }
     if job_tier is not None:
-        spec["networkTopology"] = {"mode": "hard", "highestTierAllowed": job_tier}
+        spec["networkTopology"] = {"mode": mode, "highestTierAllowed": job_tier}
     doc = {
         "apiVersion": "batch.volcano.sh/v1alpha1",
         "kind": "Job",
@@ -519,6 +519,21 @@ def test_volcano_partitions_stay_inside_the_jobs_own_tier() -> None:
     assert of(harness, qev.WorkloadAdmitted) == []
     waits = [e for e in of(harness, qev.WorkloadPending) if e.workload_id == "parted"]
     assert "switchbox domain has room for its 2 slices of 4 pods" in waits[0].message
+
+
+def test_volcano_partitions_prefer_the_jobs_soft_tier() -> None:
+    """peers.md §2.7, soft mode is best effort: both groups in one switchbox when one holds
+    them, else each group still whole inside one dragonfly, in different switchboxes."""
+    cluster = hypernode_cluster(
+        {"sw-a": {"df-a": 4, "df-b": 3}, "sw-b": {"df-c": 4, "df-d": 4}, "sw-c": {"df-e": 4}}
+    )
+    (admitted,) = of(run(cluster, partitioned_job(job_tier=2, mode="soft")), qev.WorkloadAdmitted)
+    assert sorted(g.pop() for g in partitions(dict(admitted.placements))) == ["df-c", "df-d"]
+    cluster = hypernode_cluster({"sw-a": {"df-a": 4, "df-b": 3}, "sw-b": {"df-c": 4}})
+    (admitted,) = of(run(cluster, partitioned_job(job_tier=2, mode="soft")), qev.WorkloadAdmitted)
+    groups = partitions(dict(admitted.placements))
+    assert all(len(g) == 1 for g in groups), groups
+    assert sorted(g.pop() for g in groups) == ["df-a", "df-c"]
 
 
 # -- S6: restart after eviction, Failed after maxRetry -------------------------------------
