@@ -436,7 +436,9 @@ def hypernode_cluster(switchboxes: dict[str, dict[str, int]]) -> ClusterSpec:
     )
 
 
-def partitioned_job(job_tier: int | None = None, mode: str = "hard") -> manifests.Manifests:
+def partitioned_job(
+    job_tier: int | None = None, mode: str = "hard", min_available: int | None = None
+) -> manifests.Manifests:
     """A task of 8 pods x 8 GPUs in 2 partitions of 4, each within one tier-1 HyperNode."""
     spec: dict[str, Any] = {
         "schedulerName": "volcano",
@@ -461,6 +463,8 @@ def partitioned_job(job_tier: int | None = None, mode: str = "hard") -> manifest
     }
     if job_tier is not None:
         spec["networkTopology"] = {"mode": mode, "highestTierAllowed": job_tier}
+    if min_available is not None:
+        spec["minAvailable"] = min_available
     doc = {
         "apiVersion": "batch.volcano.sh/v1alpha1",
         "kind": "Job",
@@ -534,6 +538,17 @@ def test_volcano_partitions_prefer_the_jobs_soft_tier() -> None:
     groups = partitions(dict(admitted.placements))
     assert all(len(g) == 1 for g in groups), groups
     assert sorted(g.pop() for g in groups) == ["df-a", "df-c"]
+
+
+def test_a_partial_gang_of_partitions_is_whole_partitions() -> None:
+    """Volcano's minAvailable 4 with partitions of 4 (peers.md §2.4, §2.7: each partition
+    all-or-nothing): where only one dragonfly holds 4 pods and another 3, the job starts
+    with one whole partition (4 pods), not 7 with a partition cut short."""
+    cluster = hypernode_cluster({"sw-a": {"df-a": 4, "df-b": 3}})
+    harness = run(cluster, partitioned_job(min_available=4), until=30.0)
+    (admitted,) = of(harness, qev.WorkloadAdmitted)
+    assert sorted(admitted.placements) == [f"worker-{i}" for i in range(4)]
+    assert {n.rsplit("-", 1)[0] for n in admitted.placements.values()} == {"df-a"}
 
 
 # -- S6: restart after eviction, Failed after maxRetry -------------------------------------
