@@ -1602,3 +1602,59 @@ def test_annotations_that_change_scheduling_in_the_peer_are_refused(key: str) ->
     assert exc.path == f"doc[0] (Job vj).metadata.annotations.{key}"
     plain = manifests.read([annotated_job({})])
     assert manifests.read([annotated_job({"example.com/anything": "x"})]) == plain
+
+
+DUMPED_JOB = """
+apiVersion: batch/v1
+kind: Job
+metadata:
+  annotations: {batch.kubernetes.io/job-tracking: ""}
+  creationTimestamp: "2025-01-01T00:00:00Z"
+  generation: 1
+  labels: {kueue.x-k8s.io/queue-name: user-queue}
+  name: sample-job
+  namespace: default
+  resourceVersion: "123"
+  uid: 0b4e8a47-2c1f-4a4e-9d61-1c2b3d4e5f60
+spec:
+  backoffLimit: 6
+  completionMode: NonIndexed
+  completions: 3
+  manualSelector: false
+  parallelism: 3
+  podReplacementPolicy: TerminatingOrFailed
+  selector: {matchLabels: {batch.kubernetes.io/controller-uid: 0b4e8a47}}
+  suspend: true
+  template:
+    metadata:
+      creationTimestamp: null
+      labels: {batch.kubernetes.io/job-name: sample-job, job-name: sample-job}
+    spec:
+      containers:
+      - args: ["30s"]
+        image: gcr.io/k8s-staging-perf-tests/sleep:v0.1.0
+        imagePullPolicy: IfNotPresent
+        name: dummy-job
+        resources:
+          requests: {cpu: "1", memory: 200Mi}
+        terminationMessagePath: /dev/termination-log
+        terminationMessagePolicy: File
+      dnsPolicy: ClusterFirst
+      enableServiceLinks: true
+      preemptionPolicy: PreemptLowerPriority
+      priority: 0
+      restartPolicy: Never
+      schedulerName: default-scheduler
+      securityContext: {}
+      terminationGracePeriodSeconds: 30
+status: {ready: 0, terminating: 0, uncountedTerminatedPods: {}}
+"""
+
+
+def test_a_job_as_kubectl_get_prints_it_is_read() -> None:
+    """Strict reading still takes what a cluster prints back (kubectl get -o yaml): its
+    defaults are passed through or ask for nothing."""
+    (wl,) = manifests.read([yaml.safe_load(DUMPED_JOB)]).workloads
+    assert (wl.queue_name, wl.pod_sets[0].count) == ("user-queue", 3)
+    assert dict(wl.pod_sets[0].requests) == {"cpu": 1000, "memory": 200 * 2**20}
+    assert wl.runtime.duration_seconds == 30.0

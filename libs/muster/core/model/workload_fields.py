@@ -218,7 +218,7 @@ POD_SPEC = Shape(
         "ephemeralContainers": passed("debugging containers, added to a running pod"),
         "volumes": passed(_STORAGE),
         "nodeName": refused("binding a pod to a node by name is muster's to decide"),
-        "priority": refused("set from priorityClassName by Kubernetes; name a class instead"),
+        "priority": refused("set from priorityClassName by Kubernetes; name a class instead", 0),
         "preemptionPolicy": refused(
             "a pod's own preemptionPolicy: give it on the PriorityClass", "PreemptLowerPriority"
         ),
@@ -385,9 +385,10 @@ VOLCANO_TASK = Shape(
         "policies": honoured("failure rules for the task's own pods"),
         "partitionPolicy": honoured("slices, each inside one HyperNode of a tier"),
         "minAvailable": honoured("equal to replicas (the gang is the job): below it refused"),
-        "maxRetry": refused("a task's own retry limit (the job's maxRetry is read)"),
+        # Volcano's default 3 is what an absent one means too: accepted.
+        "maxRetry": refused("a task's own retry limit (the job's maxRetry is read)", 3),
         "dependsOn": refused("starting after other tasks"),
-        "topologyPolicy": refused("NUMA topology policies are not modelled", "none"),
+        "topologyPolicy": refused("NUMA topology policies are not modelled", "none", ""),
     },
     {
         "template": POD_TEMPLATE_SPEC,
