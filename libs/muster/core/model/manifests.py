@@ -822,8 +822,8 @@ def _partition_policy(policy: Obj | None, replicas: int) -> tuple[dict[str, Any]
         if mode == "soft":
             raise InvalidInput(
                 network.at("mode"),
-                "soft is not supported by muster for a partition (a best-effort tier per "
-                "partition); give hard or leave mode out",
+                f"{workload_fields.NOT_SUPPORTED}: soft for a partition (a best-effort tier "
+                "per partition); give hard or leave mode out",
             )
         tier = _network_tier(network)
         if tier is not None:
@@ -839,7 +839,7 @@ def _network_tier(network: Obj) -> object:
     if network.raw("highestTierName") is not None:
         raise InvalidInput(
             network.at("highestTierName"),
-            "is not supported by muster (HyperNode tier names are not modelled); give "
+            f"{workload_fields.NOT_SUPPORTED}: HyperNode tier names are not modelled; give "
             "highestTierAllowed, tier 1 being the lowest level above the nodes",
         )
     tier = network.raw("highestTierAllowed")
