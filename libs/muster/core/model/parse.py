@@ -150,10 +150,18 @@ def _pod_set_topology(o: Obj | None, count: int) -> PodSetTopology | None:
         exclusive=o.text("exclusive"),
         tier=o.integer("highestTierAllowed", lo=1, hi=16),
         tier_soft=o.choice("mode", ("hard", "soft"), "hard") == "soft",
+        slice_tier=o.integer("sliceHighestTierAllowed", lo=1, hi=16),
     )
     o.done()
     if topo.required and topo.preferred:
         raise InvalidInput(o.path, "give required or preferred, not both")
+    if topo.slice_tier is not None and topo.slice_required:
+        raise InvalidInput(
+            o.at("sliceHighestTierAllowed"),
+            "give sliceRequired or sliceHighestTierAllowed, not both",
+        )
+    if topo.slice_tier is not None and slice_size is None:
+        raise InvalidInput(o.at("sliceHighestTierAllowed"), "needs sliceSize (the pods of a slice)")
     return topo
 
 
