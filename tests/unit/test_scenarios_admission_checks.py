@@ -1,0 +1,371 @@
+"""Admission checks as a pipeline (Kueue's two-phase admission), in virtual time: a
+ClusterQueue with muster's ProvisioningRequest check and an external check whose controller
+reports through the API. Every run's decisions are re-derived from its log (``verify``).
+
+References: shared/reference/kueue.md §1.8 (admission checks), §1.9 (ProvisioningRequest
+check), peers.md §4.4 (how Kueue consumes a ProvisioningRequest).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any, TypeVar
+
+import pytest
+
+from muster.core import inputs
+from muster.core.events import Envelope, Event
+from muster.core.events import provisioning as pev
+from muster.core.events import queue as qev
+from muster.core.events import workload as wev
+from muster.core.model import parse
+from muster.core.model.fields import InvalidInput
+from muster.core.model.queues import PodSetUpdate
+from muster.core.provisioning import names
+from muster.core.sim.harness import Harness, build
+from muster.core.verify import verify_decisions
+from muster.core.views.workloads import admission_checks
+
+GPU = "nvidia.com/gpu"
+ZA = "us-central1-a"
+APPROVAL = "approval"  # the external check
+PROV = "dws-prov"  # muster's ProvisioningRequest check
+E = TypeVar("E", bound=Event)
+
+
+def cluster(
+    checks: list[Any] | None = None, *, strategy: list[dict[str, Any]] | None = None
+) -> dict[str, Any]:
+    """A DWS pool with room for 2 one-GPU nodes in one zone, booting in 60 s; booking 600 s.
+    ClusterQueue ``cq`` runs ``checks`` (default: the ProvisioningRequest check, then the
+    external one)."""
+    cq: dict[str, Any] = {
+        "name": "cq",
+        "resourceGroups": [
+            {
+                "coveredResources": ["cpu", GPU],
+                "flavors": [
+                    {
+                        "name": "f",
+                        "resources": [
+                            {"name": "cpu", "nominalQuota": 100},
+                            {"name": GPU, "nominalQuota": 8},
+                        ],
+                    }
+                ],
+            }
+        ],
+    }
+    if strategy is not None:
+        cq["admissionChecksStrategy"] = {"admissionChecks": strategy}
+    else:
+        cq["admissionChecks"] = [PROV, APPROVAL] if checks is None else checks
+    return {
+        "name": "c",
+        "region": "us-central1",
+        "zones": [ZA],
+        "nodePools": [
+            {
+                "name": "dws-pool",
+                "machineType": "g2-standard-8",
+                "allocatable": {"cpu": 8, GPU: 1},
+                "provisioningDelaySeconds": 60,
+                "capacity": [{"at": 0, "zones": {ZA: 4}}],
+            }
+        ],
+        "resourceFlavors": [{"name": "f"}],
+        "clusterQueues": [cq],
+        "localQueues": [{"namespace": "team", "name": "lq", "clusterQueue": "cq"}],
+        "admissionChecks": [
+            {"name": PROV, "parameters": {"name": "dws-config"}},
+            {"name": APPROVAL, "controllerName": "example.com/approval"},
+            {"name": "other-prov", "parameters": {"name": "dws-config"}},
+        ],
+        "provisioningRequestConfigs": [
+            {
+                "name": "dws-config",
+                "provisioningClassName": "queued-provisioning.gke.io",
+                "managedResources": [GPU],
+            }
+        ],
+    }
+
+
+def job(gpus: int = 1, seconds: float = 100.0) -> Any:
+    requests = {GPU: gpus} if gpus else {"cpu": 1}
+    return parse.workload(
+        {
+            "name": "train",
+            "namespace": "team",
+            "queueName": "lq",
+            "podSets": [{"name": "workers", "count": 1, "requests": requests}],
+            "runtime": {"durationSeconds": seconds},
+        }
+    )
+
+
+def says(
+    at: float, state: str, *, attempt: int = 0, message: str = "", **kw: Any
+) -> tuple[float, wev.AdmissionCheckUpdated]:
+    """What the external check's controller reports for ``train`` at ``at``."""
+    event = wev.AdmissionCheckUpdated(
+        workload_id="train",
+        check=APPROVAL,
+        state=state,  # type: ignore[arg-type]
+        message=message or f"{state} by the approver",
+        attempt=attempt,
+        **kw,
+    )
+    return at, event
+
+
+def run(
+    doc: dict[str, Any],
+    words: Sequence[tuple[float, wev.AdmissionCheckUpdated]] = (),
+    *,
+    gpus: int = 1,
+    until: float | None = 5000.0,
+) -> Harness:
+    h = build(parse.cluster(doc), [(0.0, "train", job(gpus))])
+    for at, event in words:
+        h.schedule(inputs.admission_check_updated(event, at), producer=inputs.INTAKE)
+    h.run(until=until)
+    for runner in h.runners:
+        _, mismatches = verify_decisions(h.log.envelopes, runner.decider)
+        assert mismatches == [], mismatches[:1]
+    return h
+
+
+def of(h: Harness, cls: type[E]) -> list[tuple[Envelope, E]]:
+    return [(env, env.event) for env in h.log.envelopes if isinstance(env.event, cls)]
+
+
+def queue_entry(h: Harness) -> Any:
+    return next(r for r in h.runners if r.decider.name == "queue").state.workloads["train"]
+
+
+# -- all Ready -------------------------------------------------------------------------
+
+
+def test_admitted_only_once_quota_is_reserved_and_every_check_is_ready() -> None:
+    """kueue.md §1.8: Admitted=True when all checks are Ready. The approver says Ready at
+    10 s; the request is Provisioned at 60 s, and only then is the workload admitted."""
+    h = run(cluster(), [says(10.0, "Ready")])
+    ((renv, reserved),) = of(h, qev.QuotaReserved)
+    assert (renv.occurred_at, reserved.checks, dict(reserved.checks_ready)) == (
+        0.0,
+        (PROV, APPROVAL),
+        {},
+    )
+    ((aenv, admitted),) = of(h, qev.WorkloadAdmitted)
+    assert aenv.occurred_at == 60.0
+    assert (
+        admitted.message == "Admitted by ClusterQueue cq; AdmissionChecks approval, dws-prov: Ready"
+    )
+    ((_, finished),) = of(h, qev.WorkloadFinished)
+    assert finished.outcome == "Succeeded"
+
+
+def test_provisioned_first_waits_for_the_external_check() -> None:
+    """Provisioned at 60 s, the approver's Ready at 300 s: admitted at 300 s, within the
+    booking window, on the same request (attempt 1)."""
+    h = run(cluster(), [says(300.0, "Ready")])
+    ((aenv, admitted),) = of(h, qev.WorkloadAdmitted)
+    assert (aenv.occurred_at, admitted.attempt, admitted.request_id) == (300.0, 1, "train.1")
+    assert of(h, pev.ProvisioningBookingExpired) == []
+
+
+# -- BookingExpired before admission ----------------------------------------------------
+
+
+def test_booking_expires_while_another_check_is_pending_then_a_new_attempt() -> None:
+    """peers.md §4.4 / kueue.md §1.9: BookingExpired before admission is retried like
+    Failed. Provisioned at 60 s, the approver still Pending at 660 s: the booking expires,
+    the check goes Retry (evicted, requeued after 60 s) and attempt 2 makes a new request,
+    named by Kueue's rule ``<workload>-<check>-2``; the approver's Ready for attempt 2 admits
+    it once that request is Provisioned."""
+    h = run(cluster(), [says(700.0, "Ready", attempt=1), says(800.0, "Ready", attempt=2)])
+    ((xenv, expired),) = of(h, pev.ProvisioningBookingExpired)
+    assert (xenv.occurred_at, expired.request_id) == (660.0, "train.1")
+    ((eenv, evicted),) = of(h, qev.WorkloadEvicted)
+    assert (eenv.occurred_at, evicted.reason, evicted.requeue_after_seconds) == (
+        660.0,
+        "AdmissionCheck",
+        60.0,
+    )
+    assert "BookingExpired" in evicted.message and f"AdmissionCheck {PROV}" in evicted.message
+    reservations = of(h, qev.QuotaReserved)
+    assert [(env.occurred_at, r.attempt) for env, r in reservations] == [(0.0, 1), (720.0, 2)]
+    # The word for attempt 1 came after it ended: ignored. Attempt 2: Provisioned at 780 s,
+    # the approver's Ready at 800 s.
+    ((aenv, admitted),) = of(h, qev.WorkloadAdmitted)
+    assert (aenv.occurred_at, admitted.attempt, admitted.request_id) == (800.0, 2, "train.2")
+    assert names.request_name("train", PROV, admitted.attempt) == "train-dws-prov-2"
+    ready = admission_checks(queue_entry(h))
+    assert {c["name"]: c["state"] for c in ready} == {APPROVAL: "Ready", PROV: "Ready"}
+    (prov,) = [c for c in ready if c["name"] == PROV]
+    assert prov["podSetUpdates"] == [
+        {
+            "name": "workers",
+            "annotations": {
+                names.CONSUME_ANNOTATION: "train-dws-prov-2",
+                names.CLASS_ANNOTATION: "queued-provisioning.gke.io",
+            },
+        }
+    ]
+
+
+def test_booking_expired_after_admission_is_ignored() -> None:
+    """peers.md §4.4: "if the workload is Admitted we don't want to retry on BookingExpired"
+    (and binding its pods consumes the booking, so the simulated cloud does not expire it)."""
+    h = run(cluster(), [says(10.0, "Ready")])
+    assert of(h, pev.ProvisioningBookingExpired) == []
+    assert of(h, qev.WorkloadEvicted) == []
+
+
+# -- external Retry and Rejected --------------------------------------------------------
+
+
+def test_external_retry_releases_quota_and_requeues_after_its_requeue_after_seconds() -> None:
+    """kueue.md §1.8: Retry releases the quota and requeues; the check's requeueAfterSeconds
+    (KEP-3258) sets the wait. Attempt 2's checks start Pending again."""
+    h = run(
+        cluster(),
+        [says(30.0, "Retry", requeue_after_seconds=100.0), says(140.0, "Ready", attempt=2)],
+    )
+    ((eenv, evicted),) = of(h, qev.WorkloadEvicted)
+    assert (eenv.occurred_at, evicted.reason, evicted.requeue_after_seconds) == (
+        30.0,
+        "AdmissionCheck",
+        100.0,
+    )
+    assert evicted.message.startswith(f"AdmissionCheck {APPROVAL}: Retry: Retry by the approver")
+    assert [pev.request_id("train", 1)] == [
+        c.request_id for _, c in of(h, pev.ProvisioningCancelled)
+    ]  # the first request is cancelled with the quota
+    assert [(e.occurred_at, r.attempt) for e, r in of(h, qev.QuotaReserved)] == [
+        (0.0, 1),
+        (130.0, 2),
+    ]
+    ((aenv, admitted),) = of(h, qev.WorkloadAdmitted)
+    assert (aenv.occurred_at, admitted.attempt) == (190.0, 2)
+
+
+def test_external_retry_without_requeue_after_uses_the_default_backoff() -> None:
+    """No requeueAfterSeconds: muster waits the default retry backoff (60 s, doubling), so
+    a controller that keeps answering Retry cannot spin the queue."""
+    h = run(cluster(), [says(30.0, "Retry"), says(100.0, "Retry", attempt=2)], until=400.0)
+    evictions = [(e.occurred_at, ev.requeue_after_seconds) for e, ev in of(h, qev.WorkloadEvicted)]
+    assert evictions == [(30.0, 60.0), (100.0, 120.0)]
+
+
+def test_external_rejected_ends_the_workload() -> None:
+    """kueue.md §1.8: Rejected deactivates the workload and releases its quota (muster
+    rejects it: a deactivated workload is never requeued)."""
+    h = run(cluster(), [says(30.0, "Rejected", message="budget exhausted")])
+    ((renv, rejected),) = of(h, qev.WorkloadRejected)
+    assert (renv.occurred_at, rejected.reason) == (30.0, "AdmissionCheckRejected")
+    assert rejected.message == f"AdmissionCheck {APPROVAL} rejected the workload: budget exhausted"
+    assert of(h, qev.WorkloadAdmitted) == []
+    assert queue_entry(h).status == "Rejected"
+
+
+def test_retry_after_admission_evicts_the_running_workload() -> None:
+    """kueue.md §1.8: Retry releases quota, evicting the workload if it was admitted."""
+    h = run(
+        cluster(),
+        [says(10.0, "Ready"), says(80.0, "Retry", requeue_after_seconds=0.0)],
+        until=200.0,
+    )
+    ((aenv, _), *_) = of(h, qev.WorkloadAdmitted)
+    assert aenv.occurred_at == 60.0
+    ((eenv, evicted),) = of(h, qev.WorkloadEvicted)
+    assert (eenv.occurred_at, evicted.reason) == (80.0, "AdmissionCheck")
+    checks = admission_checks(queue_entry(h))
+    # Attempt 2 holds quota again and waits for its checks, all Pending afresh.
+    assert queue_entry(h).run.attempt == 2
+    assert {c["name"]: c["state"] for c in checks}[APPROVAL] == "Pending"
+
+
+def test_a_late_word_for_an_ended_attempt_changes_nothing() -> None:
+    """A word naming attempt 1, after attempt 1 ended, does not touch attempt 2."""
+    h = run(
+        cluster(),
+        [says(30.0, "Retry", requeue_after_seconds=10.0), says(50.0, "Rejected", attempt=1)],
+        until=300.0,
+    )
+    assert of(h, qev.WorkloadRejected) == []
+    assert [r.attempt for _, r in of(h, qev.QuotaReserved)] == [1, 2]
+    assert queue_entry(h).status == "QuotaReserved"
+
+
+# -- which checks run -------------------------------------------------------------------
+
+
+def test_a_provisioning_check_not_needed_is_ready_at_once() -> None:
+    """peers.md §4.4: a workload requesting none of the config's managedResources needs no
+    request: the check is Ready ("the provisioning request is not needed"); the external
+    check still gates admission."""
+    h = run(cluster(), [says(200.0, "Ready")], gpus=0)
+    ((_, reserved),) = of(h, qev.QuotaReserved)
+    assert reserved.provisioning is None
+    assert (reserved.checks, dict(reserved.checks_ready)) == (
+        (APPROVAL,),
+        {PROV: "the provisioning request is not needed"},
+    )
+    ((aenv, _),) = of(h, qev.WorkloadAdmitted)
+    assert aenv.occurred_at == 200.0
+
+
+def test_on_flavors_runs_a_check_only_for_its_flavors() -> None:
+    """Kueue's admissionChecksStrategy: a check with onFlavors runs only for workloads
+    assigned one of them."""
+    h = run(
+        cluster(strategy=[{"name": PROV}, {"name": APPROVAL, "onFlavors": ["other"]}]),
+        [],
+    )
+    ((_, reserved),) = of(h, qev.QuotaReserved)
+    assert reserved.checks == (PROV,)
+    ((aenv, _),) = of(h, qev.WorkloadAdmitted)
+    assert aenv.occurred_at == 60.0
+
+
+def test_admission_checks_and_a_strategy_are_exclusive() -> None:
+    doc = cluster(strategy=[{"name": PROV}])
+    doc["clusterQueues"][0]["admissionChecks"] = [PROV]
+    with pytest.raises(InvalidInput, match="mutually exclusive"):
+        parse.cluster(doc)
+    bad = cluster(strategy=[{"name": PROV, "onFlavor": ["f"]}])
+    with pytest.raises(InvalidInput, match="onFlavor"):
+        parse.cluster(bad)
+
+
+def test_two_provisioning_checks_make_the_queue_inactive() -> None:
+    h = run(cluster([PROV, "other-prov"]), [], until=100.0)
+    ((_, pending),) = of(h, qev.WorkloadPending)
+    assert pending.reason == "ClusterQueueInactive"
+    assert "2 ProvisioningRequest admission checks (dws-prov, other-prov)" in pending.message
+
+
+def test_an_external_check_takes_no_parameters() -> None:
+    doc = cluster()
+    doc["admissionChecks"][1]["parameters"] = {"name": "x"}
+    with pytest.raises(InvalidInput, match=r"example\.com/approval"):
+        parse.cluster(doc)
+
+
+def test_pod_set_updates_of_an_external_check_are_shown() -> None:
+    update = PodSetUpdate(name="workers", labels={"team": "ml"}, node_selector={"zone": "a"})
+    h = run(cluster(), [says(10.0, "Ready", pod_set_updates=(update,))], until=30.0)
+    checks = {c["name"]: c for c in admission_checks(queue_entry(h))}
+    assert checks[APPROVAL] == {
+        "name": APPROVAL,
+        "state": "Ready",
+        "message": "Ready by the approver",
+        "lastTransitionTime": 10.0,
+        "podSetUpdates": [
+            {"name": "workers", "labels": {"team": "ml"}, "nodeSelector": {"zone": "a"}}
+        ],
+    }
+    assert checks[PROV]["state"] == "Pending"
+    assert checks[PROV]["message"].startswith("request accepted")
