@@ -300,8 +300,8 @@ def _admission_checks(o: Obj) -> tuple[tuple[str, ...], dict[str, tuple[str, ...
         return names, {}
     if names:
         raise InvalidInput(
-            o.at("admissionChecksStrategy"), "admissionChecks and admissionChecksStrategy are "
-            "mutually exclusive"
+            o.at("admissionChecksStrategy"),
+            "admissionChecks and admissionChecksStrategy are mutually exclusive",
         )
     on_flavors: dict[str, tuple[str, ...]] = {}
     for item, at in strategy.items("admissionChecks"):

@@ -596,9 +596,7 @@ def _checks_of(event: qev.QuotaReserved, now: float) -> dict[str, CheckStatus]:
     if not pending and not event.checks_ready and event.provisioning is not None:
         pending = (event.provisioning.check,)
     out = {name: CheckStatus(at=now) for name in pending}
-    out.update(
-        {name: CheckStatus("Ready", why, now) for name, why in event.checks_ready.items()}
-    )
+    out.update({name: CheckStatus("Ready", why, now) for name, why in event.checks_ready.items()})
     return out
 
 
