@@ -14,17 +14,22 @@ from typing import Any, TypeVar
 import pytest
 
 from muster.core import inputs
+from muster.core.access.tokens import ANONYMOUS_ADMIN, Principal
 from muster.core.events import Envelope, Event
 from muster.core.events import provisioning as pev
 from muster.core.events import queue as qev
 from muster.core.events import workload as wev
+from muster.core.intake import admission_checks as check_words
+from muster.core.intake.refusal import Refusal
 from muster.core.model import parse
 from muster.core.model.fields import InvalidInput
 from muster.core.model.queues import PodSetUpdate
 from muster.core.provisioning import names
+from muster.core.queueing import state as qs
 from muster.core.sim.harness import Harness, build
 from muster.core.verify import verify_decisions
 from muster.core.views.workloads import admission_checks
+from tests.unit.harness_inputs import envelope
 
 GPU = "nvidia.com/gpu"
 ZA = "us-central1-a"
@@ -369,3 +374,73 @@ def test_pod_set_updates_of_an_external_check_are_shown() -> None:
     }
     assert checks[PROV]["state"] == "Pending"
     assert checks[PROV]["message"].startswith("request accepted")
+
+
+# -- the log and intake -------------------------------------------------------------------
+
+
+def _queue_after(*events: Event) -> Any:
+    state = qs.QueueState()
+    for i, ev in enumerate(events, start=1):
+        qs.evolve(state, envelope(ev, i, at=float(i)))
+    return state
+
+
+def _reserved(**kw: Any) -> qev.QuotaReserved:
+    return qev.QuotaReserved(
+        workload_id="train",
+        cluster_queue="cq",
+        flavors={},
+        usage={},
+        node_selectors={},
+        attempt=1,
+        message="",
+        **kw,
+    )
+
+
+def test_a_reservation_logged_before_several_checks_waits_for_its_provisioning_check() -> None:
+    """A ``quota_reserved`` of an older log names no checks: its provisioning ask is the one
+    check, Pending until the request is Provisioned (as muster decided then)."""
+    ask = qev.ProvisioningAsk(check=PROV, provisioning_class="queued-provisioning.gke.io")
+    submitted = wev.WorkloadSubmitted(workload_id="train", spec=job())
+    state = _queue_after(submitted, _reserved(provisioning=ask))
+    run_ = state.workloads["train"].run
+    assert {n: c.state for n, c in run_.checks.items()} == {PROV: "Pending"}
+    provisioned = pev.ProvisioningProvisioned(
+        request_id="train.1", zone=ZA, assignments={"workers-0": "n0"}, message="ready"
+    )
+    qs.evolve(state, envelope(provisioned, 3, at=3.0))
+    assert run_.checks[PROV].state == "Ready"
+    assert run_.checks[PROV].pod_set_updates[0].annotations == {
+        names.CONSUME_ANNOTATION: "train-dws-prov-1",
+        names.CLASS_ANNOTATION: "queued-provisioning.gke.io",
+    }
+
+
+def test_intake_takes_an_external_checks_word_from_the_admin_only() -> None:
+    state = _queue_after(
+        qev.AdmissionCheckConfigured(spec=parse.admission_check(cluster()["admissionChecks"][0])),
+        qev.AdmissionCheckConfigured(spec=parse.admission_check(cluster()["admissionChecks"][1])),
+        wev.WorkloadSubmitted(workload_id="train", spec=job()),
+        _reserved(checks=(PROV, APPROVAL)),
+    )
+    tenant = Principal("team", frozenset({"team"}))
+    forbidden = check_words.update(tenant, "train", APPROVAL, {"state": "Ready"}, state, 5.0)
+    assert isinstance(forbidden, Refusal) and forbidden.code == "Forbidden"
+    ours = check_words.update(ANONYMOUS_ADMIN, "train", PROV, {"state": "Ready"}, state, 5.0)
+    assert isinstance(ours, Refusal) and ours.code == "CheckNotApplicable"
+    assert "ProvisioningRequest controller" in ours.message
+    ok = check_words.update(
+        ANONYMOUS_ADMIN,
+        "train",
+        APPROVAL,
+        {"state": "Retry", "requeueAfterSeconds": 30},
+        state,
+        5.0,
+    )
+    assert not isinstance(ok, Refusal)
+    assert ok.stream_id == wev.stream("train")
+    assert ok.event == wev.AdmissionCheckUpdated(
+        workload_id="train", check=APPROVAL, state="Retry", requeue_after_seconds=30.0
+    )
