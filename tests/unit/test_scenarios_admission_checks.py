@@ -444,3 +444,30 @@ def test_intake_takes_an_external_checks_word_from_the_admin_only() -> None:
     assert ok.event == wev.AdmissionCheckUpdated(
         workload_id="train", check=APPROVAL, state="Retry", requeue_after_seconds=30.0
     )
+
+
+def test_pods_ready_clock_starts_when_the_last_check_is_ready() -> None:
+    """kueue.md §1.10 with §1.8: waitForPodsReady times the pods from admission, which
+    Kueue gives once every check is Ready. With only an external check, Ready at 10 s, and
+    nodes muster makes ready at 60 s, a 30 s timeout runs out at 40 s."""
+    doc = cluster([APPROVAL])
+    doc["waitForPodsReady"] = {"enable": True, "timeout": 30}
+    h = run(doc, [says(10.0, "Ready")], until=50.0)
+    ((eenv, evicted),) = of(h, qev.WorkloadEvicted)
+    assert (eenv.occurred_at, evicted.reason) == (40.0, "PodsReadyTimeout")
+
+
+def test_nodes_without_a_request_check_expire_while_a_check_is_pending_then_retry() -> None:
+    """Without a ProvisioningRequest check muster still makes the nodes; if their booking
+    passes while the external check is Pending, the workload is requeued (default backoff)
+    for new nodes, not rejected: nothing failed for good."""
+    h = run(cluster([APPROVAL]), [says(750.0, "Ready", attempt=2)])
+    ((eenv, evicted),) = of(h, qev.WorkloadEvicted)
+    assert (eenv.occurred_at, evicted.reason, evicted.requeue_after_seconds) == (
+        660.0,
+        "BookingExpired",
+        60.0,
+    )
+    assert of(h, qev.WorkloadRejected) == []
+    ((aenv, admitted),) = of(h, qev.WorkloadAdmitted)
+    assert (aenv.occurred_at, admitted.attempt) == (780.0, 2)

@@ -155,6 +155,16 @@ def outcome(state: QueueState, wl: WorkloadEntry) -> Event | None:
         )
     if condition == "BookingExpired" and wl.status == "Admitted":
         return None  # "if the workload is Admitted we don't want to retry on BookingExpired"
+    if wl.run.ask is None and condition == "BookingExpired":
+        # Nodes muster made without a request check, expired while another check was
+        # Pending: nothing failed for good, so a new attempt gets new nodes after a backoff.
+        delay = RetryStrategy().backoff(wl.check_retries + 1)
+        return qev.WorkloadEvicted(
+            workload_id=wl.id,
+            reason="BookingExpired",
+            message=f"{what} BookingExpired before admission: {message}; requeued in {delay:g}s",
+            requeue_after_seconds=delay,
+        )
     if wl.run.ask is None:
         # No admission check: the nodes are muster's own business, and a failure final.
         return qev.WorkloadRejected(

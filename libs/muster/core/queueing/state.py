@@ -312,12 +312,15 @@ def pods_ready_clock(wl: WorkloadEntry) -> float | None:
     not run. Kueue admits at quota reservation unless the ClusterQueue has admission checks,
     and times the pods from admission. So without a check the clock runs from the
     reservation, whatever the workload then waits for (nodes being made, nodes that never
-    come); with one, from the check's Ready, and the request's own failures and backoff
+    come); with checks, from the moment the last became Ready (Kueue's admission): for a
+    request's check that is its Provisioned, and the request's own failures and backoff
     govern the wait before it (a DWS request may queue for capacity for hours)."""
     if not wl.holds_quota or wl.run.pods_ready:
         return None
-    if not wl.run.checks and wl.run.reserved_at is not None:
-        return wl.run.reserved_at
+    checks = wl.run.checks.values()
+    ready = all(c.state == "Ready" for c in checks)
+    if wl.run.ask is None and wl.run.reserved_at is not None and ready:
+        return max([wl.run.reserved_at, *(c.at for c in checks)])
     return wl.run.admitted_at
 
 
