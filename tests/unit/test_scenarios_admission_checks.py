@@ -16,6 +16,7 @@ import pytest
 from muster.core import inputs
 from muster.core.access.tokens import ANONYMOUS_ADMIN, Principal
 from muster.core.events import Envelope, Event
+from muster.core.events import node as nev
 from muster.core.events import provisioning as pev
 from muster.core.events import queue as qev
 from muster.core.events import workload as wev
@@ -471,3 +472,18 @@ def test_nodes_without_a_request_check_expire_while_a_check_is_pending_then_retr
     assert of(h, qev.WorkloadRejected) == []
     ((aenv, admitted),) = of(h, qev.WorkloadAdmitted)
     assert (aenv.occurred_at, admitted.attempt) == (780.0, 2)
+
+
+def test_rejected_after_admission_stops_the_pods_and_deactivates() -> None:
+    """kueue.md §1.8: Rejected deactivates and evicts: a running workload's pods stop."""
+    h = run(cluster(), [says(10.0, "Ready"), says(80.0, "Rejected", message="over budget")])
+    ((eenv, evicted),) = of(h, qev.WorkloadEvicted)
+    assert (eenv.occurred_at, evicted.reason, evicted.deactivate) == (
+        80.0,
+        "AdmissionCheckRejected",
+        True,
+    )
+    assert [s.workload_id for _, s in of(h, nev.PodStopped)] == ["train"]
+    ((_, rejected),) = of(h, qev.WorkloadRejected)
+    assert rejected.reason == "Deactivated" and "over budget" in rejected.message
+    assert of(h, qev.WorkloadFinished) == []

@@ -202,10 +202,14 @@ def _external(state: QueueState, wl: WorkloadEntry) -> Event | None:
     rejected = next(((n, c) for n, c in said if c.state == "Rejected"), None)
     if rejected is not None:
         name, check = rejected
+        message = f"AdmissionCheck {name} rejected the workload: {check.message}"
+        if wl.status == "Admitted":
+            # Its pods run: evicted (they stop) and deactivated, then closed as Rejected.
+            return qev.WorkloadEvicted(
+                workload_id=wl.id, reason="AdmissionCheckRejected", message=message, deactivate=True
+            )
         return qev.WorkloadRejected(
-            workload_id=wl.id,
-            reason="AdmissionCheckRejected",
-            message=f"AdmissionCheck {name} rejected the workload: {check.message}",
+            workload_id=wl.id, reason="AdmissionCheckRejected", message=message
         )
     if not said:
         return None
