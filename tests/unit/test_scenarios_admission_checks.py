@@ -375,6 +375,8 @@ def test_pod_set_updates_of_an_external_check_are_shown() -> None:
     }
     assert checks[PROV]["state"] == "Pending"
     assert checks[PROV]["message"].startswith("request accepted")
+    # The request's messages change the check's message, not its lastTransitionTime.
+    assert checks[PROV]["lastTransitionTime"] == 0.0
 
 
 # -- the log and intake -------------------------------------------------------------------

@@ -608,12 +608,13 @@ def _(event: wev.AdmissionCheckUpdated, state: QueueState) -> None:
     wl = state.workloads.get(event.workload_id)
     if wl is None or not wl.holds_quota or event.attempt not in (0, wl.run.attempt):
         return  # late: its attempt ended (a new one starts with the check Pending)
-    if event.check not in wl.run.checks:
+    old = wl.run.checks.get(event.check)
+    if old is None:
         return
     wl.run.checks[event.check] = CheckStatus(
         event.state,
         event.message,
-        state.now,
+        _transition(old, event.state, state.now),
         event.pod_set_updates,
         event.requeue_after_seconds,
     )
@@ -628,8 +629,14 @@ def _check_changed(
     updates: tuple[PodSetUpdate, ...] = (),
 ) -> None:
     """A check muster runs (the ProvisioningRequest check) moved on."""
-    if check in wl.run.checks:
-        wl.run.checks[check] = CheckStatus(state_, message, now, updates)
+    old = wl.run.checks.get(check)
+    if old is not None:
+        wl.run.checks[check] = CheckStatus(state_, message, _transition(old, state_, now), updates)
+
+
+def _transition(old: CheckStatus, state_: CheckState, now: float) -> float:
+    """lastTransitionTime moves only when the state does (Kueue's SetAdmissionCheckState)."""
+    return old.at if old.state == state_ else now
 
 
 @_apply.register
