@@ -375,8 +375,17 @@ def test_pod_set_updates_of_an_external_check_are_shown() -> None:
     }
     assert checks[PROV]["state"] == "Pending"
     assert checks[PROV]["message"].startswith("request accepted")
-    # The request's messages change the check's message, not its lastTransitionTime.
-    assert checks[PROV]["lastTransitionTime"] == 0.0
+
+
+def test_last_transition_time_moves_only_with_the_state() -> None:
+    """Kueue's SetAdmissionCheckState: a new message in the same state keeps the time."""
+    h = run(cluster(), [says(5.0, "Pending", message="looking")], until=7.0)
+    (approval,) = [c for c in admission_checks(queue_entry(h)) if c["name"] == APPROVAL]
+    assert (approval["state"], approval["message"], approval["lastTransitionTime"]) == (
+        "Pending",
+        "looking",
+        0.0,
+    )
 
 
 # -- the log and intake -------------------------------------------------------------------
