@@ -22,7 +22,7 @@ from muster.core.events import queue as qev
 from muster.core.events import workload as wev
 from muster.core.intake import admission_checks as check_words
 from muster.core.intake.refusal import Refusal
-from muster.core.model import parse
+from muster.core.model import manifests, parse
 from muster.core.model.fields import InvalidInput
 from muster.core.model.queues import PodSetUpdate
 from muster.core.provisioning import names
@@ -498,3 +498,20 @@ def test_rejected_after_admission_stops_the_pods_and_deactivates() -> None:
     ((_, rejected),) = of(h, qev.WorkloadRejected)
     assert rejected.reason == "Deactivated" and "over budget" in rejected.message
     assert of(h, qev.WorkloadFinished) == []
+
+
+def test_a_kueue_cluster_queue_manifest_with_an_admission_checks_strategy() -> None:
+    raw = {
+        "apiVersion": "kueue.x-k8s.io/v1beta1",
+        "kind": "ClusterQueue",
+        "metadata": {"name": "cq"},
+        "spec": {
+            "resourceGroups": cluster()["clusterQueues"][0]["resourceGroups"],
+            "admissionChecksStrategy": {
+                "admissionChecks": [{"name": PROV, "onFlavors": ["f"]}, {"name": APPROVAL}]
+            },
+        },
+    }
+    (cq,) = manifests.read([raw]).cluster_queues
+    assert cq.admission_checks == (PROV, APPROVAL)
+    assert dict(cq.check_flavors) == {PROV: ("f",)}
