@@ -515,3 +515,16 @@ def test_a_kueue_cluster_queue_manifest_with_an_admission_checks_strategy() -> N
     (cq,) = manifests.read([raw]).cluster_queues
     assert cq.admission_checks == (PROV, APPROVAL)
     assert dict(cq.check_flavors) == {PROV: ("f",)}
+
+
+def test_an_external_check_that_never_answers_ends_after_the_default_retries() -> None:
+    """No controller ever answers (as in ``muster sim``): nodes made without a request
+    check expire, and the workload is retried 3 times (Kueue's default backoffLimitCount),
+    then rejected, so a simulation ends."""
+    h = run(cluster([APPROVAL]), [], until=None)
+    evictions = [(e.occurred_at, ev.requeue_after_seconds) for e, ev in of(h, qev.WorkloadEvicted)]
+    assert [d for _, d in evictions] == [60.0, 120.0, 240.0]
+    ((_, rejected),) = of(h, qev.WorkloadRejected)
+    assert rejected.reason == "ProvisioningFailed"
+    assert rejected.message.startswith("CapacityReservationTimeExpired: ")
+    assert rejected.message.endswith("(after 3 retries: an admission check stayed Pending)")

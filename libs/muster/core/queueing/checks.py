@@ -155,18 +155,29 @@ def outcome(state: QueueState, wl: WorkloadEntry) -> Event | None:
         )
     if condition == "BookingExpired" and wl.status == "Admitted":
         return None  # "if the workload is Admitted we don't want to retry on BookingExpired"
-    if wl.run.ask is None and condition == "BookingExpired":
+    default = RetryStrategy()
+    if (
+        wl.run.ask is None
+        and condition == "BookingExpired"
+        and wl.check_retries < default.backoff_limit_count
+    ):
         # Nodes muster made without a request check, expired while another check was
-        # Pending: nothing failed for good, so a new attempt gets new nodes after a backoff.
-        delay = RetryStrategy().backoff(wl.check_retries + 1)
+        # Pending: a new attempt gets new nodes after a backoff, as many times as Kueue's
+        # default retryStrategy would retry a request.
+        retry = wl.check_retries + 1
+        delay = default.backoff(retry)
         return qev.WorkloadEvicted(
             workload_id=wl.id,
             reason="BookingExpired",
-            message=f"{what} BookingExpired before admission: {message}; requeued in {delay:g}s",
+            message=f"{what} BookingExpired before admission: {message}; retry {retry} of "
+            f"{default.backoff_limit_count} in {delay:g}s",
             requeue_after_seconds=delay,
         )
     if wl.run.ask is None:
         # No admission check: the nodes are muster's own business, and a failure final.
+        if condition == "BookingExpired":
+            message = f"{message} (after {wl.check_retries} retries: an admission check stayed "
+            message += "Pending)"
         return qev.WorkloadRejected(
             workload_id=wl.id, reason="ProvisioningFailed", message=f"{reason}: {message}"
         )
