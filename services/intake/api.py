@@ -45,6 +45,7 @@ def routes(
     r.add_delete("/v1/workloads/{id}", _h(cancel))
     r.add_post("/v1/workloads/{id}/cancel", _h(cancel))
     r.add_get("/v1/workloads/{id}/events", _h(workload_events))
+    r.add_put("/v1/workloads/{id}/admissionchecks/{check}", _h(update_check))
     r.add_get("/v1/clusterqueues/{name}/pendingworkloads", _h(pending_in_cluster_queue))
     r.add_get("/v1/clusterqueues/{name}/events", _h(cluster_queue_events))
     r.add_get(
@@ -176,6 +177,13 @@ async def get_workload(request: web.Request, intake: Intake, who: Principal) -> 
 
 async def cancel(request: web.Request, intake: Intake, who: Principal) -> web.Response:
     return _json(await intake.workloads.cancel(who, request.match_info["id"]), 202)
+
+
+async def update_check(request: web.Request, intake: Intake, who: Principal) -> web.Response:
+    """Admin: an external admission check's controller sets the check's state."""
+    m = request.match_info
+    body = await _body(request)
+    return _json(await intake.workloads.update_check(who, m["id"], m["check"], body))
 
 
 # -- events ------------------------------------------------------------------------------

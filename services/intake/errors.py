@@ -30,6 +30,7 @@ STATUS = {
     "AlreadyExists": 409,
     "AlreadyFinished": 409,
     "AlreadyDeleted": 409,
+    "CheckNotApplicable": 409,
     "PayloadTooLarge": 413,
     "BatchTooLarge": 413,
     "InvalidField": 422,

@@ -10,6 +10,7 @@ from __future__ import annotations
 from functools import cache
 from typing import Any
 
+from muster.core.model.queues import CHECK_STATES
 from muster.core.model.workload import GPU_POLICIES
 from services.intake.objects import KINDS
 
@@ -129,6 +130,7 @@ def _schemas() -> dict[str, Any]:
             "updatedAt": {"type": "number"},
             "cancelRequested": {"type": "boolean"},
             "queue": {"type": "object"},
+            "admissionChecks": {"type": "array", "items": _ref("AdmissionCheckState")},
         },
         "required": ["id", "status"],
     }
@@ -157,6 +159,36 @@ def _schemas() -> dict[str, Any]:
             }
         ),
         "PodSet": pod_set,
+        "PodSetUpdate": _obj(
+            {
+                "name": {"type": "string"},
+                "labels": LABELS,
+                "annotations": {"type": "object", "additionalProperties": {"type": "string"}},
+                "nodeSelector": LABELS,
+            },
+            ("name",),
+        ),
+        "AdmissionCheckState": {
+            "type": "object",
+            "properties": {
+                "name": {"type": "string"},
+                "state": {"enum": list(CHECK_STATES)},
+                "message": {"type": "string"},
+                "lastTransitionTime": {"type": "number"},
+                "podSetUpdates": {"type": "array", "items": _ref("PodSetUpdate")},
+            },
+            "required": ["name", "state"],
+        },
+        "AdmissionCheckUpdate": _obj(
+            {
+                "state": {"enum": list(CHECK_STATES)},
+                "message": {"type": "string", "maxLength": 32_768},
+                "attempt": {"type": "integer", "minimum": 1},
+                "requeueAfterSeconds": {"type": "integer", "minimum": 0, "maximum": 604_800},
+                "podSetUpdates": {"type": "array", "items": _ref("PodSetUpdate")},
+            },
+            ("state",),
+        ),
         "WorkloadSpec": workload,
         "Workload": workload_status,
         "WorkloadList": {
@@ -383,6 +415,18 @@ def _paths() -> dict[str, Any]:
             }
         },
         "/v1/workloads/{id}/events": _events_op("A workload's events", [wid]),
+        "/v1/workloads/{id}/admissionchecks/{check}": {
+            "put": {
+                "summary": "Admin: an external admission check's controller sets the check's "
+                "state for the workload's current attempt (Kueue's status.admissionChecks[])",
+                "parameters": [wid, _param("check", "path")],
+                "requestBody": _json_body(_ref("AdmissionCheckUpdate")),
+                "responses": {
+                    "200": _answer("recorded: the workload", _ref("Workload")),
+                    **_errors(400, 404, 409, 422),
+                },
+            }
+        },
         "/v1/clusterqueues/{name}/events": _events_op(
             "A ClusterQueue's events: its workloads' and its configuration", [name]
         ),

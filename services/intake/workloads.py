@@ -19,10 +19,11 @@ from muster.core.access.tokens import Principal
 from muster.core.events import Envelope, NewEvent, StreamAppend
 from muster.core.events import workload as wev
 from muster.core.events.workload import WorkloadSubmitted
+from muster.core.intake import admission_checks as admission_checks_core
 from muster.core.intake import cancellations, submissions
 from muster.core.intake.refusal import not_found
 from muster.core.model.workload import WorkloadSpec
-from muster.core.views.workloads import WorkloadView, submitted_view
+from muster.core.views.workloads import WorkloadView, admission_checks, submitted_view
 from muster.store import ConcurrencyConflict
 from services.intake import paging
 from services.intake.context import Context, decided
@@ -56,11 +57,25 @@ class Workloads:
         await self.ctx.loop.step()
         view = own(self.ctx, who, wid, Action.READ)
         body = view.to_json()
+        entry = self.ctx.state.queue.workloads.get(view.id)
+        if entry is not None and entry.run.checks:
+            body["admissionChecks"] = admission_checks(entry)
         if view.id in self.ctx.state.queue.pending:
             place = self.pending.place(view.id)
             if place is not None:
                 body["queue"] = place
         return body
+
+    async def update_check(
+        self, who: Principal, wid: str, check: str, body: object
+    ) -> dict[str, Any]:
+        """An external admission check's controller sets the check's state (kueue.md §1.8)."""
+        await self.ctx.loop.step()
+        state = self.ctx.state.queue
+        await self.ctx.record(
+            decided(admission_checks_core.update(who, wid, check, body, state, time.time()))
+        )
+        return await self.get(who, wid)
 
     async def page(
         self,

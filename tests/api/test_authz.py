@@ -96,6 +96,14 @@ MATRIX: list[Row] = [
     ),
     ("/v1/workloads/{id}/events", "GET", lambda f: f"/v1/workloads/{f.wid}/events", None, OWN),
     (
+        # An external admission check's controller: the admin only (no such check here).
+        "/v1/workloads/{id}/admissionchecks/{check}",
+        "PUT",
+        lambda f: f"/v1/workloads/{f.wid}/admissionchecks/approval",
+        lambda: {"state": "Ready"},
+        (403, 403, 404, 401),
+    ),
+    (
         "/v1/clusterqueues/{name}/pendingworkloads",
         "GET",
         lambda f: "/v1/clusterqueues/cq/pendingworkloads",

@@ -10,6 +10,8 @@ import pytest
 from aiohttp.test_utils import TestClient, TestServer
 
 from muster.cli import commands
+from muster.core.events import NewEvent, StreamAppend
+from muster.core.events import queue as qev
 from muster.core.model import parse
 from muster.core.views.workloads import WorkloadsView
 from muster.runtime import admin
@@ -304,3 +306,77 @@ async def test_a_consumer_of_a_request_needs_no_queue_but_not_both(
     both = await client.post("/v1/workloads", json={**GOOD, "consumesProvisioningRequest": "x"})
     assert both.status == 422
     assert (await both.json())["error"]["field"] == "queueName"
+
+
+EXTERNAL_CHECK = """
+apiVersion: kueue.x-k8s.io/v1beta1
+kind: AdmissionCheck
+metadata: {name: approval}
+spec: {controllerName: example.com/approval}
+"""
+
+
+async def _reserved_with_checks(client: TestClient[Any, Any], wid: str, *checks: str) -> None:
+    """The queue's quota reservation for ``wid``, gated by ``checks``, as the queue appends it."""
+    reserved = qev.QuotaReserved(
+        workload_id=wid,
+        cluster_queue="cq",
+        flavors={"main": {"nvidia.com/gpu": "f"}},
+        usage={"f": {"nvidia.com/gpu": 2}},
+        node_selectors={},
+        attempt=1,
+        message="Quota reserved in ClusterQueue cq",
+        checks=checks,
+    )
+    new = NewEvent(stream_id=qev.ADMISSION_STREAM, event=reserved, occurred_at=2.0)
+    await store_of(client).append(
+        [StreamAppend(qev.ADMISSION_STREAM, None, [new])], producer="queue", recorded_at=2.0
+    )
+
+
+async def test_an_external_check_reports_its_state_and_the_workload_shows_it(
+    client: TestClient[Any, Any],
+) -> None:
+    """kueue.md §1.8: an external check's controller sets the check's state for the
+    workload; GET shows status.admissionChecks as Kueue's (name, state, message,
+    lastTransitionTime, podSetUpdates). A word that gates nothing is refused, leaving no
+    event behind."""
+    store = store_of(client)
+    assert (await client.post("/v1/apply", data=EXTERNAL_CHECK)).status == 200
+    wid = (await (await client.post("/v1/workloads", json=GOOD)).json())["id"]
+    url = f"/v1/workloads/{wid}/admissionchecks/approval"
+    early = await client.put(url, json={"state": "Ready"})
+    assert early.status == 409  # no quota reserved yet: nothing to gate
+    assert (await early.json())["error"]["code"] == "CheckNotApplicable"
+
+    await _reserved_with_checks(client, wid, "approval")
+    got = await (await client.get(f"/v1/workloads/{wid}")).json()
+    assert [(c["name"], c["state"]) for c in got["admissionChecks"]] == [("approval", "Pending")]
+    update = {"name": "main", "annotations": {"example.com/approved-by": "alice"}}
+    resp = await client.put(
+        url, json={"state": "Ready", "message": "approved", "podSetUpdates": [update]}
+    )
+    assert resp.status == 200, await resp.text()
+    (check,) = (await resp.json())["admissionChecks"]
+    assert (check["name"], check["state"], check["message"]) == ("approval", "Ready", "approved")
+    assert check["podSetUpdates"] == [update] and check["lastTransitionTime"] > 0
+    history = await (await client.get(f"/v1/workloads/{wid}/events")).json()
+    assert history["events"][-1]["type"] == "workload.admission_check_updated"
+
+    before = await store.head()
+    for body, status, code, field in [
+        ({"state": "Maybe"}, 422, "InvalidField", "state"),
+        ({}, 422, "InvalidField", "state"),
+        ({"state": "Ready", "requeueAfterSeconds": 5}, 422, "InvalidField", "requeueAfterSeconds"),
+        ({"state": "Ready", "podSetUpdates": [{"name": "x"}]}, 422, "InvalidField", None),
+        ({"state": "Ready", "attempt": 7}, 409, "CheckNotApplicable", None),
+        ({"state": "Ready", "colour": "red"}, 422, "InvalidField", "colour"),
+    ]:
+        bad = await client.put(url, json=body)
+        err = (await bad.json())["error"]
+        assert (bad.status, err["code"]) == (status, code), (body, err)
+        if field is not None:
+            assert err["field"] == field
+    assert (await client.put(f"/v1/workloads/{wid}/admissionchecks/nope", json={})).status == 404
+    assert (await client.put("/v1/workloads/nope/admissionchecks/approval", json={})).status == 404
+    assert await store.head() == before

@@ -31,9 +31,11 @@ from tests.integration.kube_env import KubeEnv, kube_env
 GPU = "nvidia.com/gpu"
 W = "feedfacefeedface"
 RID = f"{W}.1"
-NS = "default"
-PR = f"{W}-provisioning-1"
+NS = "team"  # the workload's namespace
+PR = "train-provisioning-1"  # <workload name>-<check>-<attempt> (a queue without a check)
 TEMPLATE = f"ppt-{PR}-workers"
+DWS_PR = "train-dws-1"  # of a ClusterQueue whose provisioning check is "dws"
+DWS_TEMPLATE = f"ppt-{DWS_PR}-workers"
 LABEL = kube.DEFAULT_NODE_LABEL
 ZONE = "us-central1-b"
 
@@ -147,24 +149,28 @@ async def test_a_quota_reservation_creates_its_templates_and_request(env: Env) -
     extra = PodSet(name="extra", count=2, requests={"cpu": 2000, GPU: 1})
     selectors = {"workers": {"pool": "a100"}, "extra": {"pool": "a100"}}
     await env.reserve(workers, extra, ask=ask, node_selectors=selectors)
-    await backend.wait_until(has(env.api, "ProvisioningRequest", PR))
+    await backend.wait_until(has(env.api, "ProvisioningRequest", DWS_PR))
 
-    pr = env.api.get("ProvisioningRequest", PR, NS)
+    pr = env.api.get("ProvisioningRequest", DWS_PR, NS)
     assert pr is not None
     assert pr["metadata"]["annotations"] == {kube.REQUEST_ID_ANNOTATION: RID}
     assert pr["metadata"]["labels"] == {kube.MANAGED_LABEL: "true"}
     assert pr["spec"] == {
         "provisioningClassName": DWS_CLASS,
         "parameters": {"maxRunDurationSeconds": "3600"},
-        "podSets": [{"count": 5, "podTemplateRef": {"name": TEMPLATE}}],  # merged for GKE
+        "podSets": [{"count": 5, "podTemplateRef": {"name": DWS_TEMPLATE}}],  # merged for GKE
     }
     # Deleting the request deletes its template: the template is owned by it.
-    await backend.wait_until(lambda: bool(owners(env.api, TEMPLATE)))
-    template = env.api.get("PodTemplate", TEMPLATE, NS)
+    await backend.wait_until(lambda: bool(owners(env.api, DWS_TEMPLATE)))
+    template = env.api.get("PodTemplate", DWS_TEMPLATE, NS)
     assert template is not None
     assert template["metadata"]["annotations"] == {kube.REQUEST_ID_ANNOTATION: RID}
     (owner,) = template["metadata"]["ownerReferences"]
-    assert (owner["kind"], owner["name"], owner["uid"]) == (kube.KIND, PR, pr["metadata"]["uid"])
+    assert (owner["kind"], owner["name"], owner["uid"]) == (
+        kube.KIND,
+        DWS_PR,
+        pr["metadata"]["uid"],
+    )
     spec = template["template"]["spec"]
     assert spec["containers"][0]["resources"] == {
         "requests": {"cpu": "2", GPU: "1"},

@@ -3,7 +3,8 @@
 Random zones and capacity arriving over time, regional quotas, stockouts, the
 active-request quota, booking windows and run durations; standalone requests (some
 deleted, some consumed) and queued workloads behind a provisioning admission check
-(some cancelled). Every check reads the event log, not the deciders' state:
+(some cancelled), sometimes with an external check too whose controller says random things
+at random times. Every check reads the event log, not the deciders' state:
 
 - no request ever runs work on part of its nodes (a pod starts only on a request that is
   Provisioned, all of whose nodes exist);
@@ -11,6 +12,8 @@ deleted, some consumed) and queued workloads behind a provisioning admission che
 - capacity per pool and zone, and the regional quota, are never exceeded;
 - the active-request quota (Accepted, not yet provisioned) is never exceeded;
 - every request ends in exactly one terminal state, holding no nodes;
+- a workload is admitted only while every admission check of its attempt is Ready
+  (kueue.md §1.8);
 - replaying the log re-derives every decision.
 """
 
@@ -22,9 +25,12 @@ from typing import Any
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from muster.core import inputs
 from muster.core.events import Envelope
 from muster.core.events import node as nev
 from muster.core.events import provisioning as pev
+from muster.core.events import queue as qev
+from muster.core.events import workload as wev
 from muster.core.model import parse
 from muster.core.model.cluster import ClusterSpec
 from muster.core.nodes.decider import NodeAgentDecider
@@ -34,6 +40,7 @@ from muster.core.sim.harness import Harness, build
 from muster.core.verify import verify_decisions
 
 GPU = "nvidia.com/gpu"
+EXTERNAL = "approval"  # an external admission check
 SETTINGS = settings(
     max_examples=60,
     deadline=None,
@@ -49,6 +56,8 @@ class Scenario:
     deletions: tuple[tuple[float, str], ...]
     workloads: tuple[tuple[float, str, dict[str, Any]], ...]
     cancels: tuple[tuple[float, str], ...]
+    # What the external check's controller says: (at, workload, state, attempt or 0).
+    words: tuple[tuple[float, str, str, int], ...] = ()
 
     def spec(self) -> ClusterSpec:
         return parse.cluster(self.cluster)
@@ -57,9 +66,18 @@ class Scenario:
         subs = [(at, wid, parse.workload(doc)) for at, wid, doc in self.workloads]
         reqs = [(at, parse.provisioning_request(doc)) for at, doc in self.requests]
         deciders = [QueueDecider(), ProvisionerDecider(), NodeAgentDecider()]
-        return build(
+        h = build(
             self.spec(), subs, self.cancels, deciders, requests=reqs, deletions=self.deletions
         )
+        for at, wid, state, attempt in self.words:
+            word = wev.AdmissionCheckUpdated(
+                workload_id=wid,
+                check=EXTERNAL,
+                state=state,  # type: ignore[arg-type]
+                attempt=attempt,
+            )
+            h.schedule(inputs.admission_check_updated(word, at), producer=inputs.INTAKE)
+        return h
 
 
 @st.composite
@@ -118,11 +136,16 @@ def scenarios(draw: st.DrawFn) -> Scenario:
     }
     if draw(st.booleans()):
         cluster["quotas"] = [{"name": "GPUS", "resource": GPU, "limit": draw(st.integers(6, 12))}]
+    external = draw(st.booleans())
+    if external:
+        cluster["clusterQueues"][0]["admissionChecks"].append(EXTERNAL)
+        cluster["admissionChecks"].append({"name": EXTERNAL, "controllerName": "example.com/x"})
 
     requests: list[tuple[float, dict[str, Any]]] = []
     deletions: list[tuple[float, str]] = []
     workloads: list[tuple[float, str, dict[str, Any]]] = []
     cancels: list[tuple[float, str]] = []
+    words: list[tuple[float, str, str, int]] = []
     for i in range(draw(st.integers(0, 6))):
         at = float(draw(st.integers(0, 3000)))
         count = draw(st.integers(1, biggest))
@@ -175,7 +198,25 @@ def scenarios(draw: st.DrawFn) -> Scenario:
         )
         if draw(st.booleans()):
             cancels.append((at + draw(st.integers(0, 3000)), wid))
-    return Scenario(cluster, tuple(requests), tuple(deletions), tuple(workloads), tuple(cancels))
+        for _ in range(draw(st.integers(0, 4)) if external else 0):
+            words.append(
+                (
+                    at + draw(st.integers(0, 6000)),
+                    wid,
+                    draw(
+                        st.sampled_from(["Ready", "Ready", "Ready", "Pending", "Retry", "Rejected"])
+                    ),
+                    draw(st.integers(0, 3)),
+                )
+            )
+    return Scenario(
+        cluster,
+        tuple(requests),
+        tuple(deletions),
+        tuple(workloads),
+        tuple(cancels),
+        tuple(words),
+    )
 
 
 def lifecycle(log: list[Envelope]) -> dict[str, list[Envelope]]:
@@ -273,6 +314,39 @@ def test_active_quota_never_exceeded_and_each_request_ends_once(s: Scenario) -> 
             k in ("NodesDeleted", "ProvisioningBookingExpired", "ProvisioningCapacityRevoked")
             for k in kinds[last_outcome + 1 :]
         ), f"{rid}: {kinds}"
+
+
+@given(scenarios())
+@SETTINGS
+def test_admitted_only_while_every_check_is_ready(s: Scenario) -> None:
+    """kueue.md §1.8: Admitted = quota reserved and every admission check Ready; the
+    external check's word counts for the attempt it names (or the current one) while the
+    workload holds quota, and a new attempt starts every check afresh."""
+    h = s.harness()
+    h.run()
+    attempt: dict[str, int] = {}
+    checks: dict[str, tuple[str, ...]] = {}
+    said: dict[str, str] = {}  # workload -> the external check's state this attempt
+    provisioned: set[str] = set()
+    for env in h.log.envelopes:
+        ev = env.event
+        if isinstance(ev, qev.QuotaReserved):
+            attempt[ev.workload_id] = ev.attempt
+            checks[ev.workload_id] = ev.checks
+            said[ev.workload_id] = "Pending"
+        elif isinstance(ev, qev.WorkloadEvicted | qev.WorkloadRejected | qev.WorkloadCancelled):
+            attempt.pop(ev.workload_id, None)
+        elif isinstance(ev, wev.AdmissionCheckUpdated):
+            now = attempt.get(ev.workload_id)
+            if now is not None and ev.attempt in (0, now):
+                said[ev.workload_id] = ev.state
+        elif isinstance(ev, pev.ProvisioningProvisioned):
+            provisioned.add(ev.request_id)
+        elif isinstance(ev, qev.WorkloadAdmitted) and ev.cluster_queue:
+            wid = ev.workload_id
+            assert pev.request_id(wid, attempt[wid]) in provisioned
+            if EXTERNAL in checks[wid]:
+                assert said[wid] == "Ready", f"{wid} admitted with {EXTERNAL} {said[wid]}"
 
 
 @given(scenarios())

@@ -21,7 +21,7 @@ from muster.core.model.workload import (
     Toleration,
     WorkloadSpec,
 )
-from muster.core.provisioning import kube
+from muster.core.provisioning import kube, names
 from muster.core.provisioning.state import ProvisionerState, correlation_id, evolve
 from muster.runtime.settings import SettingsError, load
 from tests.unit.harness_inputs import envelope
@@ -30,7 +30,9 @@ GPU = "nvidia.com/gpu"
 OPTIONS = kube.KubeOptions(booking_seconds=300.0)
 W = "0123456789abcdef"  # a workload id
 RID = f"{W}.1"
-PR_NAME = f"{W}-provisioning-1"
+PR_NAME = "train-provisioning-1"  # <workload name>-<check>-<attempt>, check of no check
+NS = "team"  # the workload's namespace
+DWS_NAME = "train-dws-1"  # of its ClusterQueue's check "dws"
 NODE_LABEL = kube.DEFAULT_NODE_LABEL
 
 
@@ -104,7 +106,7 @@ def cond(type_: str, status: str = "True", reason: str = "", message: str = "") 
 
 
 def seen(
-    *conditions: kube.Condition, rid: str = RID, name: str = PR_NAME, ns: str = "default"
+    *conditions: kube.Condition, rid: str = RID, name: str = PR_NAME, ns: str = NS
 ) -> kube.ObservedRequest:
     return kube.ObservedRequest(
         request_id=rid,
@@ -163,22 +165,35 @@ def test_request_names_follow_kueue_and_stay_valid() -> None:
     assert kube.request_name("train", "dws", 3) == "train-dws-3"
     assert kube.request_name("My_Job", "Check", 1) == "my-job-check-1"
     long = kube.request_name("w" * 300, "dws", 1)
-    assert len(long) == kube.MAX_NAME
+    assert len(long) == names.MAX_NAME
     assert long.startswith("w" * 200) and long[-6] == "-"
     other = kube.request_name("w" * 300, "dws", 2)
-    assert other != long and len(other) == kube.MAX_NAME  # the hash tells attempts apart
+    assert other != long and len(other) == names.MAX_NAME  # the hash tells attempts apart
     assert kube.pod_template_name("train-dws-3", "workers") == "ppt-train-dws-3-workers"
-    assert kube.dns1123("-A..b_c-") == "a.b-c"
-    assert kube.dns1123("___") == "x"
+    assert names.dns1123("-A..b_c-") == "a.b-c"
+    assert names.dns1123("___") == "x"
 
 
 def test_object_refs() -> None:
     assert pev.split_request_id(RID) == (W, 1)
     assert pev.split_request_id("ns/name") is None
-    assert kube.object_ref(RID, OPTIONS) == ("default", PR_NAME)
     assert kube.object_ref("ml/capacity", OPTIONS) == ("ml", "capacity")
+    # A request of a log that does not name its workload: the id, the configured namespace.
+    assert kube.object_ref(RID, OPTIONS) == ("default", f"{W}-provisioning-1")
     custom = kube.KubeOptions(namespace="muster", check="dws")
     assert kube.object_ref(f"{W}.4", custom) == ("muster", f"{W}-dws-4")
+
+
+def test_a_queued_request_is_named_as_kueue_names_it() -> None:
+    """peers.md §4.4: Kueue names a workload's request <workload>-<check>-<attempt>, in the
+    workload's namespace; each retry is a new request of the next attempt."""
+    state = reserved(provisioning_class=DWS_CLASS, attempt=2)
+    assert kube.object_ref(f"{W}.2", OPTIONS, state.wanted[f"{W}.2"]) == ("team", "train-dws-2")
+    d = kube.desired_objects(state, f"{W}.2", OPTIONS)
+    assert (d.namespace, d.name) == ("team", "train-dws-2")
+    assert d.templates[0]["metadata"]["name"] == "ppt-train-dws-2-workers"
+    no_check = reserved(attempt=3)  # a ClusterQueue without a provisioning check
+    assert kube.desired_objects(no_check, f"{W}.3", OPTIONS).name == "train-provisioning-3"
 
 
 # --------------------------------------------------------------------------- desired objects
@@ -195,7 +210,7 @@ def test_desired_objects_of_a_quota_reservation() -> None:
         tolerations={"workers": (Toleration(key="flavor", value="a100"),)},
     )
     d = kube.desired_objects(state, RID, OPTIONS)
-    assert (d.namespace, d.name, d.standalone) == ("default", PR_NAME, False)
+    assert (d.namespace, d.name, d.standalone) == (NS, DWS_NAME, False)
     pr = d.request
     assert pr["apiVersion"] == "autoscaling.x-k8s.io/v1" and pr["kind"] == "ProvisioningRequest"
     assert pr["metadata"]["annotations"] == {kube.REQUEST_ID_ANNOTATION: RID}
@@ -203,10 +218,10 @@ def test_desired_objects_of_a_quota_reservation() -> None:
     assert pr["spec"] == {
         "provisioningClassName": DWS_CLASS,
         "parameters": {"maxRunDurationSeconds": "7200"},
-        "podSets": [{"count": 1, "podTemplateRef": {"name": f"ppt-{PR_NAME}-workers"}}],
+        "podSets": [{"count": 1, "podTemplateRef": {"name": f"ppt-{DWS_NAME}-workers"}}],
     }
     (template,) = d.templates
-    assert template["metadata"]["name"] == f"ppt-{PR_NAME}-workers"
+    assert template["metadata"]["name"] == f"ppt-{DWS_NAME}-workers"
     assert template["metadata"]["annotations"] == {kube.REQUEST_ID_ANNOTATION: RID}
     spec = template["template"]["spec"]
     (container,) = spec["containers"]
@@ -246,7 +261,7 @@ def test_several_pod_sets_one_entry_each_unless_queued_provisioning() -> None:
         OPTIONS,
     )
     assert merged.request["spec"]["podSets"] == [
-        {"count": 5, "podTemplateRef": {"name": f"ppt-{PR_NAME}-a"}}
+        {"count": 5, "podTemplateRef": {"name": f"ppt-{DWS_NAME}-a"}}
     ]
     assert len(merged.templates) == 1
 
@@ -308,7 +323,7 @@ def test_observe_request_keeps_only_ours() -> None:
 
 def test_nodes_are_grouped_by_their_request_label() -> None:
     grouped = kube.nodes_by_request([node("n2"), node("n1"), node("x", owner="other")], NODE_LABEL)
-    assert list(grouped) == [PR_NAME, "other"]
+    assert list(grouped) == sorted([PR_NAME, "other"])
     n1, n2 = grouped[PR_NAME]
     assert (n1.name, n2.name) == ("n1", "n2")
     assert (n1.pool, n1.zone, n1.machine_type) == ("a100", "us-central1-a", "a2-highgpu-8g")

@@ -171,6 +171,16 @@ def cancellation(workload: str, at: float) -> NewEvent:
     )
 
 
+def admission_check_updated(event: wev.AdmissionCheckUpdated, at: float) -> NewEvent:
+    """An external admission check's controller reports the check's state for a workload."""
+    return NewEvent(
+        stream_id=wev.stream(event.workload_id),
+        event=event,
+        occurred_at=at,
+        correlation_id=event.workload_id,
+    )
+
+
 def provisioning_request(spec: ProvisioningRequestSpec, at: float) -> NewEvent:
     """A standalone ProvisioningRequest; its stream is named by namespace and name, so
     creating it twice is a conflict on the stream, as in Kubernetes."""

@@ -87,7 +87,8 @@ class Settings:
     kube_node_label: str = "muster.dev/provisioning-request"
     # MUSTER_KUBE_DEFAULT_CLASS: provisioningClassName when the queue's check names none
     kube_default_class: str = "best-effort-atomic-scale-up.autoscaling.x-k8s.io"
-    # MUSTER_KUBE_NAMESPACE: where a queued workload's ProvisioningRequests go
+    # MUSTER_KUBE_NAMESPACE: where a queued workload's ProvisioningRequests go when the log
+    # does not name the workload's namespace (otherwise they go there, as Kueue's do)
     kube_namespace: str = "default"
     # MUSTER_KUBE_BOOKING_SECONDS: the autoscaler's booking window, recorded on acceptance
     kube_booking_seconds: float = 600.0

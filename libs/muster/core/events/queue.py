@@ -140,6 +140,11 @@ class QuotaReserved(Event):
     # Placed on existing nodes (pods, device shares, exclusive topology values held);
     # None: on nodes the provisioner creates.
     placement: Placement | None = None
+    # The admission checks of this attempt that start Pending (Admitted once all are
+    # Ready), and those Ready at once (check -> why: a ProvisioningRequest not needed).
+    # Both empty in events from before several checks: the provisioning check alone.
+    checks: tuple[str, ...] = ()
+    checks_ready: Mapping[str, str] = field(default_factory=dict)
 
 
 @event_class("admission.admitted")

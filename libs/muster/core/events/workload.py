@@ -5,6 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from muster.core.events.base import Event, event_class
+from muster.core.model.queues import CheckState, PodSetUpdate
 from muster.core.model.workload import WorkloadSpec
 
 
@@ -26,3 +27,20 @@ class WorkloadSubmitted(Event):
 class WorkloadCancelRequested(Event):
     workload_id: str
     reason: str = "CancelledByUser"
+
+
+@event_class("workload.admission_check_updated")
+@dataclass(frozen=True, slots=True, kw_only=True)
+class AdmissionCheckUpdated(Event):
+    """An external admission check's controller set the check's state for the workload
+    (Kueue's status.admissionChecks[] entry). ``attempt`` 0: whichever attempt holds quota
+    when the queue reads it; otherwise only that attempt (a late word is ignored)."""
+
+    workload_id: str
+    check: str
+    state: CheckState
+    message: str = ""
+    attempt: int = 0
+    # Retry: not admissible again before this many seconds (KEP-3258's requeueAfterSeconds).
+    requeue_after_seconds: float | None = None
+    pod_set_updates: tuple[PodSetUpdate, ...] = ()

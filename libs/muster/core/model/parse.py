@@ -292,12 +292,14 @@ def cluster_queue(data: object, path: str = "") -> ClusterQueueSpec:
     if cohort and cohort_name and cohort != cohort_name:
         raise InvalidInput(o.at("cohortName"), "cohort and cohortName disagree")
     _accept_any_namespace(o)
+    checks, on_flavors = _admission_checks(o)
     spec = ClusterQueueSpec(
         name=o.req_text("name", pattern=NAME),
         resource_groups=groups,
         cohort=cohort or cohort_name,
         queueing_strategy="StrictFIFO" if strategy == "StrictFIFO" else "BestEffortFIFO",
-        admission_checks=o.texts("admissionChecks"),
+        admission_checks=checks,
+        check_flavors=on_flavors,
         preemption=_preemption(o.obj("preemption")),
         flavor_fungibility=_fungibility(o.obj("flavorFungibility")),
         fair_sharing_weight=_weight(o.obj("fairSharing")),
@@ -307,6 +309,31 @@ def cluster_queue(data: object, path: str = "") -> ClusterQueueSpec:
     )
     o.done()
     return spec
+
+
+def _admission_checks(o: Obj) -> tuple[tuple[str, ...], dict[str, tuple[str, ...]]]:
+    """``admissionChecks`` (names), or Kueue's ``admissionChecksStrategy.admissionChecks``
+    (``{name, onFlavors}``, a check running only for workloads assigned one of its flavors);
+    not both, as Kueue's validation says."""
+    names = o.texts("admissionChecks")
+    strategy = o.obj("admissionChecksStrategy")
+    if strategy is None:
+        return names, {}
+    if names:
+        raise InvalidInput(
+            o.at("admissionChecksStrategy"),
+            "admissionChecks and admissionChecksStrategy are mutually exclusive",
+        )
+    on_flavors: dict[str, tuple[str, ...]] = {}
+    for item, at in strategy.items("admissionChecks"):
+        rule = Obj(item, at)
+        name = rule.req_text("name", pattern=NAME)
+        if name in on_flavors:
+            raise InvalidInput(rule.at("name"), f"admission check {name} is listed twice")
+        on_flavors[name] = rule.texts("onFlavors")
+        rule.done()
+    strategy.done()
+    return tuple(on_flavors), {n: f for n, f in on_flavors.items() if f}
 
 
 def _resource_groups(o: Obj, *, required: bool) -> tuple[ResourceGroup, ...]:
@@ -591,13 +618,14 @@ def admission_check(data: object, path: str = "") -> AdmissionCheckSpec:
     """Kueue's AdmissionCheck (``name`` plus its ``spec``)."""
     o = Obj(data, path)
     controller = o.text("controllerName", default=PROVISIONING_CONTROLLER) or ""
-    if controller != PROVISIONING_CONTROLLER:
-        raise InvalidInput(
-            o.at("controllerName"),
-            f"muster runs the {PROVISIONING_CONTROLLER} admission check only, not {controller!r}",
-        )
     config: str | None = None
     p = o.obj("parameters")
+    if p is not None and controller != PROVISIONING_CONTROLLER:
+        raise InvalidInput(
+            o.at("parameters"),
+            f"belong to the {controller} controller, which reads its own configuration: "
+            "muster keeps parameters only for its ProvisioningRequest checks",
+        )
     if p is not None:
         p.text("apiGroup")
         kind = p.text("kind", default="ProvisioningRequestConfig")

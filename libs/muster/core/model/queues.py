@@ -90,6 +90,9 @@ class ClusterQueueSpec:
     cohort: str | None = None
     queueing_strategy: QueueingStrategy = "BestEffortFIFO"
     admission_checks: tuple[str, ...] = ()
+    # admissionChecksStrategy.admissionChecks[].onFlavors: check -> the flavors it runs for
+    # (a check not named here runs for every workload, as one listed in admissionChecks).
+    check_flavors: Mapping[str, tuple[str, ...]] = field(default_factory=dict)
     preemption: PreemptionPolicy = field(default_factory=PreemptionPolicy)
     flavor_fungibility: FlavorFungibility = field(default_factory=FlavorFungibility)
     fair_sharing_weight: float = 1.0
@@ -226,8 +229,31 @@ class ProvisioningRequestConfigSpec:
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class AdmissionCheckSpec:
-    """Kueue's AdmissionCheck; muster runs the ProvisioningRequest controller's kind only."""
+    """Kueue's AdmissionCheck. muster runs the ProvisioningRequest controller's checks
+    itself; a check of any other controller is external: its controller reports the check's
+    state per workload through the API (``PUT /v1/workloads/{id}/admissionchecks/{check}``)."""
 
     name: str
     controller_name: str = PROVISIONING_CONTROLLER
     config: str | None = None  # the ProvisioningRequestConfig it is parameterised by
+
+    @property
+    def external(self) -> bool:
+        return self.controller_name != PROVISIONING_CONTROLLER
+
+
+# Kueue's CheckState: what an admission check says of one workload's attempt.
+CheckState = Literal["Pending", "Ready", "Retry", "Rejected"]
+CHECK_STATES: tuple[CheckState, ...] = ("Pending", "Ready", "Retry", "Rejected")
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class PodSetUpdate:
+    """Kueue's AdmissionCheckState.podSetUpdates[]: what a check asks of a pod set's pods
+    (the batch platform that creates the pods applies it, e.g. the ProvisioningRequest
+    check's consume annotations)."""
+
+    name: str
+    labels: Mapping[str, str] = field(default_factory=dict)
+    annotations: Mapping[str, str] = field(default_factory=dict)
+    node_selector: Mapping[str, str] = field(default_factory=dict)

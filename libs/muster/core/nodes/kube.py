@@ -21,7 +21,13 @@ The contract with whatever creates the pods (the batch platform or job integrati
   order: the first pod created for (workload, attempt, pod) on the node is run 0, the next run 1,
   and so on, which holds while the failed pods are kept (the Job controller keeps them until the
   Job goes). Where they are deleted sooner, label each pod ``muster.dev/run: "<run>"``: when any
-  pod of the key carries it, only the label counts.
+  pod of the key carries it, only the label counts;
+* each pod carries what the admission checks of its attempt ask of its pod set (Kueue's
+  ``podSetUpdates``, shown by ``GET /v1/workloads/{id}`` as ``admissionChecks[].podSetUpdates``:
+  labels, annotations, node selector). A Ready ProvisioningRequest check asks for the
+  annotations ``autoscaling.x-k8s.io/consume-provisioning-request: <request name>`` and
+  ``autoscaling.x-k8s.io/provisioning-class-name: <class>``, which let the pods use the nodes
+  booked for ``<workload name>-<check>-<attempt>``.
 
 The mapping, each event at most once (the state is the memory: a started pod has
 ``finishes_at`` set, an ended pod is gone from ``state.pods``):

@@ -18,10 +18,10 @@ Conventions:
   ``muster.dev/request-id: <request id>``; an object of the same name without that annotation
   is someone else's and is never adopted.
 * A queued workload's request ``<workload>.<attempt>`` is named like Kueue's,
-  ``<workload-name>-<check>-<attempt>`` (DNS-1123, cut to 253 characters with a hash), its
-  PodTemplates ``ppt-<request name>-<pod set>``. The state keeps neither the workload's name
-  and namespace nor the admission check's name, so for now the name is the workload *id*, the
-  check is ``KubeOptions.check`` and the namespace ``KubeOptions.namespace``.
+  ``<workload-name>-<check>-<attempt>`` (DNS-1123, cut to 253 characters with a hash) in the
+  workload's namespace, its PodTemplates ``ppt-<request name>-<pod set>``. A workload whose
+  ClusterQueue has no provisioning check (muster makes its nodes anyway) uses
+  ``KubeOptions.check`` as the check's name.
 * A standalone request ``<namespace>/<name>`` is created under that name; its PodTemplates are
   the user's (named after its pod sets), created only if absent and never deleted.
 * Nodes belong to a request when they carry the label ``KubeOptions.node_label`` (default
@@ -32,8 +32,6 @@ Conventions:
 
 from __future__ import annotations
 
-import hashlib
-import re
 from collections.abc import Container, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -45,6 +43,7 @@ from muster.core.model.queues import DWS_CLASS
 from muster.core.model.workload import PodSet, Toleration
 from muster.core.provisioning import plan
 from muster.core.provisioning.decider import max_run_seconds, unplannable
+from muster.core.provisioning.names import pod_template_name, request_name
 from muster.core.provisioning.state import ProvisionerState, Request, Wanted
 
 JsonObj = dict[str, Any]
@@ -67,11 +66,6 @@ INSTANCE_TYPE_LABEL = "node.kubernetes.io/instance-type"
 ZONE_LABEL = plan.ZONE_LABEL
 # PodTemplates only describe pods to the autoscaler's scheduling simulation: no pod runs this.
 TEMPLATE_IMAGE = "registry.k8s.io/pause:3.10"
-TEMPLATE_PREFIX = "ppt"
-
-# Kueue's limitObjectName: 253 is the longest object name; keep room for "-" and a 5-char hash.
-MAX_NAME = 253
-HASH_LENGTH = 5
 # Resources a container may request without a limit; any other (GPUs, hugepages, ...) must
 # have its limit equal to its request (the API server refuses the template otherwise).
 OVERCOMMITTABLE = frozenset({"cpu", "memory", "ephemeral-storage"})
@@ -93,53 +87,29 @@ class KubeOptions:
     default_class: str = DEFAULT_CLASS
     node_label: str = DEFAULT_NODE_LABEL
     booking_seconds: float = 600.0
-    namespace: str = DEFAULT_NAMESPACE  # of a queued workload's request (see the module doc)
+    namespace: str = DEFAULT_NAMESPACE  # of a request whose workload the log does not name
     check: str = DEFAULT_CHECK  # the check name in a queued workload's request name
 
 
 # --------------------------------------------------------------------------- names
 
 
-_NOT_DNS = re.compile(r"[^a-z0-9.-]+")
-
-
-def dns1123(text: str) -> str:
-    """``text`` as a DNS-1123 subdomain: lower case, runs of other characters become ``-``,
-    no leading or trailing punctuation (``x`` if nothing is left)."""
-    out = _NOT_DNS.sub("-", text.lower())
-    out = re.sub(r"\.{2,}", ".", out)
-    out = re.sub(r"-*\.-*", ".", out)
-    return out.strip(".-") or "x"
-
-
-def limit_name(full: str) -> str:
-    """Kueue's ``limitObjectName``: names over 247 characters keep their first 247 (less
-    trailing ``.`` or ``-``) and end in ``-`` and 5 hex digits of the full name's SHA-1 (so
-    distinct long names stay distinct, and the result is at most 253)."""
-    if len(full) <= MAX_NAME - HASH_LENGTH - 1:
-        return full
-    digest = hashlib.sha1(full.encode()).hexdigest()[:HASH_LENGTH]
-    prefix = full[: MAX_NAME - HASH_LENGTH - 1].rstrip(".-")
-    return f"{prefix}-{digest}"
-
-
-def request_name(workload: str, check: str, attempt: int) -> str:
-    """``<workload-name>-<check>-<attempt>``, as Kueue names a workload's ProvisioningRequest."""
-    return limit_name(dns1123(f"{workload}-{check}-{attempt}"))
-
-
-def pod_template_name(request: str, pod_set: str) -> str:
-    """``ppt-<request name>-<pod set>``, as Kueue names the PodTemplates it creates."""
-    return limit_name(dns1123(f"{TEMPLATE_PREFIX}-{request}-{pod_set}"))
-
-
-def object_ref(request_id: str, options: KubeOptions) -> tuple[str, str]:
-    """``(namespace, name)`` of the ProvisioningRequest that stands for ``request_id``."""
+def object_ref(
+    request_id: str, options: KubeOptions, wanted: Wanted | None = None
+) -> tuple[str, str]:
+    """``(namespace, name)`` of the ProvisioningRequest that stands for ``request_id``: a
+    queued workload's is ``<workload name>-<check>-<attempt>`` in the workload's namespace,
+    as Kueue names it (the workload id, ``KubeOptions.check`` and ``KubeOptions.namespace``
+    stand in for what a request of an older log does not say)."""
     if "/" in request_id:
         namespace, _, name = request_id.partition("/")
         return namespace, name
     parts = pev.split_request_id(request_id)
     workload, attempt = parts if parts is not None else (request_id, 0)
+    if wanted is not None:
+        workload = wanted.name or workload
+        namespace = wanted.namespace or options.namespace
+        return namespace, request_name(workload, wanted.check or options.check, attempt)
     return options.namespace, request_name(workload, options.check, attempt)
 
 
@@ -212,7 +182,7 @@ def desired_objects(
     ``plan.one_pod_set`` accepts become one (counts summed, the first one's template);
     ``plan.Unplannable`` otherwise, or when there is no pod set at all."""
     wanted = state.wanted[request_id]
-    namespace, name = object_ref(request_id, options)
+    namespace, name = object_ref(request_id, options, wanted)
     standalone = not wanted.workload_id
     if not wanted.pod_sets:
         raise plan.Unplannable(f"request {request_id} has no pod set to provision")

@@ -33,6 +33,11 @@ class Wanted:
     provisioning_class: str = ""
     parameters: dict[str, str] = field(default_factory=dict)
     merge_policy: str = ""
+    # Kueue names a workload's request <workload name>-<check>-<attempt>, in its namespace:
+    # the admission check that asks ("" without one), the workload's name and namespace.
+    check: str = ""
+    name: str = ""
+    namespace: str = ""
 
 
 @dataclass(slots=True)
@@ -94,6 +99,7 @@ class ProvisionerState:
     in_use: dict[tuple[str, str], int] = field(default_factory=dict)  # (pool, zone) -> nodes
     quota_used: dict[str, int] = field(default_factory=dict)  # cloud quota name -> amount
     pod_sets: dict[str, tuple[PodSet, ...]] = field(default_factory=dict)  # workload -> spec
+    names: dict[str, tuple[str, str]] = field(default_factory=dict)  # workload -> ns, name
     # Accepted -> Provisioned: counts per WAIT_BUCKETS (and +Inf), and the sum of seconds.
     waits: tuple[list[int], float] = field(
         default_factory=lambda: ([0] * (len(WAIT_BUCKETS) + 1), 0.0)
@@ -136,6 +142,7 @@ def _(event: pev.CloudConfigured, state: ProvisionerState) -> None:
 @_apply.register
 def _(event: wev.WorkloadSubmitted, state: ProvisionerState) -> None:
     state.pod_sets[event.workload_id] = event.spec.pod_sets
+    state.names[event.workload_id] = (event.spec.namespace, event.spec.name)
 
 
 @_apply.register
@@ -144,6 +151,7 @@ def _(event: qev.QuotaReserved, state: ProvisionerState) -> None:
         return  # placed on existing nodes: nothing to provision
     rid = pev.request_id(event.workload_id, event.attempt)
     ask = event.provisioning
+    namespace, name = state.names.get(event.workload_id, ("", ""))
     state.wanted[rid] = Wanted(
         workload_id=event.workload_id,
         attempt=event.attempt,
@@ -154,6 +162,9 @@ def _(event: qev.QuotaReserved, state: ProvisionerState) -> None:
         provisioning_class=ask.provisioning_class if ask else "",
         parameters=dict(ask.parameters) if ask else {},
         merge_policy=ask.pod_set_merge_policy if ask else "",
+        check=ask.check if ask else "",
+        name=name,
+        namespace=namespace,
     )
 
 

@@ -1,8 +1,15 @@
-"""Admission checks: Kueue's ProvisioningRequest controller, and standalone-request consumers.
+"""Admission checks: Kueue's two-phase admission, and standalone-request consumers.
 
-A ClusterQueue that lists a provisioning admission check admits a workload only once the
-request made for its quota reservation is Provisioned. What the request reports is mapped
-as Kueue maps it (reference: shared/reference/peers.md §4.4):
+A ClusterQueue's admission checks (those whose ``onFlavors`` match the flavors a reservation
+was given) each hold a state per attempt: Pending, Ready, Retry or Rejected. The workload is
+Admitted once quota is reserved and every check is Ready; Retry evicts it (quota released,
+requeued with backoff, a new attempt whose checks start Pending again), Rejected ends it, at
+any time, before or after admission (reference: shared/reference/kueue.md §1.8).
+
+muster runs the ProvisioningRequest checks itself: Ready once the request made for the
+reservation is Provisioned (its pod sets then carry the consume annotations). An external
+check's controller reports its state through the API. What a request reports is mapped as
+Kueue maps it (reference: shared/reference/peers.md §4.4, kueue.md §1.9):
 
 - Failed: Retry (quota released, requeued after base * 2^(n-1) s) while retries remain
   (``backoffLimitCount``), then Rejected. A failure that no retry can change (no pool fits,
@@ -16,6 +23,9 @@ request is Provisioned, without a queue or quota (what kube-scheduler does on GK
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+
 from muster.core.events import Event
 from muster.core.events import provisioning as pev
 from muster.core.events import queue as qev
@@ -23,6 +33,7 @@ from muster.core.model.queues import (
     PROVISIONING_CONTROLLER,
     ClusterQueueSpec,
     ProvisioningRequestConfigSpec,
+    RetryStrategy,
 )
 from muster.core.model.workload import WorkloadSpec
 from muster.core.queueing.state import QueueState, WorkloadEntry
@@ -44,21 +55,67 @@ def inactive(state: QueueState, cq: ClusterQueueSpec) -> tuple[str, str] | None:
                 f"ClusterQueue {cq.name} is inactive: AdmissionCheck {name} refers to "
                 f"ProvisioningRequestConfig {check.config}, which doesn't exist",
             )
+    ours = [n for n in cq.admission_checks if not state.admission_checks[n].external]
+    if len(ours) > 1:
+        return (
+            "ClusterQueueInactive",
+            f"ClusterQueue {cq.name} is inactive: it lists {len(ours)} ProvisioningRequest "
+            f"admission checks ({', '.join(ours)}); muster makes one request per reservation",
+        )
     return None
 
 
-def ask_for(
-    state: QueueState, cq: ClusterQueueSpec, spec: WorkloadSpec
-) -> qev.ProvisioningAsk | None:
-    """The provisioning request a reservation in ``cq`` needs, or None when no check of the
-    queue manages a resource the workload requests ("the request is not needed")."""
+@dataclass(frozen=True, slots=True)
+class Reservation:
+    """What a reservation's admission checks are: the request to make (if any), the checks
+    that start Pending, and those Ready at once (check -> why)."""
+
+    ask: qev.ProvisioningAsk | None = None
+    pending: tuple[str, ...] = ()
+    ready: Mapping[str, str] = field(default_factory=dict)
+
+
+NOT_NEEDED = "the provisioning request is not needed"
+
+
+def for_reservation(
+    state: QueueState,
+    cq: ClusterQueueSpec,
+    spec: WorkloadSpec,
+    flavors: Mapping[str, Mapping[str, str]],
+    placed: bool,
+) -> Reservation:
+    """The checks of a reservation in ``cq`` with ``flavors`` (pod set -> resource ->
+    flavor); ``placed``: on existing nodes, so no request is made."""
+    assigned = {f for per_pod_set in flavors.values() for f in per_pod_set.values()}
+    ask: qev.ProvisioningAsk | None = None
+    pending: list[str] = []
+    ready: dict[str, str] = {}
     for name in cq.admission_checks:
-        config = _config(state, name)
-        if config is None:
+        on = cq.check_flavors.get(name, ())
+        if on and not assigned & set(on):
+            continue  # Kueue: runs only for workloads assigned one of its flavors
+        check = state.admission_checks.get(name)
+        if check is not None and check.external:
+            pending.append(name)
             continue
+        made = None if placed else ask_for(state, name, spec)
+        if made is None:
+            ready[name] = "placed on existing nodes: " + NOT_NEEDED if placed else NOT_NEEDED
+            continue
+        ask = made
+        pending.append(name)
+    return Reservation(ask, tuple(pending), ready)
+
+
+def ask_for(state: QueueState, name: str, spec: WorkloadSpec) -> qev.ProvisioningAsk | None:
+    """The provisioning request check ``name`` asks for, or None when it manages no
+    resource the workload requests ("the request is not needed")."""
+    config = _config(state, name)
+    if config is not None:
         requested = {r for ps in spec.pod_sets for r, q in ps.requests.items() if q > 0}
         if config.managed_resources and not requested & set(config.managed_resources):
-            continue
+            return None
         parameters = dict(config.parameters)
         if spec.max_run_duration_seconds is not None:
             # The job annotation provreq.kueue.x-k8s.io/maxRunDurationSeconds overrides.
@@ -81,9 +138,12 @@ def _config(state: QueueState, check_name: str) -> ProvisioningRequestConfigSpec
 
 
 def outcome(state: QueueState, wl: WorkloadEntry) -> Event | None:
-    """What the request of a workload holding quota reported that ends its attempt."""
-    if wl.run.check_event is None or not wl.holds_quota:
+    """What ends the attempt of a workload holding quota: what its request reported, or an
+    external check's Retry or Rejected."""
+    if not wl.holds_quota:
         return None
+    if wl.run.check_event is None:
+        return _external(state, wl)
     condition, reason, message, retryable = wl.run.check_event
     what = f"ProvisioningRequest {wl.run.request_id or pev.request_id(wl.id, wl.run.attempt)}"
     if condition == "CapacityRevoked":
@@ -95,8 +155,29 @@ def outcome(state: QueueState, wl: WorkloadEntry) -> Event | None:
         )
     if condition == "BookingExpired" and wl.status == "Admitted":
         return None  # "if the workload is Admitted we don't want to retry on BookingExpired"
+    default = RetryStrategy()
+    if (
+        wl.run.ask is None
+        and condition == "BookingExpired"
+        and wl.check_retries < default.backoff_limit_count
+    ):
+        # Nodes muster made without a request check, expired while another check was
+        # Pending: a new attempt gets new nodes after a backoff, as many times as Kueue's
+        # default retryStrategy would retry a request.
+        retry = wl.check_retries + 1
+        delay = default.backoff(retry)
+        return qev.WorkloadEvicted(
+            workload_id=wl.id,
+            reason="BookingExpired",
+            message=f"{what} BookingExpired before admission: {message}; retry {retry} of "
+            f"{default.backoff_limit_count} in {delay:g}s",
+            requeue_after_seconds=delay,
+        )
     if wl.run.ask is None:
         # No admission check: the nodes are muster's own business, and a failure final.
+        if condition == "BookingExpired":
+            message = f"{message} (after {wl.check_retries} retries: an admission check stayed "
+            message += "Pending)"
         return qev.WorkloadRejected(
             workload_id=wl.id, reason="ProvisioningFailed", message=f"{reason}: {message}"
         )
@@ -122,6 +203,43 @@ def outcome(state: QueueState, wl: WorkloadEntry) -> Event | None:
         message=f"AdmissionCheck {wl.run.ask.check} rejected the workload ({why}): "
         f"{what} {condition}: {reason}: {message}",
     )
+
+
+def _external(state: QueueState, wl: WorkloadEntry) -> Event | None:
+    """Kueue §1.8: a check in Rejected deactivates the workload (muster rejects it); one in
+    Retry evicts it, admitted or not, and requeues it after the check's requeueAfterSeconds,
+    else after the default retry backoff (60 s doubling, at most 1800 s)."""
+    said = sorted((n, c) for n, c in wl.run.checks.items() if c.state in ("Retry", "Rejected"))
+    rejected = next(((n, c) for n, c in said if c.state == "Rejected"), None)
+    if rejected is not None:
+        name, check = rejected
+        message = f"AdmissionCheck {name} rejected the workload: {check.message}"
+        if wl.status == "Admitted":
+            # Its pods run: evicted (they stop) and deactivated, then closed as Rejected.
+            return qev.WorkloadEvicted(
+                workload_id=wl.id, reason="AdmissionCheckRejected", message=message, deactivate=True
+            )
+        return qev.WorkloadRejected(
+            workload_id=wl.id, reason="AdmissionCheckRejected", message=message
+        )
+    if not said:
+        return None
+    name, check = said[0]
+    retry = wl.check_retries + 1
+    delay = check.requeue_after_seconds
+    if delay is None:
+        delay = RetryStrategy().backoff(retry)
+    return qev.WorkloadEvicted(
+        workload_id=wl.id,
+        reason="AdmissionCheck",
+        message=f"AdmissionCheck {name}: Retry: {check.message}; retry {retry} in {delay:g}s",
+        requeue_after_seconds=delay,
+    )
+
+
+def ready(wl: WorkloadEntry) -> bool:
+    """Every admission check of the attempt is Ready (true when it has none)."""
+    return all(c.state == "Ready" for c in wl.run.checks.values())
 
 
 def bind(state: QueueState, wl: WorkloadEntry) -> Event | None:

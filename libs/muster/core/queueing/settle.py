@@ -108,12 +108,21 @@ def _drain(state: QueueState, wl: WorkloadEntry) -> Event | None:
 
 
 def _admit(wl: WorkloadEntry) -> Event | None:
-    """Quota reserved and every node of its request Ready: admitted onto them."""
-    if wl.status != "QuotaReserved" or wl.run.placements is None or wl.run.check_event is not None:
+    """Quota reserved, every node of its request Ready and every admission check Ready:
+    admitted onto the nodes (kueue.md §1.8)."""
+    if (
+        wl.status != "QuotaReserved"
+        or wl.run.placements is None
+        or wl.run.check_event is not None
+        or not checks.ready(wl)
+    ):
         return None
     message = f"Admitted by ClusterQueue {wl.run.cluster_queue}"
-    if wl.run.ask is not None:
-        message += f"; AdmissionCheck {wl.run.ask.check}: Ready"
+    waited = [n for n, c in wl.run.checks.items() if not c.message.endswith(checks.NOT_NEEDED)]
+    if len(waited) == 1:
+        message += f"; AdmissionCheck {waited[0]}: Ready"
+    elif waited:
+        message += f"; AdmissionChecks {', '.join(sorted(waited))}: Ready"
     return qev.WorkloadAdmitted(
         workload_id=wl.id,
         cluster_queue=wl.run.cluster_queue or "",

@@ -16,11 +16,13 @@ from muster.core.events import workload as wev
 from muster.core.model.inventory import NodeInventory
 from muster.core.model.queues import (
     AdmissionCheckSpec,
+    CheckState,
     ClusterQueueSpec,
     CohortSpec,
     FairSharingConfig,
     LocalQueueSpec,
     NamespaceQuotaSpec,
+    PodSetUpdate,
     PriorityClassSpec,
     ProvisioningRequestConfigSpec,
     ResourceFlavorSpec,
@@ -30,6 +32,7 @@ from muster.core.model.workload import WorkloadSpec
 from muster.core.placement.book import NodeBook, Placement
 from muster.core.placement.devices import DeviceShare
 from muster.core.placement.engine import demands
+from muster.core.provisioning import names
 from muster.core.queueing import quota as qt
 from muster.core.queueing.notebook import Notebook
 from muster.core.queueing.pending import LaneKey, PendingQueues
@@ -37,6 +40,17 @@ from muster.core.queueing.pending import LaneKey, PendingQueues
 Status = Literal["Pending", "QuotaReserved", "Admitted", "Finished", "Cancelled", "Rejected"]
 TERMINAL: frozenset[str] = frozenset({"Finished", "Cancelled", "Rejected"})
 Usage = dict[str, dict[str, int]]  # flavor -> resource -> quantity
+
+
+@dataclass(slots=True)
+class CheckStatus:
+    """One admission check's state for one attempt (Kueue's AdmissionCheckState)."""
+
+    state: CheckState = "Pending"
+    message: str = ""
+    at: float = 0.0  # lastTransitionTime
+    pod_set_updates: tuple[PodSetUpdate, ...] = ()
+    requeue_after_seconds: float | None = None  # Retry: the controller's requeueAfterSeconds
 
 
 @dataclass(slots=True)
@@ -54,6 +68,8 @@ class Attempt:
     pod_counts: dict[str, int] = field(default_factory=dict)  # partially admitted pod sets
     admitted_at: float | None = None
     ask: qev.ProvisioningAsk | None = None  # its ClusterQueue's provisioning admission check
+    # Its admission checks' states: Admitted once quota is reserved and all are Ready.
+    checks: dict[str, CheckStatus] = field(default_factory=dict)
     request_id: str = ""  # the request its pods run on, once admitted
     # Placed on existing nodes by the queue (not on a provisioning request's nodes).
     placed: bool = False
@@ -296,12 +312,15 @@ def pods_ready_clock(wl: WorkloadEntry) -> float | None:
     not run. Kueue admits at quota reservation unless the ClusterQueue has admission checks,
     and times the pods from admission. So without a check the clock runs from the
     reservation, whatever the workload then waits for (nodes being made, nodes that never
-    come); with one, from the check's Ready, and the request's own failures and backoff
+    come); with checks, from the moment the last became Ready (Kueue's admission): for a
+    request's check that is its Provisioned, and the request's own failures and backoff
     govern the wait before it (a DWS request may queue for capacity for hours)."""
     if not wl.holds_quota or wl.run.pods_ready:
         return None
-    if wl.run.ask is None and wl.run.reserved_at is not None:
-        return wl.run.reserved_at
+    checks = wl.run.checks.values()
+    ready = all(c.state == "Ready" for c in checks)
+    if wl.run.ask is None and wl.run.reserved_at is not None and ready:
+        return max([wl.run.reserved_at, *(c.at for c in checks)])
     return wl.run.admitted_at
 
 
@@ -556,6 +575,7 @@ def _(event: qev.QuotaReserved, state: QueueState) -> None:
         placed=placement is not None,
         placements=dict(placement.nodes) if placement is not None else None,
         devices=dict(placement.devices) if placement is not None else {},
+        checks=_checks_of(event, state.now),
     )
     if placement is not None:
         want = demands(wl.spec, event.pod_counts, event.node_selectors, event.tolerations)
@@ -570,6 +590,53 @@ def _(event: qev.QuotaReserved, state: QueueState) -> None:
     state.preemptors.discard(wl.id)
     state.backing_off.discard(wl.id)
     state.active.add(wl.id)
+
+
+def _checks_of(event: qev.QuotaReserved, now: float) -> dict[str, CheckStatus]:
+    """The attempt's admission checks, Pending or Ready at once (events from before
+    several checks name none: their provisioning check alone)."""
+    pending = event.checks
+    if not pending and not event.checks_ready and event.provisioning is not None:
+        pending = (event.provisioning.check,)
+    out = {name: CheckStatus(at=now) for name in pending}
+    out.update({name: CheckStatus("Ready", why, now) for name, why in event.checks_ready.items()})
+    return out
+
+
+@_apply.register
+def _(event: wev.AdmissionCheckUpdated, state: QueueState) -> None:
+    wl = state.workloads.get(event.workload_id)
+    if wl is None or not wl.holds_quota or event.attempt not in (0, wl.run.attempt):
+        return  # late: its attempt ended (a new one starts with the check Pending)
+    old = wl.run.checks.get(event.check)
+    if old is None:
+        return
+    wl.run.checks[event.check] = CheckStatus(
+        event.state,
+        event.message,
+        _transition(old, event.state, state.now),
+        event.pod_set_updates,
+        event.requeue_after_seconds,
+    )
+
+
+def _check_changed(
+    wl: WorkloadEntry,
+    check: str,
+    state_: CheckState,
+    message: str,
+    now: float,
+    updates: tuple[PodSetUpdate, ...] = (),
+) -> None:
+    """A check muster runs (the ProvisioningRequest check) moved on."""
+    old = wl.run.checks.get(check)
+    if old is not None:
+        wl.run.checks[check] = CheckStatus(state_, message, _transition(old, state_, now), updates)
+
+
+def _transition(old: CheckStatus, state_: CheckState, now: float) -> float:
+    """lastTransitionTime moves only when the state does (Kueue's SetAdmissionCheckState)."""
+    return old.at if old.state == state_ else now
 
 
 @_apply.register
@@ -610,6 +677,11 @@ def _(event: qev.WorkloadEvicted, state: QueueState) -> None:
     wl.queued_at = state.now
     wl.run.admitted_at = None
     wl.run.check_event = None
+    for name, check in wl.run.checks.items():
+        # Kueue resets the checks on eviction; the next attempt starts them afresh.
+        wl.run.checks[name] = CheckStatus(
+            "Pending", f"Reset to Pending after eviction. Previously: {check.state}", state.now
+        )
     if event.deactivate:
         # Kueue's spec.active=false: never requeued; settle closes it as Deactivated.
         wl.problem = ("Deactivated", f"deactivated after eviction: {event.message}")
@@ -721,12 +793,23 @@ def _report(
 
 @_apply.register
 def _(event: pev.ProvisioningAccepted, state: QueueState) -> None:
-    _report(state, event.request_id, "Accepted", event.message)
+    if _report(state, event.request_id, "Accepted", event.message) is None:
+        _check_waits(state, event.request_id, event.message)
 
 
 @_apply.register
 def _(event: pev.ProvisioningWaiting, state: QueueState) -> None:
-    _report(state, event.request_id, None, f"{event.reason}: {event.message}")
+    message = f"{event.reason}: {event.message}"
+    if _report(state, event.request_id, None, message) is None:
+        _check_waits(state, event.request_id, message)
+
+
+def _check_waits(state: QueueState, rid: str, message: str) -> None:
+    """A workload's request is not provisioned yet: its check stays Pending, saying why
+    (Kueue propagates the request's message)."""
+    wl = _attempt_of(state, rid)
+    if wl is not None and wl.run.ask is not None:
+        _check_changed(wl, wl.run.ask.check, "Pending", message, state.now)
 
 
 @_apply.register
@@ -743,6 +826,20 @@ def _(event: pev.ProvisioningProvisioned, state: QueueState) -> None:
     wl = _attempt_of(state, event.request_id)
     if wl is not None:
         wl.run.placements = dict(event.assignments)
+        ask = wl.run.ask
+        if ask is not None:
+            _check_changed(wl, ask.check, "Ready", event.message, state.now, consume_updates(wl))
+
+
+def consume_updates(wl: WorkloadEntry) -> tuple[PodSetUpdate, ...]:
+    """Kueue's podSetUpdates of a Ready ProvisioningRequest check: each pod set's pods
+    consume the request ``<workload>-<check>-<attempt>`` (reference: peers.md §4.4)."""
+    ask = wl.run.ask
+    if ask is None:
+        return ()
+    request = names.request_name(wl.spec.name, ask.check, wl.run.attempt)
+    annotations = names.consume_annotations(request, ask.provisioning_class)
+    return tuple(PodSetUpdate(name=ps.name, annotations=annotations) for ps in wl.spec.pod_sets)
 
 
 def _check_event(

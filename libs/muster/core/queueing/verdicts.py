@@ -59,6 +59,13 @@ def to_events(state: QueueState, verdicts: list[Verdict]) -> list[NewEvent]:
                 )
             )
         elif isinstance(v.outcome, Assignment) and v.cluster_queue is not None:
+            reservation = checks.for_reservation(
+                state,
+                state.cluster_queues[v.cluster_queue],
+                wl.spec,
+                v.outcome.flavors,
+                placed=v.placement is not None,
+            )
             out.append(
                 _new(
                     state,
@@ -73,10 +80,10 @@ def to_events(state: QueueState, verdicts: list[Verdict]) -> list[NewEvent]:
                         message=_reserved_message(wl, v),
                         pod_counts=v.pod_counts,
                         tolerations=placing.injected_tolerations(state, v.outcome),
-                        provisioning=None
-                        if v.placement is not None
-                        else checks.ask_for(state, state.cluster_queues[v.cluster_queue], wl.spec),
+                        provisioning=reservation.ask,
                         placement=v.placement,
+                        checks=reservation.pending,
+                        checks_ready=reservation.ready,
                     ),
                 )
             )

@@ -12,6 +12,7 @@ from muster.core.events import Envelope, Event, NewEvent
 from muster.core.events import node as nev
 from muster.core.events import queue as qev
 from muster.core.events import workload as wev
+from muster.core.model.queues import PodSetUpdate
 from muster.core.queueing import state as qs
 from muster.core.views import provisioning
 
@@ -54,6 +55,34 @@ class WorkloadView:
             "updatedAt": self.updated_at,
             "cancelRequested": self.cancel_requested,
         }
+
+
+def admission_checks(entry: qs.WorkloadEntry) -> list[dict[str, Any]]:
+    """Kueue's ``status.admissionChecks``: each check of the workload's current (or last)
+    attempt, with the ``podSetUpdates`` the pods' creator applies to each pod set (the
+    ProvisioningRequest check's consume annotations)."""
+    return [
+        {
+            "name": name,
+            "state": check.state,
+            "message": check.message,
+            "lastTransitionTime": check.at,
+            "podSetUpdates": [_pod_set_update(u) for u in check.pod_set_updates],
+        }
+        for name, check in sorted(entry.run.checks.items())
+    ]
+
+
+def _pod_set_update(u: PodSetUpdate) -> dict[str, Any]:
+    out: dict[str, Any] = {"name": u.name}
+    for key, values in (
+        ("labels", u.labels),
+        ("annotations", u.annotations),
+        ("nodeSelector", u.node_selector),
+    ):
+        if values:
+            out[key] = dict(values)
+    return out
 
 
 def submitted_view(event: wev.WorkloadSubmitted, at: float) -> WorkloadView:
@@ -189,7 +218,7 @@ class WorkloadsView:
 
     name = "intake"
     categories = frozenset({"config", "workload", "admission", "provisioning", "node"})
-    snapshot_format = "workloads-view-v6"
+    snapshot_format = "workloads-view-v7"
 
     def initial(self) -> WorkloadsState:
         return WorkloadsState()
