@@ -94,6 +94,10 @@ def _schemas() -> dict[str, Any]:
                     },
                 }
             ),
+            "gang": _obj(
+                {"name": NAME, "cardinality": {"type": "integer", "minimum": 1}},
+                ("name", "cardinality"),
+            ),
             "idempotencyKey": {"type": "string", "minLength": 1, "maxLength": 256},
         },
         ("name", "podSets"),
@@ -127,6 +131,7 @@ def _schemas() -> dict[str, Any]:
             "updatedAt": {"type": "number"},
             "cancelRequested": {"type": "boolean"},
             "queue": {"type": "object"},
+            "gang": {"type": "object"},
         },
         "required": ["id", "status"],
     }

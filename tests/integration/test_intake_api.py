@@ -304,3 +304,63 @@ async def test_a_consumer_of_a_request_needs_no_queue_but_not_both(
     both = await client.post("/v1/workloads", json={**GOOD, "consumesProvisioningRequest": "x"})
     assert both.status == 422
     assert (await both.json())["error"]["field"] == "queueName"
+
+
+def member(name: str, **changes: Any) -> dict[str, Any]:
+    """A member of gang ``g`` of 3 (peers.md §1.5, Armada gangId + gangCardinality)."""
+    body = {
+        **GOOD,
+        "name": name,
+        "gang": {"name": "g", "cardinality": 3},
+        "podSets": [{"count": 1, "requests": {"nvidia.com/gpu": 1}}],
+    }
+    return {**body, **changes}
+
+
+async def test_gang_members_wait_until_complete_then_form_one_workload(
+    client: TestClient[Any, Any],
+) -> None:
+    """Members are pending as GangIncomplete until the third submits the gang's workload;
+    a retried member appends nothing; a member that disagrees is refused by field."""
+    store = store_of(client)
+    a = await client.post("/v1/workloads", json=member("a"), headers={"Idempotency-Key": "a"})
+    assert a.status == 201, await a.text()
+    first = await a.json()
+    assert (first["status"], first["reason"]) == ("Pending", "GangIncomplete")
+    assert first["message"] == "gang g has 1 of 3 members"
+    head = await store.head()
+    again = await client.post("/v1/workloads", json=member("a"), headers={"Idempotency-Key": "a"})
+    assert again.status == 200 and (await again.json())["id"] == first["id"]
+    assert await store.head() == head
+    odd = await client.post("/v1/workloads", json=member("x", priority=7))
+    assert odd.status == 422
+    assert (await odd.json())["error"]["field"] == "priority"
+    assert (await odd.json())["error"]["code"] == "GangMismatch"
+    assert await store.head() == head
+
+    assert (await client.post("/v1/workloads", json=member("b"))).status == 201
+    got = await (await client.get(f"/v1/workloads/{first['id']}")).json()
+    assert got["message"] == "gang g has 2 of 3 members"
+    assert not [
+        w for w in (await (await client.get("/v1/workloads")).json())["items"] if w["name"] == "g"
+    ]
+
+    last = await (await client.post("/v1/workloads", json=member("c"))).json()
+    gid = last["gang"]["workloadId"]
+    assert last["reason"] != "GangIncomplete"
+    gang = await (await client.get(f"/v1/workloads/{gid}")).json()
+    assert (gang["name"], gang["pods"], gang["status"]) == ("g", 3, "Pending")
+    history = await (await client.get(f"/v1/workloads/{gid}/events")).json()
+    assert [e["type"] for e in history["events"]] == ["workload.gang_member_submitted"] * 3 + [
+        "workload.submitted"
+    ]
+
+
+async def test_cancelling_a_gang_member_cancels_the_gang(client: TestClient[Any, Any]) -> None:
+    a = await (await client.post("/v1/workloads", json=member("a"))).json()
+    resp = await client.post(f"/v1/workloads/{a['id']}/cancel")
+    assert resp.status == 202
+    assert (await resp.json())["status"] == "Cancelled"
+    late = await client.post("/v1/workloads", json=member("b"))
+    assert late.status == 409
+    assert (await late.json())["error"]["code"] == "GangCancelled"
