@@ -364,3 +364,50 @@ async def test_cancelling_a_gang_member_cancels_the_gang(client: TestClient[Any,
     late = await client.post("/v1/workloads", json=member("b"))
     assert late.status == 409
     assert (await late.json())["error"]["code"] == "GangCancelled"
+
+
+GANG_APPLY = "\n---\n".join(
+    [
+        """
+apiVersion: scheduling.volcano.sh/v1beta1
+kind: PodGroup
+metadata: {name: pg, namespace: team}
+spec: {minMember: 2, queue: lq}
+"""
+    ]
+    + [
+        f"""
+apiVersion: v1
+kind: Pod
+metadata:
+  name: p{i}
+  namespace: team
+  annotations: {{scheduling.k8s.io/group-name: pg}}
+spec:
+  containers: [{{name: c, image: x, resources: {{requests: {{nvidia.com/gpu: 1}}}}}}]
+"""
+        for i in range(3)
+    ]
+)
+
+
+async def test_applying_a_pod_group_and_its_pods_forms_the_gang_at_once(
+    client: TestClient[Any, Any],
+) -> None:
+    """peers.md §2.4: a Volcano PodGroup of minMember 2 and three pods naming it: one apply
+    submits the gang of two (one workload) and the third pod as a workload of its own;
+    applying again changes nothing."""
+    store = store_of(client)
+    resp = await client.post("/v1/apply", data=GANG_APPLY)
+    assert resp.status == 200, await resp.text()
+    rows = (await resp.json())["items"]
+    assert [(r["kind"], r["result"]) for r in rows] == [("Pod", "submitted")] * 3
+    listed = (await (await client.get("/v1/workloads")).json())["items"]
+    by_name = {w["name"]: w for w in listed}
+    assert by_name["pg"]["pods"] == 2
+    assert by_name["p0"]["gang"]["workloadId"] == by_name["pg"]["id"]
+    assert "gang" not in by_name["p2"] and by_name["p2"]["reason"] == "Submitted"
+    head = await store.head()
+    again = await client.post("/v1/apply", data=GANG_APPLY)
+    assert [r["result"] for r in (await again.json())["items"]] == ["unchanged"] * 3
+    assert await store.head() == head
