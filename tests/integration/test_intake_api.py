@@ -341,6 +341,8 @@ async def test_gang_members_wait_until_complete_then_form_one_workload(
     assert (await client.post("/v1/workloads", json=member("b"))).status == 201
     got = await (await client.get(f"/v1/workloads/{first['id']}")).json()
     assert got["message"] == "gang g has 2 of 3 members"
+    mine = await (await client.get(f"/v1/workloads/{first['id']}/events")).json()
+    assert [e["type"] for e in mine["events"]] == ["workload.gang_member_submitted"] * 2
     assert not [
         w for w in (await (await client.get("/v1/workloads")).json())["items"] if w["name"] == "g"
     ]
