@@ -12,6 +12,7 @@ from muster.core.events import node as nev
 from muster.core.events import queue as qev
 from muster.core.model import parse
 from muster.core.sim.harness import Harness, Submission, build
+from muster.core.views.workloads import WorkloadsView, evolve
 from tests.unit.harness_inputs import GPU, gpu_node_cluster, run_verified
 
 GID = inputs.gang_workload_id("team", "g")
@@ -50,6 +51,11 @@ def test_three_of_four_members_never_start_and_the_fourth_starts_all_at_once() -
     assert starts(h, GID) == [100.0] * 4
     finished = [e.event for e in h.log.envelopes if isinstance(e.event, qev.WorkloadFinished)]
     assert [(f.workload_id, f.outcome) for f in finished] == [(GID, "Succeeded")]
+    # intake's view: each member ends as its gang did
+    view = WorkloadsView().initial()
+    for env in h.log.envelopes:
+        evolve(view, env)
+    assert {view.workloads[f"m{i}"].status for i in range(4)} == {"Succeeded"}
 
 
 def test_a_complete_gang_that_does_not_fit_waits_whole() -> None:

@@ -157,8 +157,8 @@ def plan(
                 return joined
             events.append(joined.event)
             formed += [joined.formed] if joined.formed is not None else []
-            if joined.event is not None and joined.event.stream_id != stream:
-                appended[item.workload_id] = digest  # beyond the gang: its own stream
+            if joined.event is not None:
+                appended[item.workload_id] = digest
         else:
             appended[item.workload_id] = digest
             events.append(inputs.submission(item.workload_id, item.spec, now, item.key))

@@ -109,13 +109,37 @@ def evolve(state: WorkloadsState, envelope: Envelope) -> WorkloadsState:
 
 
 def _follow(state: WorkloadsState, gid: str) -> None:
-    """A formed gang's members show its workload's status."""
+    """A formed gang's members show its workload's status (copied once per change: a gang
+    of a thousand pods starts them one event each)."""
     group = state.workloads[gid]
-    for mid in state.gangs[gid]:
+    members = state.gangs[gid]
+    shown = _shown(group)
+    if _shown(state.workloads[members[0]]) == shown:
+        return
+    for mid in members:
         member = state.workloads[mid]
-        member.status, member.reason, member.message = group.status, group.reason, group.message
-        member.cluster_queue, member.attempt = group.cluster_queue, group.attempt
-        member.cancel_requested, member.updated_at = group.cancel_requested, group.updated_at
+        (
+            member.status,
+            member.reason,
+            member.message,
+            member.cluster_queue,
+            member.attempt,
+            member.cancel_requested,
+            member.updated_at,
+        ) = shown
+
+
+def _shown(view: WorkloadView) -> tuple[str, str, str, str | None, int, bool, float]:
+    """What a gang member shows of its gang's workload."""
+    return (
+        view.status,
+        view.reason,
+        view.message,
+        view.cluster_queue,
+        view.attempt,
+        view.cancel_requested,
+        view.updated_at,
+    )
 
 
 def member_view(event: wev.GangMemberSubmitted, at: float) -> WorkloadView:
