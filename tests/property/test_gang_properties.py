@@ -19,7 +19,9 @@ from muster.core import inputs
 from muster.core.events import node as nev
 from muster.core.events import workload as wev
 from muster.core.model import parse
+from muster.core.queueing.decider import QueueDecider
 from muster.core.sim.harness import Harness, build
+from muster.core.verify import verify_decisions
 from tests.property.test_dws_properties import GPU, SETTINGS
 
 
@@ -170,3 +172,6 @@ def test_a_gang_never_starts_before_it_is_complete(s: Scenario) -> None:
     # the members that make a gang never run as workloads of their own
     started = {e.event.workload_id for e in log if isinstance(e.event, nev.PodStarted)}
     assert not started & {f"{g.name}-m{i}" for g in s.gangs for i in g.inside}
+    # members are inputs like any submission: replay makes the same decisions
+    _, mismatches = verify_decisions(log, QueueDecider())
+    assert mismatches == [], mismatches[:1]
