@@ -58,6 +58,17 @@ def test_armada_gang_annotations_make_members() -> None:
     assert {wl.gang for wl in m.workloads} == {Gang(name="g", cardinality=3)}
 
 
+def test_armada_node_uniformity_label_is_the_required_topology() -> None:
+    """peers.md §1.5: gangNodeUniformityLabel, all members on nodes sharing one value."""
+    marks = {**ARMADA, "armadaproject.io/gangNodeUniformityLabel": "rack"}
+    [wl] = manifests.read([pod("p", marks)]).workloads
+    assert wl.pod_sets[0].topology is not None
+    assert wl.pod_sets[0].topology.required == "rack"
+    with pytest.raises(InvalidInput) as exc:
+        manifests.read([pod("p", {"armadaproject.io/gangNodeUniformityLabel": "rack"})])
+    assert exc.value.path.endswith("armadaproject.io/gangNodeUniformityLabel")
+
+
 def test_kueue_pod_group_label_and_total_count() -> None:
     doc = pod(
         "p",
@@ -155,3 +166,23 @@ def test_pods_beyond_min_member_run_on_their_own_and_the_gang_at_min_member() ->
             started.setdefault(e.event.workload_id, []).append(e.occurred_at)
     gid = inputs.gang_workload_id("team", "pg")
     assert started == {gid: [0.0, 0.0], "p2": [0.0]}
+
+
+def test_a_uniform_armada_gang_lands_in_one_rack() -> None:
+    """Rack a has one 1-GPU node, rack b two: a gang of two 1-GPU pods with
+    gangNodeUniformityLabel rack starts both in rack b."""
+    cluster = gpu_node_cluster("c", nodes=1, gpus=1, nominal=8)
+    cluster["nodes"] = [
+        {"name": "a", "count": 1, "allocatable": {GPU: 1}, "labels": {"rack": "a"}},
+        {"name": "b", "count": 2, "allocatable": {GPU: 1}, "labels": {"rack": "b"}},
+    ]
+    marks = {
+        "armadaproject.io/gangId": "g",
+        "armadaproject.io/gangCardinality": "2",
+        "armadaproject.io/gangNodeUniformityLabel": "rack",
+    }
+    m = manifests.read([pod(f"p{i}", marks) for i in range(2)])
+    h = build(parse.cluster(cluster), [(at, wl.name, wl) for at, wl in m.submissions()])
+    h.run(until=1_000)
+    nodes = [e.event.node for e in h.log.envelopes if isinstance(e.event, nev.PodStarted)]
+    assert len(nodes) == 2 and all(n.startswith("b") for n in nodes), nodes

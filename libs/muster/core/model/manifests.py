@@ -17,7 +17,7 @@ from typing import Any, TypeVar
 
 from muster.core.model import parse
 from muster.core.model.cluster import ClusterSpec
-from muster.core.model.fields import NAME, InvalidInput, Obj, parse_duration
+from muster.core.model.fields import LABEL_KEY, NAME, InvalidInput, Obj, parse_duration
 from muster.core.model.queues import (
     AdmissionCheckSpec,
     ClusterQueueSpec,
@@ -32,6 +32,7 @@ from muster.core.model.resources import format_quantity
 from muster.core.model.workload import (
     FAILURE_EVENTS,
     Gang,
+    PodSetTopology,
     ProvisioningRequestSpec,
     WorkloadSpec,
 )
@@ -1304,6 +1305,7 @@ def _resolve(
 
 ARMADA_GANG_ID = "armadaproject.io/gangId"
 ARMADA_GANG_CARDINALITY = "armadaproject.io/gangCardinality"
+ARMADA_UNIFORMITY = "armadaproject.io/gangNodeUniformityLabel"
 KUEUE_POD_GROUP = "kueue.x-k8s.io/pod-group-name"  # a label
 KUEUE_POD_GROUP_COUNT = "kueue.x-k8s.io/pod-group-total-count"  # an annotation
 COSCHEDULING_POD_GROUP = "scheduling.x-k8s.io/pod-group"  # a label
@@ -1349,13 +1351,36 @@ def _membership(
     if mark.pod_group is not None:
         return spec, replace(source, pod_group=mark.pod_group, where=mark.path)
     assert mark.cardinality is not None
+    spec = _uniform(doc, spec)
     return replace(spec, gang=Gang(name=name, cardinality=mark.cardinality)), source
+
+
+def _uniform(doc: _Doc, spec: WorkloadSpec) -> WorkloadSpec:
+    """Armada's gangNodeUniformityLabel (all members on nodes with one value of that
+    label) as the pod set's required topology: the gang's pods of one shape go in one
+    domain of the label, as Kueue's podset-required-topology puts them."""
+    label = _annotations(doc).get(ARMADA_UNIFORMITY)
+    if label is None:
+        return spec
+    path = doc.at(f"metadata.annotations.{ARMADA_UNIFORMITY}")
+    if not isinstance(label, str) or len(label) > 253 or not LABEL_KEY.fullmatch(label):
+        raise InvalidInput(path, "must be a node label key")
+    [ps] = spec.pod_sets
+    topology = ps.topology or PodSetTopology()
+    if topology.required not in (None, label):
+        raise InvalidInput(path, f"the pod already requires topology {topology.required!r}")
+    pod_set = replace(ps, topology=replace(topology, required=label))
+    return replace(spec, pod_sets=(pod_set,))
 
 
 def _marks(doc: _Doc) -> list[_Mark]:
     annotations, labels = _annotations(doc), _labels(doc)
     marks = []
     armada = _counted(doc, annotations, annotations, ARMADA_GANG_ID, ARMADA_GANG_CARDINALITY)
+    if armada is None and ARMADA_UNIFORMITY in annotations:
+        raise InvalidInput(
+            doc.at(f"metadata.annotations.{ARMADA_UNIFORMITY}"), f"needs {ARMADA_GANG_ID}"
+        )
     kueue = _counted(doc, labels, annotations, KUEUE_POD_GROUP, KUEUE_POD_GROUP_COUNT)
     marks += [m for m in (armada, kueue) if m is not None]
     if COSCHEDULING_POD_GROUP in labels:
