@@ -57,8 +57,9 @@ class Workloads:
         await self.ctx.loop.step()
         view = own(self.ctx, who, wid, Action.READ)
         body = view.to_json()
-        if view.id in self.ctx.state.queue.pending:
-            place = self.pending.place(view.id)
+        queued = view.gang_id or view.id  # a gang member waits in its gang's place
+        if queued in self.ctx.state.queue.pending:
+            place = self.pending.place(queued)
             if place is not None:
                 body["queue"] = place
         return body

@@ -352,6 +352,9 @@ async def test_gang_members_wait_until_complete_then_form_one_workload(
     assert last["reason"] != "GangIncomplete"
     gang = await (await client.get(f"/v1/workloads/{gid}")).json()
     assert (gang["name"], gang["pods"], gang["status"]) == ("g", 3, "Pending")
+    # a member waits in its gang's place in the queue
+    again_a = await (await client.get(f"/v1/workloads/{first['id']}")).json()
+    assert again_a["queue"] == gang["queue"] and again_a["queue"]["positionInClusterQueue"] == 0
     history = await (await client.get(f"/v1/workloads/{gid}/events")).json()
     assert [e["type"] for e in history["events"]] == ["workload.gang_member_submitted"] * 3 + [
         "workload.submitted"
