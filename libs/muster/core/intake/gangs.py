@@ -115,7 +115,7 @@ def join(
     )
     if len(gang.members) < spec.gang.cardinality:
         return Joined(member)
-    gang.formed = True
+    gang.formed = True  # this member completes it: the gang is one workload from now on
     group = group_spec([s for s, _ in gang.members.values()])
     return Joined(member, inputs.submission(gid, group, now))
 
