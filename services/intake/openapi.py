@@ -47,6 +47,7 @@ def _schemas() -> dict[str, Any]:
                     "exclusive": {"type": "string"},
                     "highestTierAllowed": {"type": "integer", "minimum": 1, "maximum": 16},
                     "mode": {"enum": ["hard", "soft"]},
+                    "sliceHighestTierAllowed": {"type": "integer", "minimum": 1, "maximum": 16},
                 }
             ),
             "devices": _obj(

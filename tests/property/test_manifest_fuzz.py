@@ -2,10 +2,11 @@
 
 Whatever the documents hold, ``read`` (and ``Manifests.provisioning_requests``, which
 resolves PodTemplates) either returns or raises ``InvalidInput`` naming a document and a
-field, never another exception. An unknown field where the parser reads strictly is
-refused by name; where it ignores what it does not model (docs/api.md: workloads' pod
-specs, metadata) it changes nothing. Whatever is accepted is valid model input: names are
-RFC 1123.
+field, never another exception. An unknown field is refused by name; inside what the
+parser passes through (docs/api.md: metadata, status, and the workload fields that
+``workload_fields`` passes through, such as volumes or env) it changes nothing. Whatever
+is accepted is valid model input: names are RFC 1123. test_manifest_fields.py checks, field
+by field, that none is silently dropped.
 """
 
 from __future__ import annotations
@@ -22,7 +23,7 @@ import yaml
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from muster.core.model import manifests
+from muster.core.model import manifests, workload_fields
 from muster.core.model.fields import LABEL_KEY, NAME, InvalidInput
 from muster.core.model.manifests import SUPPORTED, Manifests
 
@@ -50,9 +51,8 @@ Loc = tuple[str | int, ...]
 
 # -- what the parser reads strictly -------------------------------------------------------
 
-# Workloads (and a PodTemplate's template) are read leniently: only what muster models is
-# read, every other field is ignored (docs/api.md), except tolerations, read strictly.
-LENIENT_KINDS = frozenset({"JobSet", "Job", "Pod", "PodTemplate"})
+# Workloads (and a PodTemplate's template) are read against workload_fields' table: a
+# field it passes through is taken whole (what is inside is not read).
 # Maps whose keys are data rather than field names (labels, resources, node labels...).
 FREE_FORM = frozenset({"labels", "annotations", "nodeSelector", "requests", "limits"})
 FREE_FORM_BY_KIND = {
@@ -69,18 +69,33 @@ REFUSED_WHOLE = frozenset({"namespaceSelector"})
 STRICT, IGNORED_FIELD, FREE = "strict", "ignored", "free"
 
 
-def classify(kind: str, loc: Loc) -> str:
+def workload_shape(doc: dict[str, Any]) -> workload_fields.Shape | None:
+    group = doc["apiVersion"].rpartition("/")[0]
+    return workload_fields.WORKLOAD_SHAPES.get((group, doc["kind"]))
+
+
+def classify(doc: dict[str, Any], loc: Loc) -> str:
     """How the parser treats an unknown key added to the object at ``loc`` of a document."""
+    kind = doc["kind"]
     if not loc:
         return STRICT  # the top level: apiVersion, kind, metadata, spec, status (and kind's own)
     if loc[0] == "metadata":
         return IGNORED_FIELD if len(loc) == 1 else FREE
     if loc[0] == "status":
         return IGNORED_FIELD
-    if kind in LENIENT_KINDS:
-        if any(k in FREE_FORM for k in loc):
+    shape = workload_shape(doc)
+    if shape is not None:
+        names = [k for k in loc[1:] if isinstance(k, str)]
+        if any(k in FREE_FORM for k in names):
             return FREE
-        return STRICT if "tolerations" in loc else IGNORED_FIELD
+        for k in names:
+            if k == "tolerations":
+                return STRICT  # read by parse
+            nested = shape.nested.get(k)
+            if nested is None:
+                return IGNORED_FIELD  # inside a field taken whole (a template's metadata...)
+            shape = nested
+        return STRICT
     if any(k in FREE_FORM_BY_KIND.get(kind, ()) for k in loc):
         return FREE
     return STRICT
@@ -378,14 +393,14 @@ def test_an_unknown_field_is_refused_by_name_or_ignored(data: st.DataObject) -> 
     file, docs, index = draw_doc(data)
     doc = docs[index]
     kind = doc["kind"]
-    places = [loc for loc, v in nodes(doc) if isinstance(v, dict) and classify(kind, loc) != FREE]
+    places = [loc for loc, v in nodes(doc) if isinstance(v, dict) and classify(doc, loc) != FREE]
     loc = data.draw(st.sampled_from(places), label="location")
     # At the top level also ``spec``, for the kinds that have none.
     choices = unknown_keys | st.just("spec") if not loc and kind in NO_SPEC else unknown_keys
     added = data.draw(st.lists(choices, min_size=1, max_size=3, unique=True), label="keys")
     for key in added:
         get(doc, loc)[key] = data.draw(yamlish, label="value")
-    if classify(kind, loc) == IGNORED_FIELD:
+    if classify(doc, loc) == IGNORED_FIELD:
         # Not modelled (docs/api.md): accepted, and nothing changes.
         assert attempt(docs) == manifests.read(EXAMPLES[file])
         return
@@ -554,7 +569,7 @@ def typed_fields() -> dict[tuple[str, str], tuple[str, int, Loc]]:
             field = loc[-1] if loc else None
             if not isinstance(field, str) or field not in TYPED:
                 continue
-            if classify(doc["kind"], loc[:-1]) == FREE or (
+            if classify(doc, loc[:-1]) == FREE or (
                 field == "name" and {"containers", "initContainers"} & set(loc)
             ):
                 continue

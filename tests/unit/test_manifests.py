@@ -13,7 +13,7 @@ import yaml
 
 from muster.cli.commands import _to_api
 from muster.core import inputs
-from muster.core.model import manifests, parse
+from muster.core.model import manifests, parse, workload_fields
 from muster.core.model.fields import InvalidInput
 from muster.core.model.manifests import Manifests, WorkloadSource
 from muster.core.model.queues import LocalQueueSpec, NamespaceQuotaSpec, PriorityClassSpec
@@ -421,9 +421,6 @@ def test_labels_annotations_and_node_affinity() -> None:
                             {
                                 "matchExpressions": [
                                     {"key": "gpu", "operator": "In", "values": ["a100"]},
-                                    {"key": "x", "operator": "In", "values": ["1", "2"]},
-                                    {"key": "y", "operator": "NotIn", "values": ["1"]},
-                                    {"key": "z", "operator": "Exists"},
                                 ]
                             }
                         ]
@@ -453,18 +450,70 @@ def test_labels_annotations_and_node_affinity() -> None:
     assert ps.tolerations == (Toleration(key="k", operator="Exists"),)
 
 
-def test_node_affinity_with_alternative_terms_is_not_a_selector() -> None:
-    term = {"matchExpressions": [{"key": "gpu", "operator": "In", "values": ["a100"]}]}
-    required = {"nodeSelectorTerms": [term, term]}
-    wl = one_pod(
-        {
-            "containers": [container()],
-            "affinity": {
-                "nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": required}
-            },
+IN_A100 = {"key": "gpu", "operator": "In", "values": ["a100"]}
+AFFINITY_AT = "doc[0] (Pod p).spec.affinity"
+REQUIRED_AT = f"{AFFINITY_AT}.nodeAffinity.requiredDuringSchedulingIgnoredDuringExecution"
+
+
+def required_affinity(*terms: dict[str, Any]) -> dict[str, Any]:
+    return {
+        "nodeAffinity": {
+            "requiredDuringSchedulingIgnoredDuringExecution": {"nodeSelectorTerms": list(terms)}
         }
-    )
-    assert dict(wl.pod_sets[0].node_selector) == {}
+    }
+
+
+@pytest.mark.parametrize(
+    ("affinity", "path"),
+    [
+        # Alternatives (OR), which one node selector cannot say.
+        (
+            required_affinity({"matchExpressions": [IN_A100]}, {"matchExpressions": [IN_A100]}),
+            f"{REQUIRED_AT}.nodeSelectorTerms[1]",
+        ),
+        (
+            required_affinity({"matchExpressions": [{**IN_A100, "operator": "NotIn"}]}),
+            f"{REQUIRED_AT}.nodeSelectorTerms[0].matchExpressions[0].operator",
+        ),
+        (
+            required_affinity({"matchExpressions": [{"key": "gpu", "operator": "Exists"}]}),
+            f"{REQUIRED_AT}.nodeSelectorTerms[0].matchExpressions[0].operator",
+        ),
+        (
+            required_affinity({"matchExpressions": [{**IN_A100, "values": ["a100", "h100"]}]}),
+            f"{REQUIRED_AT}.nodeSelectorTerms[0].matchExpressions[0].values",
+        ),
+        (
+            required_affinity({"matchFields": [{"key": "metadata.name", "operator": "In"}]}),
+            f"{REQUIRED_AT}.nodeSelectorTerms[0].matchFields",
+        ),
+        (
+            {"nodeAffinity": {"preferredDuringSchedulingIgnoredDuringExecution": [{"weight": 1}]}},
+            f"{AFFINITY_AT}.nodeAffinity.preferredDuringSchedulingIgnoredDuringExecution",
+        ),
+        ({"podAffinity": {"x": 1}}, f"{AFFINITY_AT}.podAffinity"),
+        ({"podAntiAffinity": {"x": 1}}, f"{AFFINITY_AT}.podAntiAffinity"),
+    ],
+)
+def test_node_affinity_a_selector_cannot_say_is_refused_by_name(
+    affinity: dict[str, Any], path: str
+) -> None:
+    """Kubernetes' affinity beyond one term of single-value In expressions would change
+    where the pods go: refused, naming the field, never dropped (issue 17, item 4c)."""
+    exc = refused([pod({"containers": [container()], "affinity": affinity})])
+    assert exc.path == path
+    assert exc.problem.startswith("is not supported by muster")
+
+
+def test_node_affinity_and_node_selector_must_agree() -> None:
+    spec = {
+        "containers": [container()],
+        "nodeSelector": {"gpu": "h100"},
+        "affinity": required_affinity({"matchExpressions": [IN_A100]}),
+    }
+    exc = refused([pod(spec)])
+    assert exc.path == AFFINITY_AT
+    assert "no node can match both" in exc.problem
 
 
 def job(spec: dict[str, Any], **metadata: Any) -> dict[str, Any]:
@@ -550,7 +599,6 @@ def test_volcano_queue_priority_and_defaults() -> None:
             "priorityClassName": "high",
             "schedulerName": "volcano",
             "plugins": {"ssh": []},
-            "minSuccess": 1,
             "ttlSecondsAfterFinished": 60,
             "tasks": [task(None, 2), task(None, 1)],
         }
@@ -597,7 +645,7 @@ def test_volcano_policies_task_rules_first_and_any_event() -> None:
             "maxRetry": 5,
             "policies": [
                 {"event": "*", "action": "AbortJob"},
-                {"events": ["PodEvicted", "PodFailed"], "action": "RestartJob", "timeout": "1m"},
+                {"events": ["PodEvicted", "PodFailed"], "action": "RestartJob"},
             ],
             "tasks": [
                 task("a", 1, policies=[{"event": "PodFailed", "action": "RestartTask"}]),
@@ -647,6 +695,87 @@ def test_volcano_network_topology_applies_to_every_task() -> None:
         }
     )
     assert [ps.topology for ps in wl.pod_sets] == [PodSetTopology(tier=2, tier_soft=True)] * 2
+
+
+def test_volcano_partition_policy_is_the_pod_sets_slices() -> None:
+    """peers.md §2.7, Volcano partitionPolicy: partitionSize pods per partition, each in
+    one HyperNode of the partition's tier; the job's own tier still bounds the task."""
+    partition = {
+        "totalPartitions": 2,
+        "partitionSize": 4,
+        "networkTopology": {"mode": "hard", "highestTierAllowed": 1},
+    }
+    wl = one_volcano(
+        {
+            "networkTopology": {"highestTierAllowed": 2},
+            "tasks": [task("a", 8, partitionPolicy=partition), task("b", 1)],
+        }
+    )
+    assert [ps.topology for ps in wl.pod_sets] == [
+        PodSetTopology(tier=2, slice_size=4, slice_tier=1),
+        PodSetTopology(tier=2),
+    ]
+    # ``muster apply -f`` posts it to intake as the API's JSON: the same spec comes back.
+    assert parse.workload(_to_api(wl)) == wl
+    # Without a tier: groups of 4 with no placement of their own (the gang is the job).
+    wl = one_volcano(
+        {"tasks": [task("a", 8, partitionPolicy={**partition, "networkTopology": None})]}
+    )
+    assert wl.pod_sets[0].topology == PodSetTopology(slice_size=4)
+
+
+PARTITION_AT = "doc[0] (Job vj).spec.tasks[0].partitionPolicy"
+
+
+@pytest.mark.parametrize(
+    ("policy", "path", "problem"),
+    [
+        ({"totalPartitions": 3, "partitionSize": 4}, PARTITION_AT, "3 x 4 = 12"),
+        ({"partitionSize": 8}, f"{PARTITION_AT}.totalPartitions", "is required"),
+        ({"totalPartitions": 1}, f"{PARTITION_AT}.partitionSize", "is required"),
+        (
+            {"totalPartitions": 0, "partitionSize": 8},
+            f"{PARTITION_AT}.totalPartitions",
+            "at least 1",
+        ),
+        (
+            {"totalPartitions": 2, "partitionSize": 4, "networkTopology": {"mode": "soft"}},
+            f"{PARTITION_AT}.networkTopology.mode",
+            "not supported by muster",
+        ),
+        (
+            {"totalPartitions": 2, "partitionSize": 4, "networkTopology": {"highestTierName": "s"}},
+            f"{PARTITION_AT}.networkTopology.highestTierName",
+            "not supported by muster",
+        ),
+        (
+            {
+                "totalPartitions": 2,
+                "partitionSize": 4,
+                "networkTopology": {"highestTierAllowed": 0},
+            },
+            f"{PARTITION_AT}.networkTopology.highestTierAllowed",
+            "at least 1",
+        ),
+        (
+            {"totalPartitions": 2, "partitionSize": 4, "spread": 1},
+            f"{PARTITION_AT}.spread",
+            "unknown",
+        ),
+    ],
+)
+def test_volcano_partition_policy_refusals(policy: dict[str, Any], path: str, problem: str) -> None:
+    exc = refused([volcano({"tasks": [task("a", 8, partitionPolicy=policy)]})])
+    assert exc.path == path
+    assert problem in exc.problem
+
+
+def test_volcano_job_tier_name_is_refused_by_name() -> None:
+    exc = refused(
+        [volcano({"networkTopology": {"highestTierName": "spine"}, "tasks": [task("a", 1)]})]
+    )
+    assert exc.path == "doc[0] (Job vj).spec.networkTopology.highestTierName"
+    assert "not supported by muster" in exc.problem
 
 
 def replicated(name: str, replicas: int, parallelism: int, **job: Any) -> dict[str, Any]:
@@ -700,11 +829,13 @@ def test_jobset_failure_policy_rules() -> None:
         "RestartJobAndIgnoreMaxRestarts",
     ]
     rules: list[dict[str, Any]] = [
-        {"name": f"r{i}", "action": a, "onJobFailureReasons": ["PodFailurePolicy"]}
+        {"name": f"r{i}", "action": a, "onJobFailureReasons": ["BackoffLimitExceeded"]}
         for i, a in enumerate(actions)
     ]
     rules[0]["targetReplicatedJobs"] = ["driver"]
-    rules[1]["onJobFailureMessagePatterns"] = ["OOM.*"]
+    rules[1].pop("onJobFailureReasons")
+    # Never matches in muster: a child Job fails only by its backoffLimit.
+    rules.insert(1, {"action": "FailJobSet", "onJobFailureReasons": ["DeadlineExceeded"]})
     spec = {
         "failurePolicy": {"maxRestarts": 2, "restartStrategy": "BlockingRecreate", "rules": rules},
         "replicatedJobs": [replicated("driver", 1, 1), replicated("workers", 2, 2)],
@@ -1039,7 +1170,7 @@ QUOTA_KEYS: list[Any] = ["spec", "resourceGroups", 0, "flavors", 0, "resources",
                 volcano_docs(), 0, ["spec", "policies", 0], {"exitCode": 3, "action": "AbortJob"}
             ),
             "doc[0] (Job job-demo).spec.policies[0].exitCode",
-            "exit-code policies are not supported; give event or events",
+            "is not supported by muster: exit-code policies",
         ),
         (
             lambda: _edit(volcano_docs(), 0, ["spec", "maxRetry"], -1),
@@ -1313,3 +1444,217 @@ def test_is_manifests() -> None:
     assert manifests.is_manifests([None, {"kind": "Pod"}])
     assert not manifests.is_manifests([{"workloads": []}])
     assert not manifests.is_manifests([])
+
+
+# -- issue 17, 4c: no workload field silently dropped (workload_fields) --------------------
+
+
+def test_pod_overhead_counts_with_the_requests() -> None:
+    """Kubernetes' PodRequests add the pod's overhead (its RuntimeClass's cost)."""
+    spec = {
+        "containers": [container(resources={"requests": {"cpu": "1"}})],
+        "overhead": {"cpu": "250m", "memory": "64Mi"},
+    }
+    assert dict(one_pod(spec).pod_sets[0].requests) == {"cpu": 1250, "memory": 64 * 2**20}
+
+
+def test_sidecar_init_containers_add_to_the_requests() -> None:
+    """Kubernetes' sidecars (init containers with restartPolicy: Always) keep running:
+    their requests add to the containers' and to the later init containers' peak."""
+    spec = {
+        "initContainers": [
+            container(restartPolicy="Always", resources={"requests": {"cpu": "1"}}),
+            container(resources={"requests": {"cpu": "4"}}),
+        ],
+        "containers": [container(resources={"requests": {"cpu": "2"}})],
+    }
+    # max(2 + 1 sidecar, 4 + 1 sidecar while the second init container runs)
+    assert dict(one_pod(spec).pod_sets[0].requests) == {"cpu": 5000}
+    spec["initContainers"][1]["resources"]["requests"]["cpu"] = "1"
+    assert dict(one_pod(spec).pod_sets[0].requests) == {"cpu": 3000}
+
+
+POD_AT = "doc[0] (Pod p).spec"
+JOB_AT = "doc[0] (Job j).spec"
+VOLCANO_AT = "doc[0] (Job vj).spec"
+JOBSET_AT = "doc[0] (JobSet js).spec"
+
+
+@pytest.mark.parametrize(
+    ("doc", "path"),
+    [
+        (pod({"containers": [container()], "nodeName": "n1"}), f"{POD_AT}.nodeName"),
+        (
+            pod({"containers": [container()], "topologySpreadConstraints": [{"maxSkew": 1}]}),
+            f"{POD_AT}.topologySpreadConstraints",
+        ),
+        (
+            pod({"containers": [container()], "schedulingGates": [{"name": "g"}]}),
+            f"{POD_AT}.schedulingGates",
+        ),
+        (pod({"containers": [container()], "hostNetwork": True}), f"{POD_AT}.hostNetwork"),
+        (
+            pod({"containers": [container(ports=[{"containerPort": 80, "hostPort": 80}])]}),
+            f"{POD_AT}.containers[0].ports[0].hostPort",
+        ),
+        (
+            pod({"containers": [container(resources={"claims": [{"name": "gpu"}]})]}),
+            f"{POD_AT}.containers[0].resources.claims",
+        ),
+        (pod({"containers": [container()], "priority": 10}), f"{POD_AT}.priority"),
+        (job({"activeDeadlineSeconds": 60}), f"{JOB_AT}.activeDeadlineSeconds"),
+        (job({"podFailurePolicy": {"rules": []}}), f"{JOB_AT}.podFailurePolicy"),
+        (job({"successPolicy": {"rules": []}}), f"{JOB_AT}.successPolicy"),
+        (volcano({"minSuccess": 1, "tasks": [task("a", 2)]}), f"{VOLCANO_AT}.minSuccess"),
+        (
+            volcano({"tasks": [task("a", 2, dependsOn={"name": ["b"]})]}),
+            f"{VOLCANO_AT}.tasks[0].dependsOn",
+        ),
+        (
+            volcano({"tasks": [task("a", 2, topologyPolicy="single-numa-node")]}),
+            f"{VOLCANO_AT}.tasks[0].topologyPolicy",
+        ),
+        (volcano({"tasks": [task("a", 2, minAvailable=1)]}), f"{VOLCANO_AT}.tasks[0].minAvailable"),
+        (volcano({"tasks": [task("a", 2, maxRetry=1)]}), f"{VOLCANO_AT}.tasks[0].maxRetry"),
+        (
+            jobset(
+                {
+                    "startupPolicy": {"startupPolicyOrder": "InOrder"},
+                    "replicatedJobs": [replicated("a", 1, 1)],
+                }
+            ),
+            f"{JOBSET_AT}.startupPolicy.startupPolicyOrder",
+        ),
+        (
+            jobset(
+                {
+                    "successPolicy": {"operator": "Any", "targetReplicatedJobs": ["a"]},
+                    "replicatedJobs": [replicated("a", 1, 1)],
+                }
+            ),
+            f"{JOBSET_AT}.successPolicy",
+        ),
+        (
+            jobset(
+                {
+                    "failurePolicy": {"restartStrategy": "InPlaceRestart"},
+                    "replicatedJobs": [replicated("a", 1, 1)],
+                }
+            ),
+            f"{JOBSET_AT}.failurePolicy.restartStrategy",
+        ),
+    ],
+)
+def test_scheduling_fields_muster_does_not_model_are_refused_by_name(
+    doc: dict[str, Any], path: str
+) -> None:
+    """Each would change scheduling in the peer (Kubernetes, Volcano, JobSet): refused at
+    its path, "not supported by muster", never accepted and ignored (issue 17, 4c)."""
+    exc = refused([doc])
+    assert exc.path == path
+    assert exc.problem.startswith("is not supported by muster: ")
+
+
+def test_the_values_that_ask_for_nothing_are_accepted() -> None:
+    """Kubernetes' defaults of refused fields change nothing: accepted."""
+    base = one_pod({"containers": [container()]})
+    spec = {
+        "containers": [container(ports=[{"containerPort": 80, "hostPort": 0}])],
+        "hostNetwork": False,
+        "schedulingGates": [],
+        "topologySpreadConstraints": [],
+        "preemptionPolicy": "PreemptLowerPriority",
+        "schedulerName": "volcano",
+        "volumes": [{"name": "data", "emptyDir": {}}],
+    }
+    assert one_pod(spec) == base
+    rjs = [replicated("a", 1, 1)]
+    plain = manifests.read([jobset({"replicatedJobs": rjs})])
+    harmless = {
+        "replicatedJobs": rjs,
+        "startupPolicy": {"startupPolicyOrder": "AnyOrder"},
+        "successPolicy": {"operator": "All"},
+        "network": {"enableDNSHostnames": True},
+        "suspend": True,
+    }
+    assert manifests.read([jobset(harmless)]) == plain
+
+
+def test_a_field_kubernetes_does_not_know_is_refused_in_a_workload() -> None:
+    """Strict field validation, as kubectl apply's: a misspelt field is not ignored."""
+    exc = refused([pod({"containers": [container()], "nodeSelecter": {"zone": "a"}})])
+    assert (exc.path, exc.problem) == (f"{POD_AT}.nodeSelecter", "unknown field")
+    exc = refused([job({"paralellism": 4})])
+    assert (exc.path, exc.problem) == (f"{JOB_AT}.paralellism", "unknown field")
+
+
+@pytest.mark.parametrize("key", sorted(workload_fields.REFUSED_ANNOTATIONS))
+def test_annotations_that_change_scheduling_in_the_peer_are_refused(key: str) -> None:
+    """Kueue's pod set groups and max execution time, Volcano's preemptable, JobSet's
+    node-selector strategy: refused by name on the workload and on its templates, as a
+    label or an annotation; any other label or annotation passes through."""
+    exc = refused([annotated_job({key: "true"})])
+    assert exc.path == f"{JOB_AT}.template.metadata.annotations.{key}"
+    assert exc.problem.startswith("is not supported by muster: ")
+    exc = refused([job({}, labels={key: "true"})])
+    assert exc.path == f"doc[0] (Job j).metadata.labels.{key}"
+    exc = refused([volcano({"tasks": [task("a", 1)]}, annotations={key: "1"})])
+    assert exc.path == f"doc[0] (Job vj).metadata.annotations.{key}"
+    plain = manifests.read([annotated_job({})])
+    assert manifests.read([annotated_job({"example.com/anything": "x"})]) == plain
+
+
+DUMPED_JOB = """
+apiVersion: batch/v1
+kind: Job
+metadata:
+  annotations: {batch.kubernetes.io/job-tracking: ""}
+  creationTimestamp: "2025-01-01T00:00:00Z"
+  generation: 1
+  labels: {kueue.x-k8s.io/queue-name: user-queue}
+  name: sample-job
+  namespace: default
+  resourceVersion: "123"
+  uid: 0b4e8a47-2c1f-4a4e-9d61-1c2b3d4e5f60
+spec:
+  backoffLimit: 6
+  completionMode: NonIndexed
+  completions: 3
+  manualSelector: false
+  parallelism: 3
+  podReplacementPolicy: TerminatingOrFailed
+  selector: {matchLabels: {batch.kubernetes.io/controller-uid: 0b4e8a47}}
+  suspend: true
+  template:
+    metadata:
+      creationTimestamp: null
+      labels: {batch.kubernetes.io/job-name: sample-job, job-name: sample-job}
+    spec:
+      containers:
+      - args: ["30s"]
+        image: gcr.io/k8s-staging-perf-tests/sleep:v0.1.0
+        imagePullPolicy: IfNotPresent
+        name: dummy-job
+        resources:
+          requests: {cpu: "1", memory: 200Mi}
+        terminationMessagePath: /dev/termination-log
+        terminationMessagePolicy: File
+      dnsPolicy: ClusterFirst
+      enableServiceLinks: true
+      preemptionPolicy: PreemptLowerPriority
+      priority: 0
+      restartPolicy: Never
+      schedulerName: default-scheduler
+      securityContext: {}
+      terminationGracePeriodSeconds: 30
+status: {ready: 0, terminating: 0, uncountedTerminatedPods: {}}
+"""
+
+
+def test_a_job_as_kubectl_get_prints_it_is_read() -> None:
+    """Strict reading still takes what a cluster prints back (kubectl get -o yaml): its
+    defaults are passed through or ask for nothing."""
+    (wl,) = manifests.read([yaml.safe_load(DUMPED_JOB)]).workloads
+    assert (wl.queue_name, wl.pod_sets[0].count) == ("user-queue", 3)
+    assert dict(wl.pod_sets[0].requests) == {"cpu": 1000, "memory": 200 * 2**20}
+    assert wl.runtime.duration_seconds == 30.0

@@ -403,6 +403,154 @@ def test_s5_all_8_pods_start_together_inside_one_64_gpu_group_or_wait() -> None:
     assert waits[0].reason == "TopologyPlacementFailed" and "dragonfly" in waits[0].message
 
 
+# -- Volcano partitionPolicy: each partition inside one HyperNode of its tier ------------
+
+
+def hypernode_cluster(switchboxes: dict[str, dict[str, int]]) -> ClusterSpec:
+    """Switchboxes (tier 2) of dragonflies (tier 1) of that many 8-GPU nodes each."""
+
+    def leaf(name: str, nodes: int) -> dict[str, Any]:
+        members = [{"name": f"{name}-{i}", "kind": "node"} for i in range(nodes)]
+        return {"name": name, "kind": "dragonfly", "child": members}
+
+    tree = [
+        {"name": sw, "kind": "switchbox", "child": [leaf(df, n) for df, n in dfs.items()]}
+        for sw, dfs in switchboxes.items()
+    ]
+    node = {
+        "allocatable": {"metax-tech.com/gpu": 8},
+        "gpus": {"count": 8, "model": "MXC550", "memory": "64Gi"},
+    }
+    return parse.cluster(
+        {
+            "name": "hypernodes",
+            "zones": ["z"],
+            "nodes": [
+                {"name": df, "count": n, **node}
+                for dfs in switchboxes.values()
+                for df, n in dfs.items()
+            ],
+            "topology": {"hyperNodes": tree},
+            **one_queue("mx", "mx", {"metax-tech.com/gpu": 1024}),
+        }
+    )
+
+
+def partitioned_job(
+    job_tier: int | None = None, mode: str = "hard", min_available: int | None = None
+) -> manifests.Manifests:
+    """A task of 8 pods x 8 GPUs in 2 partitions of 4, each within one tier-1 HyperNode."""
+    spec: dict[str, Any] = {
+        "schedulerName": "volcano",
+        "tasks": [
+            {
+                "name": "worker",
+                "replicas": 8,
+                "partitionPolicy": {
+                    "totalPartitions": 2,
+                    "partitionSize": 4,
+                    "networkTopology": {"mode": "hard", "highestTierAllowed": 1},
+                },
+                "template": {
+                    "spec": {
+                        "containers": [
+                            {"name": "w", "resources": {"limits": {"metax-tech.com/gpu": 8}}}
+                        ]
+                    }
+                },
+            }
+        ],
+    }
+    if job_tier is not None:
+        spec["networkTopology"] = {"mode": mode, "highestTierAllowed": job_tier}
+    if min_available is not None:
+        spec["minAvailable"] = min_available
+    doc = {
+        "apiVersion": "batch.volcano.sh/v1alpha1",
+        "kind": "Job",
+        "metadata": {"name": "parted", "annotations": {"muster.dev/runtime-seconds": "60"}},
+        "spec": spec,
+    }
+    return manifests.read([doc])
+
+
+def partitions(placement: dict[str, str]) -> list[set[str]]:
+    """The dragonflies each partition's pods (worker-0..3, worker-4..7) landed in."""
+    return [
+        {placement[f"worker-{i}"].rsplit("-", 1)[0] for i in p} for p in (range(4), range(4, 8))
+    ]
+
+
+def test_volcano_partitions_each_land_inside_one_tier_1_hypernode() -> None:
+    """peers.md §2.7: partitionPolicy {totalPartitions 2, partitionSize 4, tier 1}: the
+    task of 8 lands as two groups of 4, each inside one tier-1 HyperNode; the dragonfly of
+    3 nodes (which could take part of a group) is never used."""
+    cluster = hypernode_cluster({"sw-a": {"df-a": 4, "df-b": 3}, "sw-b": {"df-c": 4}})
+    harness = run(cluster, partitioned_job())
+    (admitted,) = of(harness, qev.WorkloadAdmitted)
+    groups = partitions(dict(admitted.placements))
+    assert all(len(g) == 1 for g in groups), groups
+    assert sorted(g.pop() for g in groups) == ["df-a", "df-c"]
+    assert outcomes(harness) == {"parted": "Succeeded"}
+
+
+def test_volcano_partitions_wait_rather_than_split_across_hypernodes() -> None:
+    """Only one dragonfly holds 4 pods: the second partition has no tier-1 HyperNode,
+    so the job waits (Volcano's hard mode keeps it Pending) rather than split it."""
+    cluster = hypernode_cluster({"sw-a": {"df-a": 4, "df-b": 2, "df-c": 2}})
+    harness = run(cluster, partitioned_job(), until=120.0)
+    assert of(harness, qev.WorkloadAdmitted) == []
+    waits = [e for e in of(harness, qev.WorkloadPending) if e.workload_id == "parted"]
+    assert waits[0].reason == "TopologyPlacementFailed"
+    assert "dragonfly domain has room for slice" in waits[0].message
+
+
+def test_volcano_partitions_stay_inside_the_jobs_own_tier() -> None:
+    """The job's networkTopology tier 2 and its partitions' tier 1 together: both groups
+    in dragonflies of one switchbox, though one dragonfly of 4 in each switchbox would
+    also hold each group alone."""
+    cluster = hypernode_cluster(
+        {"sw-a": {"df-a": 4, "df-b": 3}, "sw-b": {"df-c": 4, "df-d": 4}, "sw-c": {"df-e": 4}}
+    )
+    harness = run(cluster, partitioned_job(job_tier=2))
+    (admitted,) = of(harness, qev.WorkloadAdmitted)
+    groups = partitions(dict(admitted.placements))
+    assert all(len(g) == 1 for g in groups), groups
+    assert sorted(g.pop() for g in groups) == ["df-c", "df-d"]
+    # Without room for both groups in one switchbox, it waits, naming the job's level.
+    cluster = hypernode_cluster({"sw-a": {"df-a": 4, "df-b": 3}, "sw-b": {"df-c": 4}})
+    harness = run(cluster, partitioned_job(job_tier=2), until=120.0)
+    assert of(harness, qev.WorkloadAdmitted) == []
+    waits = [e for e in of(harness, qev.WorkloadPending) if e.workload_id == "parted"]
+    assert "switchbox domain has room for its 2 slices of 4 pods" in waits[0].message
+
+
+def test_volcano_partitions_prefer_the_jobs_soft_tier() -> None:
+    """peers.md §2.7, soft mode is best effort: both groups in one switchbox when one holds
+    them, else each group still whole inside one dragonfly, in different switchboxes."""
+    cluster = hypernode_cluster(
+        {"sw-a": {"df-a": 4, "df-b": 3}, "sw-b": {"df-c": 4, "df-d": 4}, "sw-c": {"df-e": 4}}
+    )
+    (admitted,) = of(run(cluster, partitioned_job(job_tier=2, mode="soft")), qev.WorkloadAdmitted)
+    assert sorted(g.pop() for g in partitions(dict(admitted.placements))) == ["df-c", "df-d"]
+    cluster = hypernode_cluster({"sw-a": {"df-a": 4, "df-b": 3}, "sw-b": {"df-c": 4}})
+    (admitted,) = of(run(cluster, partitioned_job(job_tier=2, mode="soft")), qev.WorkloadAdmitted)
+    groups = partitions(dict(admitted.placements))
+    assert all(len(g) == 1 for g in groups), groups
+    assert sorted(g.pop() for g in groups) == ["df-a", "df-c"]
+
+
+def test_a_partial_gang_of_partitions_is_whole_partitions() -> None:
+    """Volcano's minAvailable 4 with partitions of 4 (peers.md §2.4, §2.7: each partition
+    all-or-nothing): where only one dragonfly holds 4 pods and another 3, the job starts
+    with one whole partition (4 pods), not 7 with a partition cut short."""
+    cluster = hypernode_cluster({"sw-a": {"df-a": 4, "df-b": 3}})
+    harness = run(cluster, partitioned_job(min_available=4), until=30.0)
+    (admitted,) = of(harness, qev.WorkloadAdmitted)
+    assert sorted(admitted.placements) == [f"worker-{i}" for i in range(4)]
+    assert {n.rsplit("-", 1)[0] for n in admitted.placements.values()} == {"df-a"}
+
+
 # -- S6: restart after eviction, Failed after maxRetry -------------------------------------
 
 

@@ -565,6 +565,7 @@ def _pod_set_to_api(ps: PodSet) -> dict[str, Any]:
                 "exclusive": t.exclusive,
                 "highestTierAllowed": t.tier,
                 "mode": "soft" if t.tier_soft else None,
+                "sliceHighestTierAllowed": t.slice_tier,
             }
         )
     if ps.devices is not None:

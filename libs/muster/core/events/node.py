@@ -23,6 +23,9 @@ class NodeRegistered(Event):
     agent: str = ""
     taints: tuple[Taint, ...] = ()
     gpus: tuple[Gpu, ...] = ()
+    # The interconnect between each pair of ``gpus`` (NodeInventory.links); () in logs
+    # written before it was recorded, and on nodes whose matrix is not known.
+    links: tuple[tuple[str, ...], ...] = ()
     # The ProvisioningRequest whose node this is (its pods come with the request), or ""
     # for an existing node the queue places workloads on.
     request_id: str = ""
@@ -36,6 +39,7 @@ class NodeRegistered(Event):
             agent=agent,
             taints=inv.taints,
             gpus=inv.gpus,
+            links=inv.links,
             request_id=request_id,
         )
 
@@ -46,6 +50,7 @@ class NodeRegistered(Event):
             labels=self.labels,
             taints=self.taints,
             gpus=self.gpus,
+            links=self.links,
         )
 
 

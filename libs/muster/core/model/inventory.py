@@ -8,6 +8,7 @@ A node's place in the topology is its labels: one label per level, top to bottom
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
@@ -26,6 +27,30 @@ MEMORY_PERCENT = ("nvidia.com/gpumem-percentage",)
 DEVICE_RESOURCES = frozenset(
     (*WHOLE_DEVICE, *SHARED_COUNT, *CORES, *MEMORY_GIB, *MEMORY_MIB, *MEMORY_PERCENT)
 )
+# The interconnect between two GPUs as ``nvidia-smi topo -m`` names it, worst first: across
+# NUMA nodes (SYS), across host bridges of one NUMA node (NODE), through a host bridge
+# (PHB), through several PCIe bridges (PXB), through at most one (PIX); NV<n>: n bonded
+# NVLinks (through an NVSwitch: the links each GPU has to the switch). "X": the GPU itself.
+PCIE_LINKS = ("SYS", "NODE", "PHB", "PXB", "PIX")
+SELF_LINK = "X"
+NVLINK = re.compile(r"^NV([1-9][0-9]?)$")
+
+
+def bad_link(value: object) -> str | None:
+    """Why ``value`` is not a link between two GPUs, or None."""
+    if isinstance(value, str) and (value in PCIE_LINKS or NVLINK.match(value)):
+        return None
+    return f"{value!r} is not a GPU link: one of {', '.join(PCIE_LINKS)} or NV<links>"
+
+
+def asymmetric(links: tuple[tuple[str, ...], ...]) -> tuple[int, int] | None:
+    """The first pair (i, j), i < j, whose link differs from (j, i)'s, or None (HAMi warns
+    ``AsymmetricGPUP2PLink`` and cannot score such a pair)."""
+    for i, row in enumerate(links):
+        for j in range(i + 1, len(row)):
+            if j >= len(links) or i >= len(links[j]) or links[j][i] != row[j]:
+                return i, j
+    return None
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -47,6 +72,9 @@ class NodeInventory:
     labels: Mapping[str, str] = field(default_factory=dict)
     taints: tuple[Taint, ...] = ()
     gpus: tuple[Gpu, ...] = ()
+    # The interconnect between each pair of ``gpus`` (row i, column j: gpus[i] and gpus[j];
+    # "X" on the diagonal), as ``nvidia-smi topo -m`` prints it; empty: not known.
+    links: tuple[tuple[str, ...], ...] = ()
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

@@ -15,7 +15,7 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any, TypeVar
 
-from muster.core.model import parse
+from muster.core.model import parse, workload_fields
 from muster.core.model.cluster import ClusterSpec
 from muster.core.model.fields import LABEL_KEY, NAME, InvalidInput, Obj, parse_duration
 from muster.core.model.queues import (
@@ -578,6 +578,9 @@ class _PodSet:
     exclusive: object = None  # JobSet exclusive-topology: a node label
     exclusive_path: str = ""
     slice_size: int | None = None  # with exclusive: the pods of one child Job
+    # A Volcano task's partitionPolicy as parse's topology fields, with their paths.
+    partition: Mapping[str, Any] = field(default_factory=dict)
+    partition_origin: Mapping[str, str] = field(default_factory=dict)
 
 
 # Volcano policy actions and JobSet failure policy rule actions -> muster's FailureAction.
@@ -601,8 +604,14 @@ _ANY_EVENT = "*"
 
 def _workload(doc: _Doc) -> tuple[WorkloadSpec, float]:
     spec = Obj(_spec(doc), doc.at("spec"))
+    # Every field honoured, passed through or refused by name (workload_fields).
+    shape = workload_fields.WORKLOAD_SHAPES.get((doc.group, doc.kind))
+    if shape is not None:  # every workload kind has one (tests/unit/test_workload_fields.py)
+        workload_fields.check(shape, spec.data, spec.path)
     annotations = _annotations(doc)
     labels = _labels(doc)
+    workload_fields.check_annotations(annotations, doc.at("metadata.annotations"))
+    workload_fields.check_annotations(labels, doc.at("metadata.labels"))
     volcano = doc.group == VOLCANO
     pod_sets_path = spec.path
     # parse's failurePolicy, with its fields' (absolute) paths
@@ -672,6 +681,8 @@ def _workload(doc: _Doc) -> tuple[WorkloadSpec, float]:
         if QUEUE_LABEL not in labels:
             del flat["queueName"]
     network = spec.obj("networkTopology") if volcano else None
+    if network is not None:
+        _network_tier(network)  # refuses what is not read below, by name
     found: dict[str, list[tuple[object, str]]] = {"gpuGroupSize": [], "node": [], "gpu": []}
     for i, ps in enumerate(pod_sets):
         ps_at = f"podSets[{i}]"
@@ -819,15 +830,75 @@ def _task(data: object, path: str, index: int) -> _PodSet:
     task = Obj(data, path)
     replicas = task.integer("replicas", required=True, lo=1)
     assert replicas is not None
+    own_minimum = task.integer("minAvailable", lo=0)
+    if own_minimum is not None and own_minimum != replicas:
+        raise InvalidInput(
+            task.at("minAvailable"),
+            f"{workload_fields.NOT_SUPPORTED}: a task's own gang minimum below its {replicas} "
+            "replicas (give the job's minAvailable)",
+        )
     template = Obj(task.raw("template", required=True), task.at("template"))
     name = task.raw("name")
+    partition, partition_origin = _partition_policy(task.obj("partitionPolicy"), replicas)
     return _PodSet(
         f"default{index}" if name is None else name,
         task.at("name"),
         replicas,
         task.at("replicas"),
         _template_pod(template),
+        partition=partition,
+        partition_origin=partition_origin,
     )
+
+
+def _partition_policy(policy: Obj | None, replicas: int) -> tuple[dict[str, Any], dict[str, str]]:
+    """A task's ``partitionPolicy`` (Volcano network-topology-aware scheduling): its
+    ``totalPartitions`` groups of ``partitionSize`` pods are the pod set's slices, each
+    inside one HyperNode of its ``networkTopology`` tier (a hard limit); as parse's
+    topology fields, with their paths. Each partition is all-or-nothing in Volcano; in
+    muster the whole job is."""
+    if policy is None:
+        return {}, {}
+    total = policy.req_integer("totalPartitions", lo=1)
+    size = policy.req_integer("partitionSize", lo=1)
+    if total * size != replicas:
+        raise InvalidInput(
+            policy.path,
+            f"totalPartitions x partitionSize is {total} x {size} = {total * size}; "
+            f"it must equal the task's replicas ({replicas})",
+        )
+    topology: dict[str, Any] = {"sliceSize": size}
+    origin = {"topology.sliceSize": policy.at("partitionSize")}
+    network = policy.obj("networkTopology")
+    policy.done()
+    if network is not None:
+        mode = network.choice("mode", ("hard", "soft"), "hard")
+        if mode == "soft":
+            raise InvalidInput(
+                network.at("mode"),
+                f"{workload_fields.NOT_SUPPORTED}: soft for a partition (a best-effort tier "
+                "per partition); give hard or leave mode out",
+            )
+        tier = _network_tier(network)
+        if tier is not None:
+            topology["sliceHighestTierAllowed"] = tier
+            origin["topology.sliceHighestTierAllowed"] = network.at("highestTierAllowed")
+    return topology, origin
+
+
+def _network_tier(network: Obj) -> object:
+    """A ``networkTopology``'s ``highestTierAllowed`` (checked by parse); the other fields
+    are refused by name (``mode`` is read by the caller)."""
+    network.raw("mode")
+    if network.raw("highestTierName") is not None:
+        raise InvalidInput(
+            network.at("highestTierName"),
+            f"{workload_fields.NOT_SUPPORTED}: HyperNode tier names are not modelled; give "
+            "highestTierAllowed, tier 1 being the lowest level above the nodes",
+        )
+    tier = network.raw("highestTierAllowed")
+    network.done()
+    return tier
 
 
 def _min_available(spec: Obj, pod_sets: list[_PodSet]) -> list[_PodSet]:
@@ -905,6 +976,24 @@ def _volcano_policy(data: object, path: str) -> list[tuple[str, str]]:
     return out
 
 
+# A child Job's failure reasons JobSet rules match; muster's child Jobs fail by the first.
+JOB_FAILURE_REASONS = ("BackoffLimitExceeded", "DeadlineExceeded", "PodFailurePolicy")
+
+
+def _may_match(rule: Obj) -> bool:
+    """Whether a JobSet rule can fire in muster: a child Job fails only by exceeding its
+    backoffLimit (activeDeadlineSeconds and podFailurePolicy are refused), so a rule whose
+    ``onJobFailureReasons`` leave BackoffLimitExceeded out never matches."""
+    reasons = rule.texts("onJobFailureReasons")
+    for i, reason in enumerate(reasons):
+        if reason not in JOB_FAILURE_REASONS:
+            raise InvalidInput(
+                f"{rule.at('onJobFailureReasons')}[{i}]",
+                f"must be one of {', '.join(JOB_FAILURE_REASONS)}, not {reason!r}",
+            )
+    return not reasons or JOB_FAILURE_REASONS[0] in reasons
+
+
 def _jobset_failure_policy(spec: Obj) -> tuple[dict[str, Any], dict[str, str]]:
     """``failurePolicy``: ``maxRestarts`` (0 without one); each rule fires on a failed pod
     (its child Job failing) of its ``targetReplicatedJobs``; no rule matching restarts."""
@@ -914,7 +1003,7 @@ def _jobset_failure_policy(spec: Obj) -> tuple[dict[str, Any], dict[str, str]]:
         return {"maxRestarts": 0, "onFailure": "RestartJob"}, origin
     rules: list[dict[str, Any]] = []
     origin["failurePolicy.rules"] = fp.at("rules")
-    for k, (item, path) in enumerate(fp.items("rules", max_items=64)):
+    for item, path in fp.items("rules", max_items=64):
         r = Obj(item, path)
         action = r.raw("action", required=True)
         mapped = JOBSET_ACTIONS.get(action) if isinstance(action, str) else None
@@ -922,6 +1011,9 @@ def _jobset_failure_policy(spec: Obj) -> tuple[dict[str, Any], dict[str, str]]:
             raise InvalidInput(
                 r.at("action"), f"action {action} is not supported ({', '.join(JOBSET_ACTIONS)})"
             )
+        if not _may_match(r):
+            continue
+        k = len(rules)
         rule: dict[str, Any] = {"event": "PodFailed", "action": mapped}
         targets = r.raw("targetReplicatedJobs")
         if targets is not None:
@@ -959,6 +1051,10 @@ def _pod_set_extras(ps: _PodSet, network: Obj | None) -> tuple[dict[str, Any], d
             if network.raw(key) is not None:
                 topology[key] = network.raw(key)
                 origin[f"topology.{key}"] = network.at(key)
+    if ps.partition:
+        origin.setdefault("topology", ps.partition_origin["topology.sliceSize"])
+        topology.update(ps.partition)
+        origin.update(ps.partition_origin)
     tas = [(key, annotation) for key, annotation in TAS_ANNOTATIONS.items() if annotation in a]
     for key, annotation in tas:
         topology[key] = a[annotation]
@@ -967,6 +1063,11 @@ def _pod_set_extras(ps: _PodSet, network: Obj | None) -> tuple[dict[str, Any], d
         path = f"{at}.{TAS_SLICE_SIZE}"
         topology["sliceSize"] = _whole(a[TAS_SLICE_SIZE], path)
         origin["topology.sliceSize"] = path
+    if ps.partition and (TAS_SLICE_SIZE in a or TAS_ANNOTATIONS["sliceRequired"] in a):
+        raise InvalidInput(
+            ps.partition_origin["topology.sliceSize"].rsplit(".", 1)[0],
+            "give partitionPolicy or Kueue's podset-slice annotations, not both",
+        )
     if tas or TAS_SLICE_SIZE in a:
         origin["topology"] = at  # e.g. both required and preferred
     if topology:
@@ -1058,6 +1159,8 @@ def _template_annotations(template: Obj) -> tuple[Mapping[str, Any], str]:
         return {}, path
     if not isinstance(metadata, Mapping):
         raise InvalidInput(template.at("metadata"), "must be an object")
+    workload_fields.check_annotations(metadata.get("labels"), f"{template.at('metadata')}.labels")
+    workload_fields.check_annotations(metadata.get("annotations"), path)
     annotations = metadata.get("annotations")
     if annotations is None:
         return {}, path
@@ -1083,7 +1186,15 @@ def _pod(data: object, path: str) -> _Pod:
     selector = {} if selector is None else selector  # [] or 0 is not an empty selector
     if not isinstance(selector, Mapping):
         raise InvalidInput(o.at("nodeSelector"), "must be an object of strings")
-    node_selector = {**_affinity_selector(o), **selector}
+    affinity = _affinity_selector(o)
+    for key, value in affinity.items():
+        if key in selector and selector[key] != value:
+            raise InvalidInput(
+                o.at("affinity"),
+                f"requires {key}={value} but nodeSelector says {key}={selector[key]}: "
+                "no node can match both",
+            )
+    node_selector = {**affinity, **selector}
     tolerations = o.raw("tolerations")
     tolerations = [] if tolerations is None else tolerations
     if isinstance(tolerations, list):
@@ -1098,7 +1209,14 @@ def _pod(data: object, path: str) -> _Pod:
     init_sleeps = [c.sleep for c in inits if c.sleep is not None]
     return _Pod(
         path=path,
-        requests=_pod_requests([c.requests for c in containers], [c.requests for c in inits]),
+        requests=_with_overhead(
+            _pod_requests(
+                [c.requests for c in containers],
+                [c.requests for c in inits],
+                [c.sidecar for c in inits],
+            ),
+            o.quantities("overhead", positive=False),
+        ),
         node_selector=node_selector,
         tolerations=tolerations,
         priority_class=o.raw("priorityClassName"),
@@ -1107,24 +1225,51 @@ def _pod(data: object, path: str) -> _Pod:
 
 
 def _pod_requests(
-    containers: Sequence[Mapping[str, int]], inits: Sequence[Mapping[str, int]]
+    containers: Sequence[Mapping[str, int]],
+    inits: Sequence[Mapping[str, int]],
+    sidecars: Sequence[bool] = (),
 ) -> dict[str, int]:
     """Kubernetes' PodRequests: per resource, the larger of the containers' sum and the
-    largest init container (they run one at a time, before the others)."""
+    largest init container (they run one at a time, before the others); a sidecar (an
+    init container with ``restartPolicy: Always``) keeps running, so its requests add to
+    the containers' and to those of the init containers after it."""
     out: dict[str, int] = {}
     for requests in containers:
         for r, q in requests.items():
             out[r] = out.get(r, 0) + q
-    for requests in inits:
-        for r, q in requests.items():
-            out[r] = max(out.get(r, 0), q)
+    running: dict[str, int] = {}  # the sidecars started so far
+    peak: dict[str, int] = {}  # the most the init phase asks for at once
+    for i, requests in enumerate(inits):
+        if i < len(sidecars) and sidecars[i]:
+            for r, q in requests.items():
+                running[r] = running.get(r, 0) + q
+            now = running
+        else:
+            now = {r: running.get(r, 0) + requests.get(r, 0) for r in {*running, *requests}}
+        for r, q in now.items():
+            peak[r] = max(peak.get(r, 0), q)
+    for r, q in running.items():
+        out[r] = out.get(r, 0) + q
+    for r, q in peak.items():
+        out[r] = max(out.get(r, 0), q)
     return {r: q for r, q in out.items() if q > 0}
+
+
+def _with_overhead(requests: Mapping[str, int], overhead: Mapping[str, int]) -> dict[str, int]:
+    """A pod's ``overhead`` (its RuntimeClass's cost) counts with its requests, as in
+    Kubernetes' scheduler and quota."""
+    out = dict(requests)
+    for r, q in overhead.items():
+        if q > 0:
+            out[r] = out.get(r, 0) + q
+    return out
 
 
 @dataclass(frozen=True, slots=True)
 class _Container:
     requests: dict[str, int]
     sleep: float | None
+    sidecar: bool = False  # restartPolicy: Always (an init container that keeps running)
 
 
 def _container(data: object, path: str) -> _Container:
@@ -1135,7 +1280,10 @@ def _container(data: object, path: str) -> _Container:
         # A resource with a limit and no request requests its limit.
         requests = {**res.quantities("limits", positive=False)}
         requests.update(res.quantities("requests", positive=False))
-    return _Container(requests=requests, sleep=_sleep(o))
+    restart = o.raw("restartPolicy")
+    if restart is not None and restart != "Always":
+        raise InvalidInput(o.at("restartPolicy"), f"must be Always (a sidecar), not {restart!r}")
+    return _Container(requests=requests, sleep=_sleep(o), sidecar=restart == "Always")
 
 
 def _sleep(o: Obj) -> float | None:
@@ -1160,30 +1308,39 @@ def _image_name(image: str) -> str:
 
 
 def _affinity_selector(pod: Obj) -> dict[str, str]:
-    """Required node affinity that a node selector can say: one term, ``In`` one value."""
-    affinity = pod.raw("affinity")
-    node = affinity.get("nodeAffinity") if isinstance(affinity, Mapping) else None
-    required = (
-        node.get("requiredDuringSchedulingIgnoredDuringExecution")
-        if isinstance(node, Mapping)
-        else None
-    )
-    terms = required.get("nodeSelectorTerms") if isinstance(required, Mapping) else None
-    # Terms are alternatives (OR): a selector can only stand for a single one.
-    if not isinstance(terms, list) or len(terms) != 1 or not isinstance(terms[0], Mapping):
+    """Required node affinity as node selector entries: one term of ``In`` expressions
+    with one value each, which is what a node selector can say; any other requirement
+    is refused by name rather than dropped (workload_fields refuses preferred affinity,
+    pod affinity and matchFields)."""
+    affinity = pod.obj("affinity")
+    node = affinity.obj("nodeAffinity") if affinity is not None else None
+    required = node.obj("requiredDuringSchedulingIgnoredDuringExecution") if node else None
+    if required is None:
         return {}
-    expressions = terms[0].get("matchExpressions")
+    terms = list(required.items("nodeSelectorTerms", max_items=64))
+    if len(terms) > 1:
+        raise InvalidInput(
+            terms[1][1],
+            f"{workload_fields.NOT_SUPPORTED}: alternative node selector terms (any of "
+            "several); give one term",
+        )
     out: dict[str, str] = {}
-    for e in expressions if isinstance(expressions, list) else []:
-        if (
-            isinstance(e, Mapping)
-            and e.get("operator") == "In"
-            and isinstance(e.get("key"), str)
-            and isinstance(e.get("values"), list)
-            and len(e["values"]) == 1
-            and isinstance(e["values"][0], str)
-        ):
-            out[e["key"]] = e["values"][0]
+    for term, term_at in terms:
+        t = Obj(term, term_at)
+        for item, at in t.items("matchExpressions", max_items=64):
+            e = Obj(item, at)
+            key = e.req_text("key")
+            operator = e.req_text("operator")
+            values = e.texts("values")
+            if operator != "In" or len(values) != 1:
+                raise InvalidInput(
+                    e.at("operator") if operator != "In" else e.at("values"),
+                    f"{workload_fields.NOT_SUPPORTED}: {operator} with {len(values)} values; "
+                    "only In with one value (a node selector) is",
+                )
+            if out.get(key, values[0]) != values[0]:
+                raise InvalidInput(e.at("values"), f"{key} is required to be two values at once")
+            out[key] = values[0]
     return out
 
 
@@ -1202,6 +1359,7 @@ def _pod_template(doc: _Doc) -> PodTemplateSource:
     metadata = {"name": doc.name, "namespace": doc.namespace}
     name, namespace = _parse(doc, _name_and_namespace, metadata, _METADATA, "")
     template = Obj(doc.body.get("template"), doc.at("template"))
+    workload_fields.check(workload_fields.CAPACITY_POD_TEMPLATE, template.data, template.path)
     pod = _pod(template.raw("spec", required=True), template.at("spec"))
     pod_path = _relative(doc, pod.path)
     return PodTemplateSource(

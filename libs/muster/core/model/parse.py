@@ -16,7 +16,15 @@ from muster.core.model.cluster import (
     RegionalQuota,
 )
 from muster.core.model.fields import NAME, InvalidInput, Obj
-from muster.core.model.inventory import HOSTNAME, Gpu, NodeInventory, TopologySpec
+from muster.core.model.inventory import (
+    HOSTNAME,
+    SELF_LINK,
+    Gpu,
+    NodeInventory,
+    TopologySpec,
+    asymmetric,
+    bad_link,
+)
 from muster.core.model.queues import (
     DWS_CLASS,
     MAX_RUN_SECONDS,
@@ -180,10 +188,18 @@ def _pod_set_topology(o: Obj | None, count: int) -> PodSetTopology | None:
         exclusive=o.text("exclusive"),
         tier=o.integer("highestTierAllowed", lo=1, hi=16),
         tier_soft=o.choice("mode", ("hard", "soft"), "hard") == "soft",
+        slice_tier=o.integer("sliceHighestTierAllowed", lo=1, hi=16),
     )
     o.done()
     if topo.required and topo.preferred:
         raise InvalidInput(o.path, "give required or preferred, not both")
+    if topo.slice_tier is not None and topo.slice_required:
+        raise InvalidInput(
+            o.at("sliceHighestTierAllowed"),
+            "give sliceRequired or sliceHighestTierAllowed, not both",
+        )
+    if topo.slice_tier is not None and slice_size is None:
+        raise InvalidInput(o.at("sliceHighestTierAllowed"), "needs sliceSize (the pods of a slice)")
     return topo
 
 
@@ -805,11 +821,13 @@ def _node_group(data: object, path: str) -> list[NodeInventory]:
     taints = tuple(_taint(t, p) for t, p in o.items("taints"))
     g = o.obj("gpus")
     gpus: list[tuple[str, int, int]] = []  # (model, memory MiB, split) per device
+    links: tuple[tuple[str, ...], ...] = ()
     if g is not None:
         n = g.req_integer("count", lo=1, hi=64)
         model = g.req_text("model")
         memory = g.quantity("memory", "memory", required=True) or 0
         split = g.integer("split", default=10, lo=1, hi=1000) or 10
+        links = _links(g, n)
         g.done()
         gpus = [(model, memory // 2**20, split)] * n
     o.done()
@@ -826,9 +844,43 @@ def _node_group(data: object, path: str) -> list[NodeInventory]:
                     Gpu(uuid=f"GPU-{node}-{j}", model=m, memory_mib=mem, index=j, split=sp)
                     for j, (m, mem, sp) in enumerate(gpus)
                 ),
+                links=links,
             )
         )
     return out
+
+
+def _links(g: Obj, n: int) -> tuple[tuple[str, ...], ...]:
+    """The GPU matrix of ``nvidia-smi topo -m``: one row per device in index order, each a
+    list (or a space-separated string) of its link to every device, ``X`` to itself; a
+    link goes both ways, so the matrix is symmetric."""
+    at = g.at("links")
+    rows = [_link_row(row, p, i, n) for i, (row, p) in enumerate(g.items("links", max_items=64))]
+    if rows and len(rows) != n:
+        raise InvalidInput(at, f"has {len(rows)} rows; one per device ({n}, the count)")
+    pair = asymmetric(tuple(rows))
+    if pair is not None:
+        i, j = pair
+        raise InvalidInput(
+            f"{at}[{i}][{j}]",
+            f"{rows[i][j]} but {at}[{j}][{i}] is {rows[j][i]}: a link is the same both ways",
+        )
+    return tuple(rows)
+
+
+def _link_row(row: object, path: str, i: int, n: int) -> tuple[str, ...]:
+    cells = row.split() if isinstance(row, str) else row
+    if not isinstance(cells, list) or len(cells) != n:
+        raise InvalidInput(path, f"must list {n} links, one per device (the count)")
+    for j, cell in enumerate(cells):
+        if j == i:
+            if cell != SELF_LINK:
+                raise InvalidInput(f"{path}[{j}]", f"must be {SELF_LINK}: the device itself")
+            continue
+        problem = bad_link(cell)
+        if problem is not None:
+            raise InvalidInput(f"{path}[{j}]", problem)
+    return tuple(cells)
 
 
 HYPERNODE_LABEL = "topology.muster.dev/"

@@ -26,7 +26,9 @@ class PodSetTopology:
     anywhere. Slices of ``slice_size`` pods (a JobSet child Job, a TAS slice) each go
     in one domain of ``slice_required``; with ``exclusive`` (JobSet exclusive-topology)
     each slice takes one whole value of that label that no other workload uses.
-    ``tier`` is Volcano's ``networkTopology.highestTierAllowed`` (hard, or soft)."""
+    ``tier`` is Volcano's ``networkTopology.highestTierAllowed`` (hard, or soft);
+    ``slice_tier`` is a Volcano task's ``partitionPolicy``: each slice inside one domain of
+    that tier (the level ``slice_required`` then names)."""
 
     required: str | None = None
     preferred: str | None = None
@@ -35,6 +37,7 @@ class PodSetTopology:
     exclusive: str | None = None
     tier: int | None = None
     tier_soft: bool = False
+    slice_tier: int | None = None
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

@@ -22,7 +22,7 @@ from muster.core.nodes.state import NodeAgentState, Pod, PodKey, evolve
 
 class NodeAgentDecider:
     categories = frozenset({"cloud", "workload", "admission", "provisioning", "node", "timer"})
-    snapshot_format = "node-agent-state-v4"
+    snapshot_format = "node-agent-state-v5"
 
     def __init__(self, shard: int = 0, shards: int = 1, *, simulated: bool = True) -> None:
         if not 0 <= shard < shards:

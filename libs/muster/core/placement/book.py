@@ -22,6 +22,7 @@ from muster.core.model.inventory import (
 )
 from muster.core.model.workload import Toleration
 from muster.core.placement import devices as dev
+from muster.core.placement import links
 from muster.core.placement.devices import DeviceAsk, DeviceShare, DeviceUse
 
 
@@ -56,7 +57,8 @@ class NodeState:
     pods: int = 0
     workloads: dict[str, int] = field(default_factory=dict)  # workload -> pods here
     # What a pod's room on it depends on while it is empty: allocatable and devices (not
-    # their UUIDs); the engine looks at one empty node per shape.
+    # their UUIDs, nor their links: those choose devices on a node, not the node); the
+    # engine looks at one empty node per shape.
     shape: tuple[object, ...] = ()
 
     @property
@@ -142,6 +144,25 @@ def _unused(node: NodeState, ask: DeviceAsk) -> int:
         for gpu, use in zip(node.inv.gpus, node.devices, strict=True)
         if use.pods == 0 and dev.allowed(gpu, ask.filter)
     )
+
+
+def _pick_devices(node: NodeState, ask: DeviceAsk, spread: bool) -> tuple[DeviceShare, ...]:
+    """The pod's shares of the node's devices (it fits). Whole GPUs on a node whose links
+    are known: the best connected set (HAMi topology-aware, ``links``); otherwise the
+    fullest devices that fit (binpack) or the emptiest (spread), then device order."""
+    gpus = node.inv.gpus
+    fitting = [i for i, use in enumerate(node.devices) if dev.why_not(gpus[i], use, ask) is None]
+    if ask.whole and node.inv.links and len(node.inv.links) == len(gpus):
+        chosen = links.choose(node.inv.links, fitting, ask.count)
+    else:
+
+        def fullness(i: int) -> tuple[float, int]:
+            use = node.devices[i]
+            score = use.cores / 100 + use.memory_mib / max(gpus[i].memory_mib, 1)
+            return (score if spread else -score, gpus[i].index)
+
+        chosen = tuple(sorted(fitting, key=fullness)[: ask.count])
+    return tuple(dev.share_of(gpus[i], ask) for i in chosen)
 
 
 class NodeBook:
@@ -386,20 +407,7 @@ class NodeBook:
         shares: tuple[DeviceShare, ...] = ()
         ask = pod.device
         if ask is not None and node.has_devices():
-            candidates = [
-                (gpu, use)
-                for gpu, use in zip(node.inv.gpus, node.devices, strict=True)
-                if dev.why_not(gpu, use, ask) is None
-            ]
-
-            def fullness(item: tuple[object, DeviceUse]) -> tuple[float, int]:
-                gpu, use = item
-                assert isinstance(gpu, dev.Gpu)
-                score = use.cores / 100 + use.memory_mib / max(gpu.memory_mib, 1)
-                return (score if spread_gpus else -score, gpu.index)
-
-            candidates.sort(key=fullness)
-            shares = tuple(dev.share_of(gpu, ask) for gpu, _ in candidates[: ask.count])
+            shares = _pick_devices(node, ask, spread_gpus)
         self._seat(node, workload, pod, shares)
         return shares
 

@@ -7,9 +7,11 @@ Constraints, per pod set: node selector (flavor labels included) and taints; dev
 type/UUID lists; a required topology level (all pods in one domain of it) or a
 preferred one (that level, then the ones above, then anywhere); slices of
 ``slice_size`` pods each in one domain of ``slice_required``, or each on a whole value
-of the ``exclusive`` label that no other workload uses (JobSet exclusive-topology);
-Volcano's tiers. Per workload: ``gpu_group_size`` N puts all its pods in one domain of
-the lowest level where some domain holds N devices (MetaX supernodes).
+of the ``exclusive`` label that no other workload uses (JobSet exclusive-topology),
+all inside one domain of a required level when one is given; Volcano's tiers (a job's,
+and a task partition's for its slices). Per workload: ``gpu_group_size`` N puts all its
+pods in one domain of the lowest level where some domain holds N devices (MetaX
+supernodes).
 
 Choices (binpack, the default): among domains that can hold what is asked, the one with
 the least room (Kueue's BestFit: big domains stay whole). Inside it, a pod set with a
@@ -399,6 +401,10 @@ class _Search:
             level = self.book.topology.tier(topo.tier)
             if level is not None:
                 required, preferred = (None, level) if topo.tier_soft else (level, None)
+        slice_level = topo.slice_required
+        if topo.slice_tier is not None and self.book.topology is not None:
+            # A tier above the top level leaves each slice free, as a job's tier does.
+            slice_level = self.book.topology.tier(topo.slice_tier)
         size = topo.slice_size or len(d.pods)
         slices = [d.pods[i : i + size] for i in range(0, len(d.pods), size)]
         if topo.exclusive:
@@ -411,14 +417,25 @@ class _Search:
                         f"holds it",
                     )
             return
-        if topo.slice_required:
-            for i, pods in enumerate(slices):
-                if not self.in_one_domain(topo.slice_required, pods, d, within, packed=True):
-                    raise _NoFit(
-                        "TopologyPlacementFailed",
-                        f"pod set {name}: no {topo.slice_required} domain has room for slice "
-                        f"{i} ({len(pods)} pods)",
-                    )
+        if slice_level:
+            # Every slice in one domain of slice_level, all of them in one domain of the
+            # required level (or of the preferred one, else the next up, else anywhere).
+            outers = [required] if required else self.upward(preferred) if preferred else []
+            for outer in outers:
+                for _, members in self.ordered_domains(outer, d, len(d.pods), within):
+                    mark = self.mark()
+                    try:
+                        self.slices(slice_level, slices, d, {n.name for n in members})
+                        return
+                    except _NoFit:
+                        self.undo(mark)
+            if required:
+                raise _NoFit(
+                    "TopologyPlacementFailed",
+                    f"pod set {name}: no {required} domain has room for its {len(slices)} "
+                    f"slices of {size} pods, each in one {slice_level} domain",
+                )
+            self.slices(slice_level, slices, d, within)
             return
         if required:
             if not self.in_one_domain(required, d.pods, d, within, packed=True):
@@ -434,6 +451,19 @@ class _Search:
             self.pack(None, members, d.pods, d)  # over the top level's domains
             return
         self.fill(members, d.pods, d)
+
+    def slices(
+        self, level: str, slices: Sequence[Sequence[PodAsk]], d: Demand, within: set[str] | None
+    ) -> None:
+        """Each slice in one domain of ``level`` (Kueue's slice-required topology, a Volcano
+        partition's tier)."""
+        for i, pods in enumerate(slices):
+            if not self.in_one_domain(level, pods, d, within, packed=True):
+                raise _NoFit(
+                    "TopologyPlacementFailed",
+                    f"pod set {d.pod_set.name}: no {level} domain has room for slice "
+                    f"{i} ({len(pods)} pods)",
+                )
 
     def upward(self, level: str) -> list[str]:
         """``level`` and the levels above it, nearest first."""

@@ -32,7 +32,7 @@ class ProvisionerDecider:
 
     name = "provisioner"
     categories = frozenset({"cloud", "workload", "admission", "provisioning", "timer"})
-    snapshot_format = "provisioner-state-v2"
+    snapshot_format = "provisioner-state-v3"
 
     def __init__(self, *, simulated: bool = True) -> None:
         self.simulated = simulated

@@ -282,7 +282,8 @@ def _partial(snap: Snapshot, cq: ClusterQueueSpec, wl: WorkloadEntry) -> Verdict
     quota and, on existing nodes, in placement (Volcano's minAvailable).
 
     Only one pod set may have a ``minCount``; the search is a bisection because
-    fitting is monotone in the count.
+    fitting is monotone in the count. A pod set in slices (a Volcano task's partitions)
+    is admitted in whole slices.
     """
     ps = next(
         (p for p in wl.spec.pod_sets if p.min_count is not None and p.min_count < p.count),
@@ -290,13 +291,16 @@ def _partial(snap: Snapshot, cq: ClusterQueueSpec, wl: WorkloadEntry) -> Verdict
     )
     if ps is None or ps.min_count is None:
         return None
-    lo, hi = ps.min_count, ps.count - 1
+    # Whole slices only (a Volcano partition is all-or-nothing): counts in steps of one.
+    step = ps.topology.slice_size if ps.topology is not None and ps.topology.slice_size else 1
+    lo, hi = -(-ps.min_count // step), (ps.count - 1) // step
     best: tuple[int, Assignment] | None = None
     while lo <= hi:
         mid = (lo + hi) // 2
-        a = assign(cq, snap.state.flavors, wl.spec, snap.tree, False, {ps.name: mid})
-        if isinstance(a, Assignment) and a.mode == FIT and _placeable(snap, cq, wl, a, mid):
-            best, lo = (mid, a), mid + 1
+        n = mid * step
+        a = assign(cq, snap.state.flavors, wl.spec, snap.tree, False, {ps.name: n})
+        if isinstance(a, Assignment) and a.mode == FIT and _placeable(snap, cq, wl, a, n):
+            best, lo = (n, a), mid + 1
         else:
             hi = mid - 1
     if best is None:
