@@ -10,6 +10,7 @@ from __future__ import annotations
 from functools import cache
 from typing import Any
 
+from muster.core.model.workload import GPU_POLICIES
 from services.intake.objects import KINDS
 
 NAME = {"type": "string", "pattern": "^[a-z0-9]([-a-z0-9]*[a-z0-9])?$", "maxLength": 63}
@@ -77,7 +78,7 @@ def _schemas() -> dict[str, Any]:
             "consumesProvisioningRequest": NAME,
             "gpuGroupSize": {"type": "integer", "minimum": 1},
             "placement": _obj(
-                {"node": {"enum": ["binpack", "spread"]}, "gpu": {"enum": ["binpack", "spread"]}}
+                {"node": {"enum": ["binpack", "spread"]}, "gpu": {"enum": list(GPU_POLICIES)}}
             ),
             "failurePolicy": _obj(
                 {

@@ -913,6 +913,11 @@ def test_annotations_on_a_job_pod_template() -> None:
             PlacementPolicy(node="binpack", gpu="binpack"),
         ),
         ({"hami.io/gpu-scheduler-policy": " spread , numa"}, PlacementPolicy(gpu="spread")),
+        # peers.md §3.4: topology-aware picks whole GPUs by their links.
+        (
+            {"hami.io/gpu-scheduler-policy": "topology-aware"},
+            PlacementPolicy(gpu="topology-aware"),
+        ),
     ],
 )
 def test_hami_scheduler_policies(annotations: dict[str, str], placement: PlacementPolicy) -> None:
@@ -1226,10 +1231,10 @@ QUOTA_KEYS: list[Any] = ["spec", "resourceGroups", 0, "flavors", 0, "resources",
             "must be binpack or spread, not 'random'",
         ),
         (
-            lambda: [annotated_pod({"hami.io/gpu-scheduler-policy": "topology-aware,spread"})],
+            lambda: [annotated_pod({"hami.io/gpu-scheduler-policy": "mutex,spread"})],
             "doc[0] (Pod p).metadata.annotations.hami.io/gpu-scheduler-policy",
-            "must be binpack or spread (the first of a comma-separated list), "
-            "not 'topology-aware,spread'",
+            "must be binpack, spread or topology-aware (the first of a comma-separated list), "
+            "not 'mutex,spread'",
         ),
         (
             lambda: [annotated_job({"hami.io/node-scheduler-policy": "pack"})],

@@ -31,6 +31,7 @@ from muster.core.model.queues import (
 from muster.core.model.resources import format_quantity
 from muster.core.model.workload import (
     FAILURE_EVENTS,
+    GPU_POLICIES,
     Gang,
     PodSetTopology,
     ProvisioningRequestSpec,
@@ -1104,10 +1105,11 @@ def _workload_annotations(pod: _Pod) -> list[tuple[str, object, str]]:
         value = a[GPU_POLICY]
         # HAMi chains GPU policies (spread,topology-aware): the first one places the pods.
         policy = value.split(",", 1)[0].strip() if isinstance(value, str) else None
-        if policy not in ("binpack", "spread"):
+        if policy not in GPU_POLICIES:
             raise InvalidInput(
                 path,
-                f"must be binpack or spread (the first of a comma-separated list), not {value!r}",
+                "must be binpack, spread or topology-aware (the first of a comma-separated "
+                f"list), not {value!r}",
             )
         out.append(("gpu", policy, path))
     return out

@@ -51,6 +51,7 @@ from muster.core.model.queues import (
 from muster.core.model.workload import (
     FAILURE_ACTIONS,
     FAILURE_EVENTS,
+    GPU_POLICIES,
     DeviceFilter,
     FailurePolicy,
     FailureRule,
@@ -220,11 +221,15 @@ def placement_policy(o: Obj | None) -> PlacementPolicy | None:
     if o is None:
         return None
     node = o.choice("node", ("binpack", "spread"), "binpack")
-    gpu = o.choice("gpu", ("binpack", "spread"), "binpack")
+    gpu = o.choice("gpu", GPU_POLICIES, "binpack")
     o.done()
     return PlacementPolicy(
         node="spread" if node == "spread" else "binpack",
-        gpu="spread" if gpu == "spread" else "binpack",
+        gpu="spread"
+        if gpu == "spread"
+        else "topology-aware"
+        if gpu == "topology-aware"
+        else "binpack",
     )
 
 

@@ -123,12 +123,18 @@ class FailurePolicy:
         return None
 
 
+# HAMi's GPU policies muster runs (mutex and numa are not modelled).
+GPU_POLICIES = ("binpack", "spread", "topology-aware")
+
+
 @dataclass(frozen=True, slots=True, kw_only=True)
 class PlacementPolicy:
     """Binpack (fill nodes and GPUs, keep whole ones free) or spread, per level."""
 
     node: Literal["binpack", "spread"] = "binpack"
-    gpu: Literal["binpack", "spread"] = "binpack"
+    # topology-aware (HAMi): whole GPUs by their links (as under every policy where a node's
+    # links are known), shares of a card as binpack.
+    gpu: Literal["binpack", "spread", "topology-aware"] = "binpack"
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
