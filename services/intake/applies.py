@@ -20,7 +20,7 @@ from services.intake.context import Context, decided
 from services.intake.errors import Refused
 from services.intake.objects import config_object
 from services.intake.readers import ManifestReaders
-from services.intake.workloads import digests
+from services.intake.workloads import digests, gang_states, members_known
 
 
 class Applies:
@@ -56,7 +56,9 @@ class Applies:
             firsts = await store.first_events(
                 [wev.stream(i.workload_id) for i in checked.items] + [n.stream_id for n in made]
             )
-            plan = decided(submissions.plan(checked.items, digests(firsts), now))
+            known = {**members_known(self.ctx, checked.items), **digests(firsts)}
+            states = await gang_states(store, checked.items)
+            plan = decided(submissions.plan(checked.items, known, now, states))
             fresh = []
             for req, new in zip(checked.requests, made, strict=True):
                 first = firsts.get(new.stream_id)
@@ -65,7 +67,7 @@ class Applies:
                 if refused is not None:
                     raise Refused(refused)
                 fresh.append(first is None)
-            batch += [StreamAppend(n.stream_id, 0, [n]) for n in plan.append]
+            batch += plan.stream_appends()
             batch += [
                 StreamAppend(n.stream_id, 0, [n]) for n, f in zip(made, fresh, strict=True) if f
             ]

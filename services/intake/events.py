@@ -39,6 +39,7 @@ class Events:
         """The scope's events after a position, in log order (at most ``limit``)."""
         await self.ctx.loop.step()
         keep = self._check_scope(who, scope)
+        scope = self._gang_of(scope)
         return [event_json(e) for e in await self._fetch(scope, keep, after, limit)]
 
     async def watch(
@@ -49,7 +50,12 @@ class Events:
         before the first event is asked for."""
         await self.ctx.loop.step()
         keep = self._check_scope(who, scope)
-        return self._follow(scope, keep, after, follow)
+        return self._follow(self._gang_of(scope), keep, after, follow)
+
+    def _gang_of(self, scope: Scope) -> Scope:
+        """A gang member's history is its gang's (the member has no stream of its own)."""
+        view = self.ctx.state.workloads.get(scope.workload_id or "")
+        return Scope(workload_id=view.gang_id) if view is not None and view.gang_id else scope
 
     def _check_scope(self, who: Principal, scope: Scope) -> Callable[[Envelope], bool]:
         """Access to the scope, and the filter its events pass."""

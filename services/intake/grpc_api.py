@@ -48,6 +48,7 @@ ERROR_CODES: dict[str, grpc.StatusCode] = {
     "AlreadyFinished": grpc.StatusCode.FAILED_PRECONDITION,
     "AlreadyDeleted": grpc.StatusCode.FAILED_PRECONDITION,
     "CheckNotApplicable": grpc.StatusCode.FAILED_PRECONDITION,
+    "GangCancelled": grpc.StatusCode.FAILED_PRECONDITION,
     "UnknownQueue": grpc.StatusCode.FAILED_PRECONDITION,
     "UnknownFlavor": grpc.StatusCode.FAILED_PRECONDITION,
     "BatchTooLarge": grpc.StatusCode.INVALID_ARGUMENT,

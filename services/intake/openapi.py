@@ -97,6 +97,10 @@ def _schemas() -> dict[str, Any]:
                     },
                 }
             ),
+            "gang": _obj(
+                {"name": NAME, "cardinality": {"type": "integer", "minimum": 1}},
+                ("name", "cardinality"),
+            ),
             "idempotencyKey": {"type": "string", "minLength": 1, "maxLength": 256},
         },
         ("name", "podSets"),
@@ -131,6 +135,7 @@ def _schemas() -> dict[str, Any]:
             "cancelRequested": {"type": "boolean"},
             "queue": {"type": "object"},
             "admissionChecks": {"type": "array", "items": _ref("AdmissionCheckState")},
+            "gang": {"type": "object"},
         },
         "required": ["id", "status"],
     }

@@ -20,11 +20,12 @@ from muster.core.events import Envelope, NewEvent, StreamAppend
 from muster.core.events import workload as wev
 from muster.core.events.workload import WorkloadSubmitted
 from muster.core.intake import admission_checks as admission_checks_core
-from muster.core.intake import cancellations, submissions
+from muster.core.intake import cancellations, gangs, submissions
+from muster.core.intake.gangs import GangState
 from muster.core.intake.refusal import not_found
 from muster.core.model.workload import WorkloadSpec
 from muster.core.views.workloads import WorkloadView, admission_checks, submitted_view
-from muster.store import ConcurrencyConflict
+from muster.store import ConcurrencyConflict, SqlEventStore
 from services.intake import paging
 from services.intake.context import Context, decided
 from services.intake.errors import Refused
@@ -57,11 +58,12 @@ class Workloads:
         await self.ctx.loop.step()
         view = own(self.ctx, who, wid, Action.READ)
         body = view.to_json()
-        entry = self.ctx.state.queue.workloads.get(view.id)
+        queued = view.gang_id or view.id  # a gang member waits in its gang's place
+        entry = self.ctx.state.queue.workloads.get(queued)
         if entry is not None and entry.run.checks:
             body["admissionChecks"] = admission_checks(entry)
-        if view.id in self.ctx.state.queue.pending:
-            place = self.pending.place(view.id)
+        if queued in self.ctx.state.queue.pending:
+            place = self.pending.place(queued)
             if place is not None:
                 body["queue"] = place
         return body
@@ -126,37 +128,39 @@ class Workloads:
 
     async def _commit(self, items: list[submissions.Item]) -> list[Submitted]:
         """The core's plan, appended in one transaction. A conflict means some id was
-        taken meanwhile: what created those streams is read and the plan made again
-        (each round learns at least one id, so it ends)."""
+        taken meanwhile, or a gang joined: what created those streams and the gangs are
+        read and the plan made again (each round learns at least one id or member, so it
+        ends)."""
         loop = self.ctx.loop
-        known: dict[str, str] = {}
+        known = members_known(self.ctx, items)
+        states = await gang_states(loop.store, items)
         while True:
-            plan = decided(submissions.plan(items, known, time.time()))
+            plan = decided(submissions.plan(items, known, time.time(), states))
             try:
                 await self._append(plan)
                 break
             except ConcurrencyConflict:
                 streams = [wev.stream(i.workload_id) for i in items]
                 known = digests(await loop.store.first_events(streams))
-        if not all(plan.created):
-            await loop.step()  # the originals, for the answers
+                states = await gang_states(loop.store, items)
+        if not all(plan.created) or plan.versions:
+            await loop.step()  # the originals, and gang members, for the answers
         return [
             Submitted(_fresh(new), True)
-            if new is not None
-            else Submitted(self._json(item.workload_id), False)
+            if new is not None and isinstance(new.event, WorkloadSubmitted)
+            else Submitted(self._json(item.workload_id), new is not None)
             for item, new in zip(items, plan.events, strict=True)
         ]
 
     async def _append(self, plan: submissions.Plan) -> None:
         loop = self.ctx.loop
-        if len(plan.append) == 1:  # one request: shares a transaction with its neighbours
+        if len(plan.append) == 1 and not plan.versions:
+            # one request: shares a transaction with its neighbours
             first = plan.append[0]
             await self.ctx.committer.append(StreamAppend(first.stream_id, 0, plan.append))
         elif plan.append:
             await loop.store.append(
-                [StreamAppend(n.stream_id, 0, [n]) for n in plan.append],
-                producer=inputs.INTAKE,
-                recorded_at=time.time(),
+                plan.stream_appends(), producer=inputs.INTAKE, recorded_at=time.time()
             )
         if plan.append:
             loop.appended()
@@ -173,6 +177,19 @@ def own(ctx: Context, who: Principal, wid: str, action: Action) -> WorkloadView:
         raise Refused(not_found(f"workload {wid}"))
     ctx.access.require(who, action, view.namespace, view.queue_name)
     return view
+
+
+async def gang_states(store: SqlEventStore, items: list[submissions.Item]) -> dict[str, GangState]:
+    """The gangs ``items`` join, as their streams stand."""
+    streams = submissions.gang_streams(items)
+    return {s: gangs.fold(s, await store.read_stream(s)) for s in streams}
+
+
+def members_known(ctx: Context, items: list[submissions.Item]) -> dict[str, str]:
+    """Gang members' digests by id: a member has no stream of its own, so a workload
+    reusing its key would find none."""
+    views = (ctx.state.workloads.get(i.workload_id) for i in items)
+    return {v.id: v.digest or "" for v in views if v is not None and v.gang_id is not None}
 
 
 def digests(firsts: Mapping[str, Envelope]) -> dict[str, str]:

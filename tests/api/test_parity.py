@@ -144,6 +144,35 @@ CASES = [
         "name",
     ),
     Case("no pod sets", "team-a", "submit", sub(podSets=[]), *INVALID, "podSets"),
+    # Gang members (peers.md §1.5): a gang of one forms at once, and the member shows
+    # its gang's workload; a member disagreeing with its gang's first is refused by field.
+    Case(
+        "gang member",
+        "team-a",
+        "submit",
+        lambda ids, t: {"workload": workload(f"w-{t}", gang={"name": f"g-{t}", "cardinality": 1})},
+        201,
+        C.OK,
+    ),
+    Case(
+        "gang member disagreeing",
+        "team-a",
+        "batch",
+        lambda ids, t: {
+            "items": [
+                {
+                    "workload": workload(
+                        f"m{i}-{t}", gang={"name": f"g-{t}", "cardinality": 3}, priority=i
+                    )
+                }
+                for i in range(2)
+            ]
+        },
+        422,
+        C.INVALID_ARGUMENT,
+        "GangMismatch",
+        "items[1].priority",
+    ),
     Case(
         "unknown queue",
         "team-a",
@@ -455,7 +484,7 @@ async def seed(api: Api) -> dict[str, str]:
     return ids
 
 
-VOLATILE = {"id", "name", "submittedAt", "updatedAt", "time", "position"}
+VOLATILE = {"id", "name", "submittedAt", "updatedAt", "time", "position", "workloadId"}
 
 
 def normal(value: Any) -> Any:

@@ -380,3 +380,115 @@ async def test_an_external_check_reports_its_state_and_the_workload_shows_it(
     assert (await client.put(f"/v1/workloads/{wid}/admissionchecks/nope", json={})).status == 404
     assert (await client.put("/v1/workloads/nope/admissionchecks/approval", json={})).status == 404
     assert await store.head() == before
+
+
+def member(name: str, **changes: Any) -> dict[str, Any]:
+    """A member of gang ``g`` of 3 (peers.md §1.5, Armada gangId + gangCardinality)."""
+    body = {
+        **GOOD,
+        "name": name,
+        "gang": {"name": "g", "cardinality": 3},
+        "podSets": [{"count": 1, "requests": {"nvidia.com/gpu": 1}}],
+    }
+    return {**body, **changes}
+
+
+async def test_gang_members_wait_until_complete_then_form_one_workload(
+    client: TestClient[Any, Any],
+) -> None:
+    """Members are pending as GangIncomplete until the third submits the gang's workload;
+    a retried member appends nothing; a member that disagrees is refused by field."""
+    store = store_of(client)
+    a = await client.post("/v1/workloads", json=member("a"), headers={"Idempotency-Key": "a"})
+    assert a.status == 201, await a.text()
+    first = await a.json()
+    assert (first["status"], first["reason"]) == ("Pending", "GangIncomplete")
+    assert first["message"] == "gang g has 1 of 3 members"
+    head = await store.head()
+    again = await client.post("/v1/workloads", json=member("a"), headers={"Idempotency-Key": "a"})
+    assert again.status == 200 and (await again.json())["id"] == first["id"]
+    assert await store.head() == head
+    odd = await client.post("/v1/workloads", json=member("x", priority=7))
+    assert odd.status == 422
+    assert (await odd.json())["error"]["field"] == "priority"
+    assert (await odd.json())["error"]["code"] == "GangMismatch"
+    assert await store.head() == head
+
+    assert (await client.post("/v1/workloads", json=member("b"))).status == 201
+    got = await (await client.get(f"/v1/workloads/{first['id']}")).json()
+    assert got["message"] == "gang g has 2 of 3 members"
+    mine = await (await client.get(f"/v1/workloads/{first['id']}/events")).json()
+    assert [e["type"] for e in mine["events"]] == ["workload.gang_member_submitted"] * 2
+    assert not [
+        w for w in (await (await client.get("/v1/workloads")).json())["items"] if w["name"] == "g"
+    ]
+
+    last = await (await client.post("/v1/workloads", json=member("c"))).json()
+    gid = last["gang"]["workloadId"]
+    assert last["reason"] != "GangIncomplete"
+    gang = await (await client.get(f"/v1/workloads/{gid}")).json()
+    assert (gang["name"], gang["pods"], gang["status"]) == ("g", 3, "Pending")
+    # a member waits in its gang's place in the queue
+    again_a = await (await client.get(f"/v1/workloads/{first['id']}")).json()
+    assert again_a["queue"] == gang["queue"] and again_a["queue"]["positionInClusterQueue"] == 0
+    history = await (await client.get(f"/v1/workloads/{gid}/events")).json()
+    assert [e["type"] for e in history["events"]] == ["workload.gang_member_submitted"] * 3 + [
+        "workload.submitted"
+    ]
+
+
+async def test_cancelling_a_gang_member_cancels_the_gang(client: TestClient[Any, Any]) -> None:
+    a = await (await client.post("/v1/workloads", json=member("a"))).json()
+    resp = await client.post(f"/v1/workloads/{a['id']}/cancel")
+    assert resp.status == 202
+    assert (await resp.json())["status"] == "Cancelled"
+    late = await client.post("/v1/workloads", json=member("b"))
+    assert late.status == 409
+    assert (await late.json())["error"]["code"] == "GangCancelled"
+
+
+GANG_APPLY = "\n---\n".join(
+    [
+        """
+apiVersion: scheduling.volcano.sh/v1beta1
+kind: PodGroup
+metadata: {name: pg, namespace: team}
+spec: {minMember: 2, queue: lq}
+"""
+    ]
+    + [
+        f"""
+apiVersion: v1
+kind: Pod
+metadata:
+  name: p{i}
+  namespace: team
+  annotations: {{scheduling.k8s.io/group-name: pg}}
+spec:
+  containers: [{{name: c, image: x, resources: {{requests: {{nvidia.com/gpu: 1}}}}}}]
+"""
+        for i in range(3)
+    ]
+)
+
+
+async def test_applying_a_pod_group_and_its_pods_forms_the_gang_at_once(
+    client: TestClient[Any, Any],
+) -> None:
+    """peers.md §2.4: a Volcano PodGroup of minMember 2 and three pods naming it: one apply
+    submits the gang of two (one workload) and the third pod as a workload of its own;
+    applying again changes nothing."""
+    store = store_of(client)
+    resp = await client.post("/v1/apply", data=GANG_APPLY)
+    assert resp.status == 200, await resp.text()
+    rows = (await resp.json())["items"]
+    assert [(r["kind"], r["result"]) for r in rows] == [("Pod", "submitted")] * 3
+    listed = (await (await client.get("/v1/workloads")).json())["items"]
+    by_name = {w["name"]: w for w in listed}
+    assert by_name["pg"]["pods"] == 2
+    assert by_name["p0"]["gang"]["workloadId"] == by_name["pg"]["id"]
+    assert "gang" not in by_name["p2"] and by_name["p2"]["reason"] == "Submitted"
+    head = await store.head()
+    again = await client.post("/v1/apply", data=GANG_APPLY)
+    assert [r["result"] for r in (await again.json())["items"]] == ["unchanged"] * 3
+    assert await store.head() == head

@@ -32,6 +32,7 @@ EXAMPLE_FILES = [
     *sorted((ROOT / "examples" / "scenarios").rglob("*.yaml")),
     ROOT / "examples" / "dws-demo.yaml",
     ROOT / "examples" / "placement-demo.yaml",
+    ROOT / "examples" / "gangs-demo.yaml",
 ]
 EXAMPLES: dict[str, list[Any]] = {
     str(p.relative_to(ROOT)): list(yaml.safe_load_all(p.read_text())) for p in EXAMPLE_FILES
@@ -610,9 +611,11 @@ def test_every_example_is_read_and_round_trips(file: str) -> None:
 
 
 def without_paths(m: Manifests) -> Manifests:
-    """Without where each request and PodTemplate came from."""
+    """Without where each request and PodTemplate came from (and which pod named a
+    PodGroup)."""
     templates = tuple(replace(t, origin={}) for t in m.pod_templates)
-    return replace(m, request_sources=(), pod_templates=templates)
+    sources = tuple(replace(s, where="") for s in m.sources)
+    return replace(m, request_sources=(), pod_templates=templates, sources=sources)
 
 
 # -- what the fuzzing found, minimally ----------------------------------------------------

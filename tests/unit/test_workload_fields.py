@@ -73,7 +73,7 @@ def test_every_refused_reason_reads_after_not_supported_by_muster() -> None:
                 assert rule.why and not rule.why.endswith("."), (shape.name, key)
 
 
-# Kinds read as queue objects, priority classes, quotas or requests: strict by parse.
+# Kinds read as queue objects, priority classes, quotas, requests or PodGroups: strictly.
 NOT_WORKLOADS = {
     "ResourceFlavor",
     "ClusterQueue",
@@ -85,6 +85,7 @@ NOT_WORKLOADS = {
     "ProvisioningRequest",
     "PriorityClass",
     "ResourceQuota",
+    "PodGroup",  # read strictly by manifests._pod_group
 }
 
 

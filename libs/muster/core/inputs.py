@@ -146,6 +146,12 @@ def workload_id(namespace: str, idempotency_key: str) -> str:
     return hashlib.sha256(f"{namespace}/{idempotency_key}".encode()).hexdigest()[:16]
 
 
+def gang_workload_id(namespace: str, gang: str) -> str:
+    """The workload a gang becomes (its stream holds the members): a namespace never holds
+    a colon, so no idempotency key's id can be it."""
+    return hashlib.sha256(f"gang:{namespace}/{gang}".encode()).hexdigest()[:16]
+
+
 def submission(
     workload: str, spec: WorkloadSpec, at: float, idempotency_key: str | None = None
 ) -> NewEvent:

@@ -44,3 +44,17 @@ class AdmissionCheckUpdated(Event):
     # Retry: not admissible again before this many seconds (KEP-3258's requeueAfterSeconds).
     requeue_after_seconds: float | None = None
     pod_set_updates: tuple[PodSetUpdate, ...] = ()
+
+
+@event_class("workload.gang_member_submitted")
+@dataclass(frozen=True, slots=True, kw_only=True)
+class GangMemberSubmitted(Event):
+    """One member of a gang, on the gang's stream (that of the workload the gang becomes,
+    ``workload_id``): the member that completes the gang is followed there by the gang's
+    ``workload.submitted``. Members have no stream of their own."""
+
+    workload_id: str  # the gang's workload
+    member_id: str
+    spec: WorkloadSpec  # the member's, with its ``gang``
+    idempotency_key: str | None = None
+    request_digest: str | None = None

@@ -47,6 +47,7 @@ def read(text: str | bytes) -> Read | Refusal:
         return Refusal("InvalidField", "not Kubernetes manifests: no document has a kind")
     try:
         m = manifests.read(docs)
+        m.check_gangs()
         return m, m.provisioning_requests()
     except InvalidInput as exc:
         return invalid(exc)

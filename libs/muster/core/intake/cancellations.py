@@ -11,7 +11,8 @@ from muster.core.views.workloads import TERMINAL, WorkloadView
 
 
 def cancel(who: Principal, wid: str, view: WorkloadView | None, now: float) -> NewEvent | Refusal:
-    """The cancel request to append for workload ``wid`` (``view``: as intake knows it)."""
+    """The cancel request to append for workload ``wid`` (``view``: as intake knows it). A
+    gang member's cancels its gang: the members run together or not at all."""
     if view is None:
         return not_found(f"workload {wid}")
     refused = forbidden(who, Action.CANCEL, view.namespace, view.queue_name)
@@ -19,4 +20,4 @@ def cancel(who: Principal, wid: str, view: WorkloadView | None, now: float) -> N
         return refused
     if view.status in TERMINAL:
         return Refusal("AlreadyFinished", f"workload {wid} is already {view.status}")
-    return inputs.cancellation(wid, now)
+    return inputs.cancellation(view.gang_id or wid, now)

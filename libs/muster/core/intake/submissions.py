@@ -10,12 +10,13 @@ with another body (in the store, or earlier in the same batch) the batch is refu
 from __future__ import annotations
 
 from collections.abc import Collection, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from muster.core import inputs
 from muster.core.access.policy import Action
 from muster.core.access.tokens import Principal
-from muster.core.events import NewEvent
+from muster.core.events import NewEvent, StreamAppend
+from muster.core.intake import gangs
 from muster.core.intake.refusal import Refusal, forbidden, invalid
 from muster.core.model import parse
 from muster.core.model.fields import InvalidInput
@@ -37,17 +38,29 @@ class Item:
 
 @dataclass(frozen=True, slots=True)
 class Plan:
-    """Per item, its new submission, or None where the original answers it."""
+    """Per item, its new submission (a gang member's: its event on the gang's stream), or
+    None where the original answers it; then the gangs it completes, as workloads, and the
+    version each gang's stream was planned at (appending there expects it)."""
 
     events: list[NewEvent | None]
+    formed: list[NewEvent] = field(default_factory=list)
+    versions: Mapping[str, int] = field(default_factory=dict)
 
     @property
     def append(self) -> list[NewEvent]:
-        return [e for e in self.events if e is not None]
+        return [e for e in self.events if e is not None] + self.formed
 
     @property
     def created(self) -> list[bool]:
         return [e is not None for e in self.events]
+
+    def stream_appends(self) -> list[StreamAppend]:
+        """One append per stream: a new stream's at version 0, a gang's at the version it
+        was planned against (so concurrent members cannot both complete it)."""
+        by_stream: dict[str, list[NewEvent]] = {}
+        for new in self.append:
+            by_stream.setdefault(new.stream_id, []).append(new)
+        return [StreamAppend(s, self.versions.get(s, 0), news) for s, news in by_stream.items()]
 
 
 def read(
@@ -103,24 +116,51 @@ def unknown_queue(spec: WorkloadSpec, local_queues: Collection[str], field: str)
     )
 
 
-def plan(items: Sequence[Item], known: Mapping[str, str], now: float) -> Plan | Refusal:
+def gang_streams(items: Sequence[Item]) -> list[str]:
+    """The streams of the gangs ``items`` join (their states are ``plan``'s ``gangs``)."""
+    streams = {gangs.stream_of(i.spec.namespace, i.spec.gang) for i in items if i.spec.gang}
+    return sorted(streams)
+
+
+def plan(
+    items: Sequence[Item],
+    known: Mapping[str, str],
+    now: float,
+    gang_states: Mapping[str, gangs.GangState] | None = None,
+) -> Plan | Refusal:
     """What to append for ``items``, given the request digests already stored for some of
-    their ids (``known``: workload id -> digest). Items of one id in the batch must carry
-    one body; the second is answered like a retry of the first."""
+    their ids (``known``: workload id -> digest) and the gangs their members join, as
+    stored (by stream; one not given is new). Items of one id in the batch must carry one
+    body; the second is answered like a retry of the first."""
     appended: dict[str, str] = {}  # workload id -> digest, appended by this plan
     events: list[NewEvent | None] = []
+    formed: list[NewEvent] = []
+    planned = {s: g.copy() for s, g in (gang_states or {}).items()}
     for item in items:
         digest = inputs.digest(item.spec)
         seen = known.get(item.workload_id, appended.get(item.workload_id))
-        if seen is None:
-            appended[item.workload_id] = digest
-            events.append(inputs.submission(item.workload_id, item.spec, now, item.key))
-        elif seen == digest:
-            events.append(None)
-        else:
+        if seen is not None and seen != digest:
             return Refusal(
                 "IdempotencyKeyReused",
                 "this idempotency key was used for a different workload",
                 f"{item.field}idempotencyKey" if item.field else None,
             )
-    return Plan(events)
+        if seen is not None:
+            events.append(None)
+        elif item.spec.gang is not None:
+            stream = gangs.stream_of(item.spec.namespace, item.spec.gang)
+            gang = planned.setdefault(stream, gangs.GangState(stream))
+            joined = gangs.join(
+                gang, item.workload_id, item.spec, item.key, digest, item.field, now
+            )
+            if isinstance(joined, Refusal):
+                return joined
+            events.append(joined.event)
+            formed += [joined.formed] if joined.formed is not None else []
+            if joined.event is not None:
+                appended[item.workload_id] = digest
+        else:
+            appended[item.workload_id] = digest
+            events.append(inputs.submission(item.workload_id, item.spec, now, item.key))
+    versions = {s: g.version for s, g in planned.items()}
+    return Plan(events, formed, versions)

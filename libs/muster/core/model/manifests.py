@@ -17,7 +17,7 @@ from typing import Any, TypeVar
 
 from muster.core.model import parse, workload_fields
 from muster.core.model.cluster import ClusterSpec
-from muster.core.model.fields import NAME, InvalidInput, Obj, parse_duration
+from muster.core.model.fields import LABEL_KEY, NAME, InvalidInput, Obj, parse_duration
 from muster.core.model.queues import (
     AdmissionCheckSpec,
     ClusterQueueSpec,
@@ -32,6 +32,8 @@ from muster.core.model.resources import format_quantity
 from muster.core.model.workload import (
     FAILURE_EVENTS,
     GPU_POLICIES,
+    Gang,
+    PodSetTopology,
     ProvisioningRequestSpec,
     WorkloadSpec,
 )
@@ -86,6 +88,8 @@ HAMI_GPU_POLICY = "spread"
 KUEUE = "kueue.x-k8s.io"
 AUTOSCALING = "autoscaling.x-k8s.io"
 VOLCANO = "batch.volcano.sh"
+VOLCANO_SCHEDULING = "scheduling.volcano.sh"
+COSCHEDULING = "scheduling.x-k8s.io"  # kubernetes-sigs/scheduler-plugins coscheduling
 _BETA = ("v1beta1", "v1beta2")
 
 # (API group, kind) -> the versions read.
@@ -105,6 +109,8 @@ SUPPORTED: dict[tuple[str, str], tuple[str, ...]] = {
     ("batch", "Job"): ("v1",),
     (VOLCANO, "Job"): ("v1alpha1",),
     ("", "Pod"): ("v1",),
+    (VOLCANO_SCHEDULING, "PodGroup"): ("v1beta1",),
+    (COSCHEDULING, "PodGroup"): ("v1alpha1",),
 }
 _NOT_QUEUEING = "not a queueing object, ignored"
 # Recognised, but not muster's to configure: listed in ``Manifests.skipped``, any version.
@@ -128,6 +134,10 @@ class WorkloadSource:
 
     kind: str  # JobSet, Job (batch or Volcano) or Pod
     at: float = 0.0  # annotation muster.dev/submit-at, seconds from the simulation's start
+    # A gang member naming a PodGroup (its key, ``PodGroupSource.key``), until resolved;
+    # ``where`` the annotation or label that names it.
+    pod_group: str | None = None
+    where: str = ""
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -152,6 +162,17 @@ class RequestSource:
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
+class PodGroupSource:
+    """A PodGroup (Volcano's or scheduler-plugins'): the gang its pods join."""
+
+    key: str  # "<API group>/<namespace>/<name>": pods name it through their group's key
+    name: str
+    min_member: int  # the gang forms at this many member pods
+    queue: str | None = None  # Volcano's spec.queue: the members' LocalQueue
+    priority_class: str | None = None
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
 class Manifests:
     """What a set of manifests holds; ``sources[i]`` describes ``workloads[i]``."""
 
@@ -168,13 +189,38 @@ class Manifests:
     pod_templates: tuple[PodTemplateSource, ...] = ()
     request_sources: tuple[RequestSource, ...] = ()
     skipped: tuple[str, ...] = ()  # "Topology default: not a queueing object, ignored"
+    pod_groups: tuple[PodGroupSource, ...] = ()
 
     def __post_init__(self) -> None:
         if len(self.sources) != len(self.workloads):
             raise ValueError("Manifests: one source per workload")
 
+    def with_gangs(self) -> Manifests:
+        """Pods naming a PodGroup of these manifests join its gang: it forms at
+        ``minMember`` pods; its queue and priority class go to pods that name none."""
+        groups = {g.key: g for g in self.pod_groups}
+        joined = tuple(
+            _join(wl, groups[src.pod_group]) if src.pod_group in groups and wl.gang is None else wl
+            for src, wl in zip(self.sources, self.workloads, strict=True)
+        )
+        return self if joined == self.workloads else replace(self, workloads=joined)
+
+    def check_gangs(self) -> None:
+        """Every pod naming a PodGroup found it (muster keeps no PodGroup objects: the
+        PodGroup comes in the same apply or simulation)."""
+        for src, wl in zip(self.sources, self.workloads, strict=True):
+            if src.pod_group is not None and wl.gang is None:
+                _, _, key = src.pod_group.partition("/")
+                raise InvalidInput(
+                    src.where,
+                    f"PodGroup {key} is not among these manifests: give it in the same apply "
+                    "as its pods (muster keeps no PodGroup objects between applies)",
+                )
+
     def submissions(self) -> list[tuple[float, WorkloadSpec]]:
-        """The workloads with their submit times, in document order."""
+        """The workloads with their submit times, in document order; ``InvalidInput``
+        names a pod whose PodGroup no manifest defines."""
+        self.check_gangs()
         return [(src.at, wl) for src, wl in zip(self.sources, self.workloads, strict=True)]
 
     @property
@@ -237,7 +283,8 @@ def combine(*parts: Manifests) -> Manifests:
         pod_templates=_upsert((), (t for p in parts for t in p.pod_templates), _key),
         request_sources=tuple(r for p in parts for r in p.request_sources),
         skipped=tuple(s for p in parts for s in p.skipped),
-    )
+        pod_groups=_upsert((), (g for p in parts for g in p.pod_groups), _key),
+    ).with_gangs()
 
 
 def merge(cluster: ClusterSpec, m: Manifests) -> ClusterSpec:
@@ -373,9 +420,12 @@ def _convert(doc: _Doc) -> Manifests:
             return Manifests(pod_templates=(_pod_template(doc),))
         case "ProvisioningRequest":
             return Manifests(request_sources=(_request_source(doc),))
+        case "PodGroup":
+            return Manifests(pod_groups=(_pod_group(doc),))
         case _:
             spec, at = _workload(doc)
-            return Manifests(workloads=(spec,), sources=(WorkloadSource(kind=doc.kind, at=at),))
+            spec, source = _membership(doc, spec, WorkloadSource(kind=doc.kind, at=at))
+            return Manifests(workloads=(spec,), sources=(source,))
 
 
 def _api(group: str, versions: tuple[str, ...]) -> str:
@@ -1409,3 +1459,154 @@ def _resolve(
             raise InvalidInput(f"{src.where}.spec.{exc.path}".rstrip("."), exc.problem) from None
         best = max(matches, key=len)
         raise InvalidInput(origin[best] + exc.path[len(best) :], exc.problem) from None
+
+
+# -- gang members: Pods of an Armada gang, a Kueue pod group, a PodGroup ------------------
+
+ARMADA_GANG_ID = "armadaproject.io/gangId"
+ARMADA_GANG_CARDINALITY = "armadaproject.io/gangCardinality"
+ARMADA_UNIFORMITY = "armadaproject.io/gangNodeUniformityLabel"
+KUEUE_POD_GROUP = "kueue.x-k8s.io/pod-group-name"  # a label
+KUEUE_POD_GROUP_COUNT = "kueue.x-k8s.io/pod-group-total-count"  # an annotation
+COSCHEDULING_POD_GROUP = "scheduling.x-k8s.io/pod-group"  # a label
+VOLCANO_GROUP_NAMES = ("scheduling.k8s.io/group-name", "scheduling.volcano.sh/group-name")
+# PodGroup fields muster does not act on, refused by name rather than as unknown.
+_POD_GROUP_UNSUPPORTED = {
+    "minTaskMember": "per-task minimums",
+    "networkTopology": "a network topology for the group",
+    "subGroupPolicy": "sub-group gangs",
+    "scheduleTimeoutSeconds": "a timeout for the group to gather",
+}
+
+
+@dataclass(frozen=True, slots=True)
+class _Mark:
+    """What makes a pod a gang member: its gang's name, and its cardinality, or the key
+    of the PodGroup that gives it; ``path``: where the name is."""
+
+    name: object
+    path: str
+    cardinality: int | None = None
+    pod_group: str | None = None
+
+
+def _membership(
+    doc: _Doc, spec: WorkloadSpec, source: WorkloadSource
+) -> tuple[WorkloadSpec, WorkloadSource]:
+    marks = _marks(doc)
+    if not marks:
+        return spec, source
+    mark = marks[0]
+    if len(marks) > 1:
+        raise InvalidInput(marks[1].path, f"a pod joins one gang; {mark.path} names another")
+    if doc.kind != "Pod":
+        raise InvalidInput(
+            mark.path, f"gangs are read from Pods (one member each), not a {doc.kind}"
+        )
+    if spec.consumes is not None:
+        raise InvalidInput(mark.path, "a gang member cannot consume a ProvisioningRequest")
+    name = mark.name
+    if not isinstance(name, str) or len(name) > 63 or not NAME.fullmatch(name):
+        raise InvalidInput(mark.path, "must be a lowercase RFC 1123 name of at most 63 characters")
+    if mark.pod_group is not None:
+        return spec, replace(source, pod_group=mark.pod_group, where=mark.path)
+    assert mark.cardinality is not None
+    spec = _uniform(doc, spec)
+    return replace(spec, gang=Gang(name=name, cardinality=mark.cardinality)), source
+
+
+def _uniform(doc: _Doc, spec: WorkloadSpec) -> WorkloadSpec:
+    """Armada's gangNodeUniformityLabel (all members on nodes with one value of that
+    label) as the pod set's required topology: the gang's pods of one shape go in one
+    domain of the label, as Kueue's podset-required-topology puts them."""
+    label = _annotations(doc).get(ARMADA_UNIFORMITY)
+    if label is None:
+        return spec
+    path = doc.at(f"metadata.annotations.{ARMADA_UNIFORMITY}")
+    if not isinstance(label, str) or len(label) > 253 or not LABEL_KEY.fullmatch(label):
+        raise InvalidInput(path, "must be a node label key")
+    [ps] = spec.pod_sets
+    topology = ps.topology or PodSetTopology()
+    if topology.required not in (None, label):
+        raise InvalidInput(path, f"the pod already requires topology {topology.required!r}")
+    pod_set = replace(ps, topology=replace(topology, required=label))
+    return replace(spec, pod_sets=(pod_set,))
+
+
+def _marks(doc: _Doc) -> list[_Mark]:
+    annotations, labels = _annotations(doc), _labels(doc)
+    marks = []
+    armada = _counted(doc, annotations, annotations, ARMADA_GANG_ID, ARMADA_GANG_CARDINALITY)
+    if armada is None and ARMADA_UNIFORMITY in annotations:
+        raise InvalidInput(
+            doc.at(f"metadata.annotations.{ARMADA_UNIFORMITY}"), f"needs {ARMADA_GANG_ID}"
+        )
+    kueue = _counted(doc, labels, annotations, KUEUE_POD_GROUP, KUEUE_POD_GROUP_COUNT)
+    marks += [m for m in (armada, kueue) if m is not None]
+    if COSCHEDULING_POD_GROUP in labels:
+        name = labels[COSCHEDULING_POD_GROUP]
+        path = doc.at(f"metadata.labels.{COSCHEDULING_POD_GROUP}")
+        marks.append(_Mark(name, path, pod_group=f"{COSCHEDULING}/{doc.namespace}/{name}"))
+    volcano = [(annotations[k], k) for k in VOLCANO_GROUP_NAMES if k in annotations]
+    if volcano:
+        name, key = volcano[0]
+        path = doc.at(f"metadata.annotations.{key}")
+        if any(other != name for other, _ in volcano):
+            raise InvalidInput(path, f"names another PodGroup than {VOLCANO_GROUP_NAMES[1]}")
+        marks.append(_Mark(name, path, pod_group=f"{VOLCANO_SCHEDULING}/{doc.namespace}/{name}"))
+    return marks
+
+
+def _counted(
+    doc: _Doc, names: Mapping[str, Any], counts: Mapping[str, Any], name_key: str, count_key: str
+) -> _Mark | None:
+    """A gang named by ``name_key`` with its size in annotation ``count_key`` (both, or
+    neither: Armada and Kueue need the count to know when the gang is complete)."""
+    where = "labels" if names is not counts else "annotations"
+    if name_key not in names and count_key not in counts:
+        return None
+    if name_key not in names:
+        raise InvalidInput(doc.at(f"metadata.{where}"), f"{name_key} is required with {count_key}")
+    count = _whole_number(doc, counts, count_key)
+    if count is None:
+        raise InvalidInput(
+            doc.at("metadata.annotations"), f"{count_key} is required with {name_key}"
+        )
+    if not 1 <= count <= parse.MAX_PODS:
+        raise InvalidInput(
+            doc.at(f"metadata.annotations.{count_key}"), f"must be 1 to {parse.MAX_PODS}"
+        )
+    return _Mark(names[name_key], doc.at(f"metadata.{where}.{name_key}"), cardinality=count)
+
+
+def _pod_group(doc: _Doc) -> PodGroupSource:
+    """Volcano's PodGroup (minMember, queue, priorityClassName) or scheduler-plugins'
+    (minMember). ``minResources`` is read and not needed: the members' requests are."""
+    metadata = {"name": doc.name, "namespace": doc.namespace}
+    name, namespace = _parse(doc, _name_and_namespace, metadata, _METADATA, "")
+    spec = Obj(_spec(doc), doc.at("spec"))
+    for key, what in _POD_GROUP_UNSUPPORTED.items():
+        if spec.raw(key) is not None:
+            raise InvalidInput(spec.at(key), f"not supported: muster has no {what}")
+    volcano = doc.group == VOLCANO_SCHEDULING
+    group = PodGroupSource(
+        key=f"{doc.group}/{namespace}/{name}",
+        name=name,
+        min_member=spec.req_integer("minMember", lo=1, hi=parse.MAX_PODS),
+        queue=spec.text("queue", pattern=NAME, max_len=63) if volcano else None,
+        priority_class=spec.text("priorityClassName", pattern=NAME) if volcano else None,
+    )
+    spec.raw("minResources")
+    spec.done()
+    return group
+
+
+def _join(wl: WorkloadSpec, group: PodGroupSource) -> WorkloadSpec:
+    """A pod joins its PodGroup's gang; the Kueue queue label wins over the group's queue."""
+    queue = group.queue if group.queue and QUEUE_LABEL not in wl.labels else wl.queue_name
+    return replace(
+        wl,
+        gang=Gang(name=group.name, cardinality=group.min_member),
+        queue_name=queue,
+        priority_class=wl.priority_class or group.priority_class,
+    )

@@ -55,6 +55,7 @@ from muster.core.model.workload import (
     DeviceFilter,
     FailurePolicy,
     FailureRule,
+    Gang,
     PlacementPolicy,
     PodSet,
     PodSetTopology,
@@ -101,8 +102,10 @@ def workload(data: object, path: str = "") -> WorkloadSpec:
         gpu_group_size=o.integer("gpuGroupSize", lo=1, hi=1_000_000),
         placement=placement_policy(o.obj("placement")),
         failure_policy=_failure_policy(o.obj("failurePolicy")),
+        gang=_gang(o.obj("gang")),
     )
     o.done()
+    _gang_member(spec, o)
     known = {ps.name for ps in pod_sets}
     for i, rule in enumerate(spec.failure_policy.rules):
         for name in rule.pod_sets:
@@ -117,6 +120,41 @@ def workload(data: object, path: str = "") -> WorkloadSpec:
             "give queueName or consumesProvisioningRequest, not both",
         )
     return spec
+
+
+def _gang(o: Obj | None) -> Gang | None:
+    if o is None:
+        return None
+    gang = Gang(
+        name=o.req_text("name", pattern=NAME, max_len=63),
+        cardinality=o.req_integer("cardinality", lo=1, hi=MAX_PODS),
+    )
+    o.done()
+    return gang
+
+
+def _gang_member(spec: WorkloadSpec, o: Obj) -> None:
+    """What a member may not carry: its pods start with the whole gang's, and the gang's
+    workload is built from its members' pods (``core/intake/gangs.py``)."""
+    if spec.gang is None:
+        return
+    if spec.consumes is not None:
+        raise InvalidInput(
+            o.at("gang"),
+            "a gang member cannot consume a ProvisioningRequest; give one or the other",
+        )
+    for i, ps in enumerate(spec.pod_sets):
+        if ps.min_count is not None:
+            raise InvalidInput(
+                o.at(f"podSets[{i}].minCount"),
+                "a gang member's pods start with the whole gang's: no partial admission",
+            )
+    if spec.failure_policy.rules:
+        raise InvalidInput(
+            o.at("failurePolicy.rules"),
+            "a gang member cannot name pod sets in rules: the gang's workload merges its "
+            "members' pod sets",
+        )
 
 
 def _pod_set(data: object, path: str) -> PodSet:

@@ -138,6 +138,17 @@ class PlacementPolicy:
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
+class Gang:
+    """The gang a workload is one member of (Armada's gangId and gangCardinality, a
+    PodGroup's name and minMember, Kueue's pod-group-name and pod-group-total-count):
+    nothing runs until ``cardinality`` members of ``name`` (in the namespace) are
+    submitted; then intake submits them as one workload (``core/intake/gangs.py``)."""
+
+    name: str
+    cardinality: int
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
 class WorkloadSpec:
     name: str
     namespace: str
@@ -156,6 +167,7 @@ class WorkloadSpec:
     gpu_group_size: int | None = None
     placement: PlacementPolicy | None = None  # None: its ClusterQueue's
     failure_policy: FailurePolicy = field(default_factory=FailurePolicy)
+    gang: Gang | None = None  # a member of a gang submitted member by member
 
     def total_requests(self) -> dict[str, int]:
         return resources.total(ps.total_requests() for ps in self.pod_sets)

@@ -11,6 +11,9 @@ from typing import Any
 from muster.core import inputs
 from muster.core.decider import Decider
 from muster.core.events import NewEvent, StreamAppend
+from muster.core.events import workload as wev
+from muster.core.intake import gangs
+from muster.core.intake import submissions as planning
 from muster.core.model.cluster import ClusterSpec
 from muster.core.model.workload import ProvisioningRequestSpec, WorkloadSpec
 from muster.core.nodes.decider import NodeAgentDecider
@@ -108,6 +111,40 @@ class Harness:
 Submission = tuple[float, str, WorkloadSpec]
 
 
+def intake_inputs(
+    subs: Iterable[Submission], cancels: Iterable[tuple[float, str]] = ()
+) -> list[NewEvent]:
+    """Submissions and cancellations as intake plans them, one at a time in time order:
+    a gang's members join its stream, the last one submits the gang's workload, a member
+    refused (as intake would refuse it) is left out, and cancelling a member cancels its
+    gang (``core/intake/gangs.py``)."""
+    timeline: list[tuple[float, int, int, str, WorkloadSpec | None]] = [
+        (float(at), 0, n, wid, spec) for n, (at, wid, spec) in enumerate(subs)
+    ]
+    timeline += [(float(at), 1, n, wid, None) for n, (at, wid) in enumerate(cancels)]
+    out: list[NewEvent] = []
+    states: dict[str, gangs.GangState] = {}
+    gang_of: dict[str, str] = {}  # member id -> its gang's workload id
+    for at, _, _, wid, spec in sorted(timeline, key=lambda t: t[:3]):
+        news: list[NewEvent] = []
+        if spec is None:
+            news = [inputs.cancellation(gang_of.get(wid, wid), at)]
+        elif spec.gang is None:
+            news = [inputs.submission(wid, spec, at)]
+        else:
+            plan = planning.plan([planning.Item(spec, None, wid, "")], {}, at, states)
+            news = plan.append if isinstance(plan, planning.Plan) else []
+        for new in news:
+            if isinstance(new.event, wev.GangMemberSubmitted):
+                gang_of[new.event.member_id] = new.event.workload_id
+            if new.stream_id in states or isinstance(new.event, wev.GangMemberSubmitted):
+                gangs.record(
+                    states.setdefault(new.stream_id, gangs.GangState(new.stream_id)), new.event
+                )
+        out += news
+    return out
+
+
 def build(
     cluster: ClusterSpec,
     submissions: Iterable[Submission],
@@ -126,10 +163,8 @@ def build(
     harness = Harness(default_deciders() if deciders is None else deciders)
     for new in inputs.configuration(cluster, 0.0):
         harness.schedule(new, producer=inputs.ADMIN)
-    for at, wid, spec in submissions:
-        harness.schedule(inputs.submission(wid, spec, float(at)), producer=inputs.INTAKE)
-    for at, wid in cancels:
-        harness.schedule(inputs.cancellation(wid, float(at)), producer=inputs.INTAKE)
+    for new in intake_inputs(submissions, cancels):
+        harness.schedule(new, producer=inputs.INTAKE)
     for at, request in requests:
         harness.schedule(inputs.provisioning_request(request, float(at)), producer=inputs.INTAKE)
     for at, rid in deletions:

@@ -37,8 +37,22 @@ class WorkloadView:
     updated_at: float = 0.0
     cancel_requested: bool = False
     pods_started: int = 0
+    # A gang member: its gang's name, size and workload (whose status it shows once formed).
+    gang: str | None = None
+    gang_size: int = 0
+    gang_id: str | None = None
 
     def to_json(self) -> dict[str, Any]:
+        out = self._json()
+        if self.gang is not None:
+            out["gang"] = {
+                "name": self.gang,
+                "cardinality": self.gang_size,
+                "workloadId": self.gang_id,
+            }
+        return out
+
+    def _json(self) -> dict[str, Any]:
         return {
             "id": self.id,
             "name": self.name,
@@ -109,6 +123,7 @@ class WorkloadsState:
     # The queue's own fold, for the visibility API (positions, current reasons).
     queue: qs.QueueState = field(default_factory=qs.QueueState)
     requests: dict[str, provisioning.RequestView] = field(default_factory=dict)
+    gangs: dict[str, list[str]] = field(default_factory=dict)  # gang's workload -> members
 
 
 def evolve(state: WorkloadsState, envelope: Envelope) -> WorkloadsState:
@@ -116,7 +131,65 @@ def evolve(state: WorkloadsState, envelope: Envelope) -> WorkloadsState:
     qs.evolve(state.queue, envelope)
     provisioning.fold(state.requests, envelope.event, state.now)
     _apply(envelope.event, state)
+    wid = getattr(envelope.event, "workload_id", None)
+    if wid in state.gangs and wid in state.workloads:
+        _follow(state, wid)
     return state
+
+
+def _follow(state: WorkloadsState, gid: str) -> None:
+    """A formed gang's members show its workload's status (copied once per change: a gang
+    of a thousand pods starts them one event each)."""
+    group = state.workloads[gid]
+    members = state.gangs[gid]
+    shown = _shown(group)
+    if _shown(state.workloads[members[0]]) == shown:
+        return
+    for mid in members:
+        member = state.workloads[mid]
+        (
+            member.status,
+            member.reason,
+            member.message,
+            member.cluster_queue,
+            member.attempt,
+            member.cancel_requested,
+            member.updated_at,
+        ) = shown
+
+
+def _shown(view: WorkloadView) -> tuple[str, str, str, str | None, int, bool, float]:
+    """What a gang member shows of its gang's workload."""
+    return (
+        view.status,
+        view.reason,
+        view.message,
+        view.cluster_queue,
+        view.attempt,
+        view.cancel_requested,
+        view.updated_at,
+    )
+
+
+def member_view(event: wev.GangMemberSubmitted, at: float) -> WorkloadView:
+    """A gang member as it stands when submitted (before its gang's other news)."""
+    spec = event.spec
+    assert spec.gang is not None
+    return WorkloadView(
+        id=event.member_id,
+        name=spec.name,
+        namespace=spec.namespace,
+        queue_name=spec.queue_name,
+        priority=spec.priority,
+        pods=spec.pod_count,
+        submitted_at=at,
+        digest=event.request_digest,
+        updated_at=at,
+        reason="GangIncomplete",
+        gang=spec.gang.name,
+        gang_size=spec.gang.cardinality,
+        gang_id=event.workload_id,
+    )
 
 
 def _set(state: WorkloadsState, wid: str, status: str, reason: str, message: str) -> None:
@@ -145,10 +218,24 @@ def _(event: wev.WorkloadSubmitted, state: WorkloadsState) -> None:
 
 
 @_apply.register
+def _(event: wev.GangMemberSubmitted, state: WorkloadsState) -> None:
+    members = state.gangs.setdefault(event.workload_id, [])
+    members.append(event.member_id)
+    view = state.workloads[event.member_id] = member_view(event, state.now)
+    message = f"gang {view.gang} has {len(members)} of {view.gang_size} members"
+    for mid in members:
+        _set(state, mid, "Pending", "GangIncomplete", message)
+
+
+@_apply.register
 def _(event: wev.WorkloadCancelRequested, state: WorkloadsState) -> None:
     view = state.workloads.get(event.workload_id)
     if view is not None:
         view.cancel_requested = True
+    elif event.workload_id in state.gangs:  # cancelled before it formed: nothing to run
+        for mid in state.gangs[event.workload_id]:
+            state.workloads[mid].cancel_requested = True
+            _set(state, mid, "Cancelled", "Cancelled", "gang cancelled before it was complete")
 
 
 @_apply.register
@@ -218,7 +305,7 @@ class WorkloadsView:
 
     name = "intake"
     categories = frozenset({"config", "workload", "admission", "provisioning", "node"})
-    snapshot_format = "workloads-view-v7"
+    snapshot_format = "workloads-view-v8"
 
     def initial(self) -> WorkloadsState:
         return WorkloadsState()
