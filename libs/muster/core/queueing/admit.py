@@ -107,7 +107,7 @@ def preempt(
     """Evict the fewest workloads that make room, in quota and on the nodes, or say why
     none do. The room goes to the preemptor: later entries of this cycle cannot take it."""
     spared = snap.state.evicted_for.get(wl.id, set())  # it evicted them once already
-    gone = snap.evicted | spared
+    gone = snap.evicted | spared | snap.grown
     candidates = [h for h in holders(snap, cq.name) if h.id not in gone]
     candidates, protected = _unprotected(snap, candidates, outcome)
     excluded: frozenset[str] = frozenset()
