@@ -153,6 +153,31 @@ def test_surplus_pods_never_preempt() -> None:
     assert [(e.pods, at) for e, at in _timed(h, qev.WorkloadGrown)] == [(("w-1",), 102.0)]
 
 
+def test_a_waiting_gang_preempts_only_for_its_minimum() -> None:
+    """Volcano preempts for a job only while it is starving (Waiting + Ready <
+    minAvailable): one victim makes room for the minimum; the other pods come when the
+    second low-priority workload ends. Kueue's partial admission (surplus Drop) preempts
+    for the full count when it can."""
+    cluster = _cluster(preemption={"withinClusterQueue": "LowerPriority"})
+    low = [gpu_job("low-a", 0, 2, 1, 50), gpu_job("low-b", 0, 2, 1, 80)]
+    h = run_verified(cluster, [*low, _elastic("elastic", 1, 4, 2, 100, priority=10)])
+    assert [e.workload_id for e in _events(h, qev.WorkloadEvicted)] == ["low-b"]
+    reserved = [(e.workload_id, dict(e.pod_counts)) for e in _events(h, qev.QuotaReserved)]
+    assert ("elastic", {"w": 2}) in reserved
+    assert [at for _, at in _timed(h, qev.WorkloadGrown)] == [50.0]
+    kueue = run_verified(cluster, [*low, gpu_job("partial", 1, 4, 1, 100, minCount=2, priority=10)])
+    assert sorted(e.workload_id for e in _events(kueue, qev.WorkloadEvicted)) == ["low-a", "low-b"]
+
+
+def test_a_waiting_gang_with_room_for_its_minimum_preempts_nobody() -> None:
+    cluster = _cluster(preemption={"withinClusterQueue": "LowerPriority"})
+    h = run_verified(
+        cluster, [gpu_job("low", 0, 2, 1, 50), _elastic("elastic", 1, 4, 2, 100, priority=10)]
+    )
+    assert _events(h, qev.WorkloadEvicted) == []
+    assert [at for _, at in _timed(h, qev.WorkloadGrown)] == [50.0]
+
+
 def test_the_api_takes_surplus_only_with_min_count() -> None:
     doc = {"name": "w", "queueName": "q", "podSets": [{"count": 4, "surplus": "Wait"}]}
     with pytest.raises(InvalidInput) as e:

@@ -11,6 +11,7 @@ admission, or preempts: the fewest victims that make room in quota *and* on the 
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
+from dataclasses import replace
 
 from muster.core.model.queues import ClusterQueueSpec
 from muster.core.model.resources import format_quantity
@@ -27,6 +28,7 @@ from muster.core.queueing.state import (
     never_preempts,
     preemptible,
     protected_until,
+    shape_of,
 )
 from muster.core.queueing.verdicts import Verdict
 
@@ -98,7 +100,39 @@ def process(snap: Snapshot, cursor: QueueCursor, v: Verdict) -> Verdict:
         if isinstance(v.outcome, Unassignable):
             return _partial(snap, cq, wl) or v
         return v
+    if _surplus_waits(wl):
+        return _partial(snap, cq, wl) or _preempt_for_minimum(snap, cq, wl)
     return preempt(snap, cq, wl, outcome)
+
+
+def _surplus_waits(wl: WorkloadEntry) -> bool:
+    return any(ps.surplus == "Wait" and ps.min_count is not None for ps in wl.spec.pod_sets)
+
+
+def _preempt_for_minimum(snap: Snapshot, cq: ClusterQueueSpec, wl: WorkloadEntry) -> Verdict:
+    """Volcano preempts for a gang only while it is starving (fewer than minAvailable of
+    its pods can run, peers.md §2.4): a workload whose surplus pods wait preempts for its
+    minimum; once admitted, the others come as room appears (growth.py). The preemption is
+    judged for the workload cut to its minimum (same id, priority and queue position)."""
+    pod_sets = tuple(
+        replace(ps, count=ps.min_count, min_count=None, surplus="Drop")
+        if ps.surplus == "Wait" and ps.min_count is not None
+        else ps
+        for ps in wl.spec.pod_sets
+    )
+    spec = replace(wl.spec, pod_sets=pod_sets)
+    least = replace(wl, spec=spec, shape=shape_of(spec), has_min_count=False)
+    v = nominate(snap, cq, least)
+    if not isinstance(v.outcome, Assignment):
+        return Verdict(wl, cq.name, v.outcome)
+    if v.outcome.mode == FIT:  # quota for its minimum but, as _partial found, no place
+        why = namespace_excess(snap, least) or placing.try_place(
+            snap.state, view(snap.book), least, cq.name, v.outcome, {}, snap.routes
+        )
+        if not isinstance(why, Unassignable):
+            why = Unassignable("WaitingForQuota", f"couldn't admit its {least.admitted_pods} pods")
+        return Verdict(wl, cq.name, why)
+    return preempt(snap, cq, least, v.outcome)
 
 
 def preempt(
