@@ -73,6 +73,15 @@ def test_kueue_partial_admission_still_drops_the_surplus() -> None:
     assert set(_started(h, "partial")) == {"w-0", "w-1"}
 
 
+def test_it_finishes_when_its_running_pods_succeed_and_the_waiting_ones_are_dropped() -> None:
+    """As a shrunk workload does: its admitted pods all succeeded, it is done."""
+    h = run_verified(_cluster(), [gpu_job("other", 0, 2, 1, 100), _elastic("elastic", 1, 4, 2, 10)])
+    assert _events(h, qev.WorkloadGrown) == []
+    finished = {e.workload_id: (e, at) for e, at in _timed(h, qev.WorkloadFinished)}
+    assert finished["elastic"][1] == 11.0
+    assert "all 2 pods succeeded" in finished["elastic"][0].message
+
+
 def test_it_grows_by_what_fits_one_step_at_a_time() -> None:
     """Volcano schedules pending tasks as resources free up: one GPU free, one pod."""
     h = run_verified(
