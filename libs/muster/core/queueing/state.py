@@ -830,7 +830,7 @@ def _(event: pev.NodesDeleted, state: QueueState) -> None:
 
 @_apply.register
 def _(event: nev.PodStarted, state: QueueState) -> None:
-    wl = _current(state, event.workload_id, event.attempt)
+    wl = _current_pod(state, event.workload_id, event.attempt, event.pod)
     if wl is not None:
         wl.run.pods_started.add(event.pod)
         # Once ready it stays so: pods added later (admission.grown) are not the gang's.
@@ -839,14 +839,14 @@ def _(event: nev.PodStarted, state: QueueState) -> None:
 
 @_apply.register
 def _(event: nev.PodSucceeded, state: QueueState) -> None:
-    wl = _current(state, event.workload_id, event.attempt)
+    wl = _current_pod(state, event.workload_id, event.attempt, event.pod)
     if wl is not None:
         wl.run.pods_succeeded.add(event.pod)
 
 
 @_apply.register
 def _(event: nev.PodFailed, state: QueueState) -> None:
-    wl = _current(state, event.workload_id, event.attempt)
+    wl = _current_pod(state, event.workload_id, event.attempt, event.pod)
     if wl is not None:
         wl.run.pods_failed[event.pod] = f"{event.reason} (exit code {event.exit_code})"
         ps = pod_set_of(event.pod)
@@ -906,6 +906,17 @@ def _current(state: QueueState, workload_id: str, attempt: int) -> WorkloadEntry
     wl = state.workloads.get(workload_id)
     if wl is None or wl.run.attempt != attempt or not wl.holds_quota:
         return None
+    return wl
+
+
+def _current_pod(
+    state: QueueState, workload_id: str, attempt: int, pod: str
+) -> WorkloadEntry | None:
+    """As ``_current``, and the pod is one it runs now: a late report of a pod preemption
+    took (admission.shrunk) is ignored, so it cannot count for a pod grown back later."""
+    wl = _current(state, workload_id, attempt)
+    if wl is not None and wl.run.placed and wl.run.placements is not None:
+        return wl if pod in wl.run.placements else None
     return wl
 
 
