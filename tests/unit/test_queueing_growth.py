@@ -16,6 +16,7 @@ from muster.core.events import node as nev
 from muster.core.events import queue as qev
 from muster.core.model import manifests, parse
 from muster.core.model.fields import InvalidInput
+from muster.core.sim.figures import figures
 from muster.core.sim.harness import Harness
 from tests.unit.harness_inputs import gpu_job, gpu_node_cluster, run_verified
 
@@ -62,6 +63,20 @@ def test_surplus_pods_wait_and_start_when_another_workload_finishes() -> None:
     assert "all 4 pods succeeded" in finished["elastic"][0].message
     assert finished["elastic"][1] == 150.0  # the added pods ran their full duration
     assert not any(_queue(h).usage["cq"].get("gpu", {}).values())
+
+
+def test_the_run_figures_count_what_a_grown_workload_holds() -> None:
+    """``muster sim --summary``'s utilisation follows the quota held: 2 GPUs, then 4 once
+    grown. Window 0..100 on 4 GPUs (400 GPU-s): other 2x50, elastic 2x49 + 4x50."""
+    h = run_verified(
+        _cluster(),
+        [
+            gpu_job("other", 0, 2, 1, 50),
+            _elastic("elastic", 1, 4, 2, 100),
+            gpu_job("late", 100, 1, 1, 10),
+        ],
+    )
+    assert figures(h.log.envelopes)["utilisation"] == pytest.approx(398 / 400)
 
 
 def test_kueue_partial_admission_still_drops_the_surplus() -> None:

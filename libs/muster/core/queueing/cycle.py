@@ -267,7 +267,7 @@ def admit_rounds(snap: Snapshot, cursors: list[QueueCursor]) -> None:
         # victims free is theirs (the cohort's other queues would take it otherwise).
         if any(wl.id in snap.state.preemptors for _, wl in heads):
             heads = [(c, wl) for c, wl in heads if wl.id in snap.state.preemptors]
-        else:
+        elif growers:
             growers.turn({c.cq.name: wl.priority for c, wl in heads})
         for cursor, wl in heads:
             round_.append((cursor, nominate(snap, cursor.cq, wl)))

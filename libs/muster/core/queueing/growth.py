@@ -53,6 +53,9 @@ class Growers:
         for queue in self.queues.values():
             queue.sort(key=lambda w: (-w.priority, w.order, w.id))
 
+    def __bool__(self) -> bool:
+        return bool(self.queues)
+
     def turn(self, heads: dict[str, int]) -> None:
         """Grow the workloads whose turn came: in each ClusterQueue, those of a higher
         priority than its next live head (``heads``: queue -> priority), or all."""
@@ -61,6 +64,8 @@ class Growers:
             head = heads.get(cq)
             while queue and (head is None or queue[0].priority > head):
                 grow(self.snap, queue.pop(0))
+            if not queue:
+                del self.queues[cq]
 
 
 def grow(snap: Snapshot, wl: WorkloadEntry) -> None:
