@@ -18,6 +18,7 @@ from muster.core.model import manifests, parse
 from muster.core.model.fields import InvalidInput
 from muster.core.sim.figures import figures
 from muster.core.sim.harness import Harness
+from muster.core.views.workloads import WorkloadsView
 from tests.unit.harness_inputs import gpu_job, gpu_node_cluster, run_verified
 
 
@@ -77,6 +78,22 @@ def test_the_run_figures_count_what_a_grown_workload_holds() -> None:
         ],
     )
     assert figures(h.log.envelopes)["utilisation"] == pytest.approx(398 / 400)
+
+
+def test_intake_shows_the_added_pods_until_they_run() -> None:
+    h = run_verified(_cluster(), [gpu_job("other", 0, 2, 1, 50), _elastic("elastic", 1, 4, 2, 100)])
+    view = WorkloadsView()
+    state = view.initial()
+    seen = []
+    for env in h.log.envelopes:
+        state = view.evolve(state, env)
+        if env.correlation_id == "elastic" or getattr(env.event, "workload_id", "") == "elastic":
+            w = state.workloads["elastic"]
+            seen.append((w.status, w.reason, w.pods))
+    assert ("Running", "Running", 2) in seen
+    grown = seen.index(("Admitted", "PodsAdmitted", 4))
+    assert ("Running", "Running", 4) in seen[grown:]
+    assert seen[-1][0] == "Succeeded"
 
 
 def test_kueue_partial_admission_still_drops_the_surplus() -> None:

@@ -45,6 +45,8 @@ class Growers:
     def __init__(self, snap: Snapshot) -> None:
         self.snap = snap
         self.queues: dict[str, list[WorkloadEntry]] = {}
+        if _pods_not_ready(snap):
+            return  # waitForPodsReady's blockAdmission holds back growth too
         for wid in sorted(snap.state.growers):
             wl = snap.state.workloads[wid]
             cq = wl.run.cluster_queue
@@ -97,6 +99,17 @@ def grow(snap: Snapshot, wl: WorkloadEntry) -> None:
     counts = {**wl.run.pod_counts, ps.name: running + added}
     snap.verdicts.append(
         Verdict(wl, cq.name, outcome, pod_counts=counts, placement=placement, grow=True)
+    )
+
+
+def _pods_not_ready(snap: Snapshot) -> bool:
+    """waitForPodsReady with blockAdmission while a workload's pods are not all running."""
+    state, config = snap.state, snap.state.wait_for_pods_ready
+    if not (state.growers and config.enable and config.block_admission):
+        return False
+    return any(
+        state.workloads[w].holds_quota and not state.workloads[w].run.pods_ready
+        for w in state.active
     )
 
 
