@@ -17,7 +17,8 @@ from muster.core.events import queue as qev
 from muster.core.model import manifests, parse
 from muster.core.model.fields import InvalidInput
 from muster.core.sim.figures import figures
-from muster.core.sim.harness import Harness
+from muster.core.sim.harness import Harness, build
+from muster.core.verify import verify_decisions
 from muster.core.views.workloads import WorkloadsView
 from tests.unit.harness_inputs import gpu_job, gpu_node_cluster, run_verified
 
@@ -94,6 +95,27 @@ def test_intake_shows_the_added_pods_until_they_run() -> None:
     grown = seen.index(("Admitted", "PodsAdmitted", 4))
     assert ("Running", "Running", 4) in seen[grown:]
     assert seen[-1][0] == "Succeeded"
+
+
+def test_a_grown_workload_that_loses_a_node_restarts_whole_and_gives_back_everything() -> None:
+    """Grown at 50 on 2 nodes of 2 GPUs; a node lost at 60 takes pods of it: the gang
+    restarts whole (an evicted pod restarts the workload by default, as a Volcano Job's
+    PodEvicted -> RestartJob), and at the end no quota and no node room is held."""
+    cluster = gpu_node_cluster("grow", nodes=2, gpus=2, nominal=4)
+    subs = [gpu_job("other", 0, 2, 1, 50), _elastic("elastic", 1, 4, 2, 100)]
+    h = build(parse.cluster(cluster), subs, node_losses=[(60.0, "n-1")], agent_restarts=[70.0])
+    h.run()
+    for runner in h.runners:
+        _, mismatches = verify_decisions(h.log.envelopes, runner.decider)
+        assert mismatches == [], mismatches[:1]
+    assert [at for _, at in _timed(h, qev.WorkloadGrown)][:1] == [50.0]
+    evicted = [(e.workload_id, e.reason, at) for e, at in _timed(h, qev.WorkloadEvicted)]
+    assert evicted == [("elastic", "NodeLost", 60.0)]
+    finished = {e.workload_id: e.outcome for e in _events(h, qev.WorkloadFinished)}
+    assert finished["elastic"] == "Succeeded"
+    queue = _queue(h)
+    assert not any(queue.usage["cq"].get("gpu", {}).values())
+    assert not queue.book.held and not queue.growers
 
 
 def test_kueue_partial_admission_still_drops_the_surplus() -> None:
@@ -174,6 +196,27 @@ def test_surplus_pods_of_a_higher_priority_go_before_a_lower_priority_workload()
     assert [at for _, at in _timed(h, qev.WorkloadGrown)] == [50.0]
     reserved = {e.workload_id: at for e, at in _timed(h, qev.QuotaReserved)}
     assert reserved["low"] == 150.0  # when the elastic job (its quota) is done
+
+
+@pytest.mark.parametrize(
+    ("strategy", "grown", "big"), [("StrictFIFO", [], 101.0), ("BestEffortFIFO", [50.0], 150.0)]
+)
+def test_a_strict_fifo_head_that_waits_holds_back_surplus_pods(
+    strategy: str, grown: list[float], big: float
+) -> None:
+    """kueue.md: a StrictFIFO head that does not fit blocks its queue; the room freed at
+    50 is not given to the running job's waiting pods while it waits for more."""
+    h = run_verified(
+        _cluster(queueingStrategy=strategy),
+        [
+            gpu_job("holder", 0, 2, 1, 50),
+            _elastic("elastic", 1, 4, 2, 100),
+            gpu_job("big", 2, 4, 1, 10),
+        ],
+    )
+    assert [at for _, at in _timed(h, qev.WorkloadGrown)] == grown
+    reserved = {e.workload_id: at for e, at in _timed(h, qev.QuotaReserved)}
+    assert reserved["big"] == big
 
 
 def test_surplus_pods_never_preempt() -> None:
