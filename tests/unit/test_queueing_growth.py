@@ -253,6 +253,17 @@ def test_a_waiting_gang_preempts_only_for_its_minimum() -> None:
     assert sorted(e.workload_id for e in _events(kueue, qev.WorkloadEvicted)) == ["low-a", "low-b"]
 
 
+def test_a_waiting_gang_larger_than_its_queue_preempts_for_its_minimum() -> None:
+    """8 pods on a queue of 4 GPUs can never all run (ExceedsMaxQuota), 2 can: Volcano
+    preempts for those; the job grows to 4 when the other low-priority workload ends."""
+    cluster = _cluster(preemption={"withinClusterQueue": "LowerPriority"})
+    low = [gpu_job("low-a", 0, 2, 1, 50), gpu_job("low-b", 0, 2, 1, 80)]
+    h = run_verified(cluster, [*low, _elastic("elastic", 1, 8, 2, 100, priority=10)])
+    assert [e.workload_id for e in _events(h, qev.WorkloadEvicted)] == ["low-b"]
+    grown = [(dict(e.pod_counts), at) for e, at in _timed(h, qev.WorkloadGrown)]
+    assert grown == [({"w": 4}, 50.0)]
+
+
 def test_a_waiting_gang_with_room_for_its_minimum_preempts_nobody() -> None:
     cluster = _cluster(preemption={"withinClusterQueue": "LowerPriority"})
     h = run_verified(

@@ -90,6 +90,8 @@ def process(snap: Snapshot, cursor: QueueCursor, v: Verdict) -> Verdict:
     outcome = v.outcome
     if isinstance(outcome, Unassignable):
         if outcome.reason in PARTIAL_HELPS:
+            if _surplus_waits(wl):  # its full count may be out of reach, its minimum not
+                return _partial(snap, cq, wl) or _preempt_for_minimum(snap, cq, wl)
             return _partial(snap, cq, wl) or v
         return v
     over = namespace_excess(snap, wl)
@@ -130,7 +132,7 @@ def _preempt_for_minimum(snap: Snapshot, cq: ClusterQueueSpec, wl: WorkloadEntry
             snap.state, view(snap.book), least, cq.name, v.outcome, {}, snap.routes
         )
         if not isinstance(why, Unassignable):
-            why = Unassignable("WaitingForQuota", f"couldn't admit its {least.admitted_pods} pods")
+            why = Unassignable("WaitingForQuota", f"couldn't admit its {spec.pod_count} pods")
         return Verdict(wl, cq.name, why)
     return preempt(snap, cq, least, v.outcome)
 
