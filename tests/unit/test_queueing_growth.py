@@ -118,6 +118,40 @@ def test_a_grown_workload_that_loses_a_node_restarts_whole_and_gives_back_everyt
     assert not queue.book.held and not queue.growers
 
 
+def test_added_pods_get_their_shares_of_shared_gpus() -> None:
+    """HAMi's GPU sharing holds for added pods: each gets a quarter of the one card's
+    cores, once the other workload's two quarters are free."""
+    cluster = _cluster()
+    cluster["nodes"] = [
+        {
+            "name": "n",
+            "count": 1,
+            "allocatable": {"nvidia.com/gpu": 4},
+            "gpus": {"count": 1, "model": "A100", "memory": "80Gi", "split": 4},
+        }
+    ]
+    quarter = {"nvidia.com/gpu": 1, "nvidia.com/gpucores": 25, "nvidia.com/gpumem": 1000}
+    group = cluster["clusterQueues"][0]["resourceGroups"][0]
+    for resource, qty in list(quarter.items())[1:]:
+        group["coveredResources"].append(resource)
+        group["flavors"][0]["resources"].append({"name": resource, "nominalQuota": 4 * qty})
+    h = run_verified(
+        cluster,
+        [
+            gpu_job("other", 0, 2, 1, 50, requests=quarter),
+            _elastic("elastic", 1, 4, 2, 100, requests=quarter),
+        ],
+    )
+    [(grown, at)] = _timed(h, qev.WorkloadGrown)
+    assert at == 50.0
+    assert grown.usage == {
+        "gpu": {"nvidia.com/gpu": 4, "nvidia.com/gpucores": 100, "nvidia.com/gpumem": 4000}
+    }
+    assert set(grown.placement.devices) == {"w-2", "w-3"}
+    assert all(s.cores == 25 for p in grown.placement.devices.values() for s in p)
+    assert set(_started(h, "elastic")) == {"w-0", "w-1", "w-2", "w-3"}
+
+
 def test_kueue_partial_admission_still_drops_the_surplus() -> None:
     """kueue.md §1.11: the reduced count is the admitted count; the rest never starts."""
     h = run_verified(
