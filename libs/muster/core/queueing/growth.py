@@ -206,8 +206,8 @@ def _missed(snap: Snapshot, wl: WorkloadEntry) -> bool:
 
 
 def _remember_miss(snap: Snapshot, wl: WorkloadEntry) -> None:
-    """Only a miss found on the state as the log left it is kept: one found after this
-    cycle's admissions holds once they are folded, and they move the stamp anyway."""
+    """Only a miss found on the state as the log left it (nothing admitted, placed or
+    evicted in this cycle before it) is kept: the stamp says what that state was."""
     if snap.every_verdict or snap.book.changed() or snap.evicted:
         return
     if any(isinstance(v.outcome, Assignment) for v in snap.verdicts):
