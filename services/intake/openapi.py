@@ -37,6 +37,7 @@ def _schemas() -> dict[str, Any]:
             "name": NAME,
             "count": {"type": "integer", "minimum": 1, "maximum": 100_000},
             "minCount": {"type": "integer", "minimum": 1},
+            "surplus": {"enum": ["Drop", "Wait"]},
             "requests": {"type": "object", "additionalProperties": QUANTITY},
             "nodeSelector": LABELS,
             "tolerations": {"type": "array", "maxItems": 64, "items": _ref("Toleration")},

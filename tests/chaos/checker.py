@@ -113,7 +113,7 @@ def _holding(
             usage = {(f, res): q for f, rs in p["usage"].items() for res, q in rs.items()}
             held[wid] = (p["cluster_queue"], usage)
             used.setdefault(p["cluster_queue"], Counter()).update(usage)
-        elif r.type == "admission.shrunk" and p["workload_id"] in held:
+        elif r.type in ("admission.shrunk", "admission.grown") and p["workload_id"] in held:
             cq = held[p["workload_id"]][0]
             _release(held, used, p["workload_id"])
             usage = {(f, res): q for f, rs in p["usage"].items() for res, q in rs.items()}

@@ -7,7 +7,7 @@ are deterministic, provisioning is atomic per zone, and every workload ends once
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -210,6 +210,7 @@ class QuotaChecker:
     nominal: dict[str, dict[str, dict[str, int]]] = field(default_factory=dict)
     usage: dict[str, dict[tuple[str, str], int]] = field(default_factory=dict)
     holding: dict[str, tuple[str, dict[tuple[str, str], int]]] = field(default_factory=dict)
+    flavors: dict[str, Mapping[str, Mapping[str, str]]] = field(default_factory=dict)
 
     def local_queue(self, spec: WorkloadSpec) -> str | None:
         lq = next(
@@ -235,6 +236,8 @@ class QuotaChecker:
             self.specs[ev.workload_id] = ev.spec
         elif isinstance(ev, qev.QuotaReserved):
             self.reserve(env, ev)
+        elif isinstance(ev, qev.WorkloadShrunk | qev.WorkloadGrown):
+            self.resize(env, ev)
         elif isinstance(ev, (*TERMINAL, qev.WorkloadEvicted)):
             held = self.holding.pop(ev.workload_id, None)
             if held is not None:
@@ -249,11 +252,7 @@ class QuotaChecker:
         spec = self.specs[wid]
         assert self.local_queue(spec) == ev.cluster_queue
         # The charge is exactly the pod sets' requests, in the flavors they were given.
-        expected: dict[tuple[str, str], int] = {}
-        for ps in spec.pod_sets:
-            for resource, qty in ps.total_requests().items():
-                flavor = ev.flavors[ps.name][resource]
-                expected[(flavor, resource)] = expected.get((flavor, resource), 0) + qty
+        expected = _charge(spec, ev.flavors, ev.pod_counts)
         charged = {(f, r): q for f, res in ev.usage.items() for r, q in res.items() if q}
         assert charged == expected, (wid, charged, expected)
         # Flavor labels are injected into the pod sets' node selectors.
@@ -263,8 +262,26 @@ class QuotaChecker:
                 for k, v in labels.node_labels.items():
                     assert ev.node_selectors[ps.name].get(k) == v
         self.holding[wid] = (ev.cluster_queue, charged)
+        self.flavors[wid] = ev.flavors
         for key, qty in charged.items():
             self.usage[ev.cluster_queue][key] = self.usage[ev.cluster_queue].get(key, 0) + qty
+
+    def resize(self, env: Envelope, ev: qev.WorkloadShrunk | qev.WorkloadGrown) -> None:
+        """Pods taken (shrunk) or added (grown): it then holds exactly what its pods ask,
+        in the flavors it was given."""
+        wid = ev.workload_id
+        if wid not in self.holding:
+            return  # a late event of an attempt that ended: the queue ignores it too
+        cq, before = self.holding[wid]
+        flavors = self.flavors[wid]
+        charged = {(f, r): q for f, res in ev.usage.items() for r, q in res.items() if q}
+        expected = _charge(self.specs[wid], flavors, ev.pod_counts)
+        assert charged == expected, (env.position, wid, charged, expected)
+        for key, qty in before.items():
+            self.usage[cq][key] -= qty
+        for key, qty in charged.items():
+            self.usage[cq][key] = self.usage[cq].get(key, 0) + qty
+        self.holding[wid] = (cq, charged)
 
     def check(self, env: Envelope) -> None:
         for cq, used in self.usage.items():
@@ -273,6 +290,20 @@ class QuotaChecker:
                 assert 0 <= qty <= limit, (
                     f"{cq}/{flavor}/{resource}: {qty} > {limit} after position {env.position}"
                 )
+
+
+def _charge(
+    spec: WorkloadSpec, flavors: Mapping[str, Mapping[str, str]], counts: Mapping[str, int]
+) -> dict[tuple[str, str], int]:
+    """What the pod sets ask at these counts (partial admission, shrunk, grown)."""
+    out: dict[tuple[str, str], int] = {}
+    for ps in spec.pod_sets:
+        n = counts.get(ps.name, ps.count)
+        for resource, qty in ps.requests.items():
+            if qty * n:
+                key = (flavors[ps.name][resource], resource)
+                out[key] = out.get(key, 0) + qty * n
+    return out
 
 
 def check_quota(h: Harness, cluster: ClusterSpec) -> QuotaChecker:

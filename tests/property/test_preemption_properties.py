@@ -10,6 +10,7 @@ nothing and livelock (../shared/repro/preemption-livelock is the first example).
 
 from __future__ import annotations
 
+import pickle
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -19,12 +20,23 @@ from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
 from muster.core.events import Envelope
+from muster.core.events import node as nev
 from muster.core.events import queue as qev
 from muster.core.events import workload as wev
+from muster.core.queueing.decider import QueueDecider
+from muster.core.queueing.state import QueueState
+from muster.core.runner import DeciderRunner
 from muster.core.sim.harness import Harness
 from muster.core.verify import verify_decisions
 from tests.property.test_core_properties import GPU, SETTINGS, Scenario
-from tests.property.test_queueing_properties import _preemption, bounded_rounds
+from tests.property.test_queueing_properties import (
+    _encoded,
+    _preemption,
+    bounded_rounds,
+    nonzero,
+    queue_runner,
+    run_checked,
+)
 
 Doc = dict[str, Any]
 # Preemption happens in about one run of seven: draw more of them than elsewhere.
@@ -100,8 +112,10 @@ def node_scenarios(draw: st.DrawFn) -> Scenario:
             "count": count,
             "requests": {GPU: draw(st.integers(1, node_gpus))},
         }
-        if count > 1 and draw(st.integers(0, 3)) == 0:
+        if count > 1 and draw(st.integers(0, 2)) == 0:
             pod_set["minCount"] = draw(st.integers(1, count - 1))
+            if draw(st.integers(0, 3)):  # Volcano's minAvailable: the other pods wait
+                pod_set["surplus"] = "Wait"
         doc = {
             "name": f"job{n}",
             "namespace": draw(st.sampled_from(["t1", "t2"])),
@@ -185,6 +199,66 @@ def test_a_preemptor_takes_the_room_its_victims_free(sc: Scenario) -> None:
         elif isinstance(ev, qev.QuotaReserved) and ev.workload_id in preempting:
             assert env.occurred_at == preempting.pop(ev.workload_id), ev.workload_id
     assert not preempting, f"preempted and never admitted: {preempting}"
+
+
+@MORE
+@given(node_scenarios())
+def test_quota_and_nodes_stay_exact_through_growth_shrink_and_eviction(sc: Scenario) -> None:
+    """Workloads grown by their waiting pods (admission.grown), shrunk by preemption,
+    evicted and finished: quota is never exceeded and charged exactly what the pods ask,
+    no node ever holds more than it has, and at the end everything is given back."""
+    h, checker = run_checked(sc)
+    queue = queue_runner(h).state
+    assert not nonzero(queue.usage)
+    assert not any(q for used in checker.usage.values() for q in used.values())
+    _check_nodes(h.log.envelopes)
+    assert not queue.growers and not queue.book.held
+
+
+def _check_nodes(log: list[Envelope]) -> None:
+    """Per node, the GPUs of the pods placed on it never exceed its GPUs."""
+    gpus: dict[str, int] = {}
+    asks: dict[str, int] = {}  # workload -> GPUs per pod (one pod set)
+    placed: dict[str, dict[str, str]] = {}  # workload -> pod -> node
+    for env in log:
+        ev = env.event
+        if isinstance(ev, nev.NodeRegistered):
+            gpus[ev.node] = ev.inventory().allocatable.get(GPU, 0)
+        elif isinstance(ev, wev.WorkloadSubmitted):
+            asks[ev.workload_id] = ev.spec.pod_sets[0].requests.get(GPU, 0)
+        elif isinstance(ev, qev.QuotaReserved) and ev.placement is not None:
+            placed[ev.workload_id] = dict(ev.placement.nodes)
+        elif isinstance(ev, qev.WorkloadGrown) and ev.workload_id in placed:
+            assert not set(ev.pods) & set(placed[ev.workload_id]), "a pod placed twice"
+            placed[ev.workload_id].update(ev.placement.nodes)
+        elif isinstance(ev, qev.WorkloadShrunk) and ev.workload_id in placed:
+            for pod in ev.pods:
+                placed[ev.workload_id].pop(pod, None)
+        elif isinstance(ev, qev.WorkloadEvicted | qev.WorkloadFinished | qev.WorkloadCancelled):
+            placed.pop(ev.workload_id, None)
+        used: dict[str, int] = {}
+        for wid, pods in placed.items():
+            for node in pods.values():
+                used[node] = used.get(node, 0) + asks[wid]
+        over = {n: u for n, u in used.items() if u > gpus.get(n, 0)}
+        assert not over, f"after position {env.position}: {over}"
+
+
+@MORE
+@given(node_scenarios())
+def test_a_fresh_notebook_decides_as_the_remembering_queue(sc: Scenario) -> None:
+    """What the queue remembers (parked lanes, placement misses, growers that found no
+    room) is a cache: at every state it decided from, a fresh one decides the same."""
+    h = _run(sc)
+    log = h.log.envelopes
+    bases = {e.causation_id for e in log if e.producer == "queue"}
+    runner: DeciderRunner[QueueState] = DeciderRunner(QueueDecider())
+    for env in log:
+        runner.fold([env])
+        if env.event_id in bases:
+            kept = pickle.dumps(runner.state)
+            remembering = _encoded(runner.decider.decide(runner.state))
+            assert _encoded(runner.decider.decide(pickle.loads(kept))) == remembering, env
 
 
 def test_the_repro_preempts_the_two_workloads_of_one_node() -> None:

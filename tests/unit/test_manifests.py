@@ -294,8 +294,10 @@ def test_volcano_regular_job() -> None:
     assert m.skipped == ()
     (wl,) = m.workloads
     assert (wl.name, wl.namespace, wl.queue_name) == ("job-demo", "default", "default")
-    # minAvailable 1 of one task's 2 replicas: partial admission down to 1 pod.
-    assert wl.pod_sets == (PodSet(name="gpu-vectoradd", count=2, requests={METAX: 2}, min_count=1),)
+    # minAvailable 1 of one task's 2 replicas: it starts with 1 pod, the other waits.
+    assert wl.pod_sets == (
+        PodSet(name="gpu-vectoradd", count=2, requests={METAX: 2}, min_count=1, surplus="Wait"),
+    )
     assert wl.failure_policy == FailurePolicy(
         max_restarts=2, rules=(FailureRule(event="PodEvicted", action="RestartJob"),)
     )
@@ -637,6 +639,13 @@ def test_volcano_min_available(
     if min_available is not None:
         spec["minAvailable"] = min_available
     assert [ps.min_count for ps in one_volcano(spec).pod_sets] == min_counts
+
+
+def test_volcano_min_available_keeps_the_other_pods_waiting() -> None:
+    """peers.md §2.4: Volcano starts the job once minAvailable pods can run and keeps the
+    others pending (``surplus: Wait``), unlike Kueue's partial admission which drops them."""
+    (ps,) = one_volcano({"minAvailable": 3, "tasks": [task("a", 4)]}).pod_sets
+    assert (ps.min_count, ps.surplus) == (3, "Wait")
 
 
 def test_volcano_policies_task_rules_first_and_any_event() -> None:

@@ -552,6 +552,8 @@ def _pod_set_to_api(ps: PodSet) -> dict[str, Any]:
     }
     if ps.min_count is not None:
         out["minCount"] = ps.min_count
+    if ps.surplus != "Drop":
+        out["surplus"] = ps.surplus
     if ps.backoff_limit:
         out["backoffLimit"] = ps.backoff_limit
     if ps.topology is not None:

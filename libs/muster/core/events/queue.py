@@ -212,6 +212,23 @@ class WorkloadShrunk(Event):
     preemption_reason: str
 
 
+@event_class("admission.grown")
+@dataclass(frozen=True, slots=True, kw_only=True)
+class WorkloadGrown(Event):
+    """Room appeared for pods of a workload running below its count whose surplus waits
+    (Volcano's minAvailable: the pods above it stay pending and start as resources free
+    up): they join the same attempt, placed on existing nodes, with more quota charged.
+    The mirror of ``admission.shrunk``."""
+
+    workload_id: str
+    attempt: int
+    pods: tuple[str, ...]  # the pods added (each pod set's next indexes)
+    pod_counts: Mapping[str, int]  # pod set -> the count it runs with now
+    usage: Mapping[str, Mapping[str, int]]  # flavor -> resource -> what it holds now
+    placement: Placement  # the added pods: their nodes and device shares
+    message: str
+
+
 @event_class("admission.finished")
 @dataclass(frozen=True, slots=True, kw_only=True)
 class WorkloadFinished(Event):

@@ -574,6 +574,7 @@ class _PodSet:
     pod: _Pod
     min_count: object = None
     min_count_path: str = ""
+    surplus: str = "Drop"  # Volcano's minAvailable: the pods above it wait (Wait)
     backoff_limit: object = None  # a Job's backoffLimit (None for a Pod)
     backoff_path: str = ""
     exclusive: object = None  # JobSet exclusive-topology: a node label
@@ -697,6 +698,8 @@ def _workload(doc: _Doc) -> tuple[WorkloadSpec, float]:
         if ps.min_count is not None:
             pod_set["minCount"] = ps.min_count
             origin[f"{ps_at}.minCount"] = _relative(doc, ps.min_count_path)
+            if ps.surplus != "Drop":
+                pod_set["surplus"] = ps.surplus
         if ps.backoff_limit is not None:
             pod_set["backoffLimit"] = ps.backoff_limit
             origin[f"{ps_at}.backoffLimit"] = _relative(doc, ps.backoff_path)
@@ -903,8 +906,9 @@ def _network_tier(network: Obj) -> object:
 
 
 def _min_available(spec: Obj, pod_sets: list[_PodSet]) -> list[_PodSet]:
-    """Volcano's gang minimum: partial admission (``minCount``) for a job of one task; with
-    several tasks the gang is all pods (Kueue lets only one pod set shrink)."""
+    """Volcano's gang minimum (peers.md §2.4): for a job of one task, a ``minCount`` whose
+    surplus pods wait (Volcano keeps them pending and starts them when room appears); with
+    several tasks the gang is all pods (only one pod set may have a minimum)."""
     min_available = spec.integer("minAvailable", lo=0)
     total = sum(ps.count for ps in pod_sets)
     if min_available and min_available > total:
@@ -913,7 +917,8 @@ def _min_available(spec: Obj, pod_sets: list[_PodSet]) -> list[_PodSet]:
         )
     if not min_available or min_available == total or len(pod_sets) != 1:
         return pod_sets
-    return [replace(pod_sets[0], min_count=min_available, min_count_path=spec.at("minAvailable"))]
+    only = replace(pod_sets[0], min_count=min_available, min_count_path=spec.at("minAvailable"))
+    return [replace(only, surplus="Wait")]
 
 
 def _volcano_failure_policy(

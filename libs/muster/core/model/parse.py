@@ -52,6 +52,7 @@ from muster.core.model.workload import (
     FAILURE_ACTIONS,
     FAILURE_EVENTS,
     GPU_POLICIES,
+    SURPLUS,
     DeviceFilter,
     FailurePolicy,
     FailureRule,
@@ -160,13 +161,18 @@ def _gang_member(spec: WorkloadSpec, o: Obj) -> None:
 def _pod_set(data: object, path: str) -> PodSet:
     o = Obj(data, path)
     count = o.req_integer("count", lo=1, hi=MAX_PODS)
+    min_count = o.integer("minCount", lo=1, hi=count)
+    surplus = o.choice("surplus", SURPLUS, "Drop")
+    if surplus != "Drop" and min_count is None:
+        raise InvalidInput(o.at("surplus"), "needs a minCount: only pods above it wait")
     ps = PodSet(
         name=o.text("name", default="main", pattern=NAME, max_len=63) or "main",
         count=count,
         requests=o.quantities("requests"),
         node_selector=o.labels("nodeSelector"),
         tolerations=tuple(_toleration(t, p) for t, p in o.items("tolerations", max_items=64)),
-        min_count=o.integer("minCount", lo=1, hi=count),
+        min_count=min_count,
+        surplus="Wait" if surplus == "Wait" else "Drop",
         topology=_pod_set_topology(o.obj("topology"), count),
         devices=_device_filter(o.obj("devices")),
         backoff_limit=o.integer("backoffLimit", default=0, lo=0, hi=10_000) or 0,

@@ -51,6 +51,13 @@ class DeviceFilter:
     avoid_types: tuple[str, ...] = ()
 
 
+# What happens to the pods of a pod set above ``min_count`` that were not admitted: Drop
+# (Kueue's partial admission: never started) or Wait (Volcano's minAvailable: they stay
+# pending and start when room appears; pods preempted from it wait the same way).
+Surplus = Literal["Drop", "Wait"]
+SURPLUS: tuple[str, ...] = ("Drop", "Wait")
+
+
 @dataclass(frozen=True, slots=True, kw_only=True)
 class PodSet:
     name: str
@@ -59,6 +66,7 @@ class PodSet:
     node_selector: Mapping[str, str] = field(default_factory=dict)
     tolerations: tuple[Toleration, ...] = ()
     min_count: int | None = None
+    surplus: Surplus = "Drop"  # with min_count: Kueue's drop or Volcano's wait
     topology: PodSetTopology | None = None
     devices: DeviceFilter | None = None
     # Failed pods replaced in place before the pod set counts as failed (Job backoffLimit).

@@ -244,6 +244,15 @@ def _(event: qev.WorkloadShrunk, state: NodeAgentState) -> None:
 
 
 @_apply.register
+def _(event: qev.WorkloadGrown, state: NodeAgentState) -> None:
+    """Waiting pods of a running workload were placed: they start like admitted ones."""
+    for pod, node in event.placement.nodes.items():
+        if mine(node, state):
+            key = (event.workload_id, event.attempt, pod)
+            add_pod(state, key, Pod(event.workload_id, event.attempt, pod, node))
+
+
+@_apply.register
 def _(event: qev.WorkloadCancelled, state: NodeAgentState) -> None:
     _stop_workload(event.workload_id, "workload cancelled", state)
 
@@ -281,4 +290,6 @@ def _(event: nev.PodFailed, state: NodeAgentState) -> None:
 
 @_apply.register
 def _(event: nev.PodStopped, state: NodeAgentState) -> None:
-    _end_pod(state, event.workload_id, event.attempt, event.pod)
+    key = (event.workload_id, event.attempt, event.pod)
+    if key in state.stopping:  # not a pod of that name placed again since (admission.grown)
+        _end_pod(state, event.workload_id, event.attempt, event.pod)

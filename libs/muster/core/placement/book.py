@@ -481,6 +481,23 @@ class NodeBook:
         self.release(workload)
         self.hold(workload, kept, {p: a for p, a in held.pods.items() if p not in gone})
 
+    def add_pods(self, workload: str, placement: Placement, pods: Mapping[str, PodAsk]) -> None:
+        """More pods of a workload are placed (surplus pods that waited): it keeps the others."""
+        held = self.held.get(workload)
+        for pod_name, node_name in placement.nodes.items():
+            node = self.nodes.get(node_name)
+            pod = pods.get(pod_name)
+            if node is not None and pod is not None:
+                self._seat(self._writable(node), workload, pod, placement.devices.get(pod_name, ()))
+        if held is not None:
+            placement = Placement(
+                nodes={**held.placement.nodes, **placement.nodes},
+                devices={**held.placement.devices, **placement.devices},
+                exclusive=(*held.placement.exclusive, *placement.exclusive),
+            )
+            pods = {**held.pods, **pods}
+        self.keep(workload, placement, pods)
+
     def release(self, workload: str) -> None:
         """Give back a workload's placement (folding its end or eviction; on a view, a
         victim's pods taken away to see what its preemptor would find)."""

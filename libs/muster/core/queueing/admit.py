@@ -11,6 +11,7 @@ admission, or preempts: the fewest victims that make room in quota *and* on the 
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
+from dataclasses import replace
 
 from muster.core.model.queues import ClusterQueueSpec
 from muster.core.model.resources import format_quantity
@@ -27,6 +28,7 @@ from muster.core.queueing.state import (
     never_preempts,
     preemptible,
     protected_until,
+    shape_of,
 )
 from muster.core.queueing.verdicts import Verdict
 
@@ -88,6 +90,8 @@ def process(snap: Snapshot, cursor: QueueCursor, v: Verdict) -> Verdict:
     outcome = v.outcome
     if isinstance(outcome, Unassignable):
         if outcome.reason in PARTIAL_HELPS:
+            if _surplus_waits(wl):  # its full count may be out of reach, its minimum not
+                return _partial(snap, cq, wl) or _preempt_for_minimum(snap, cq, wl)
             return _partial(snap, cq, wl) or v
         return v
     over = namespace_excess(snap, wl)
@@ -98,7 +102,39 @@ def process(snap: Snapshot, cursor: QueueCursor, v: Verdict) -> Verdict:
         if isinstance(v.outcome, Unassignable):
             return _partial(snap, cq, wl) or v
         return v
+    if _surplus_waits(wl):
+        return _partial(snap, cq, wl) or _preempt_for_minimum(snap, cq, wl)
     return preempt(snap, cq, wl, outcome)
+
+
+def _surplus_waits(wl: WorkloadEntry) -> bool:
+    return any(ps.surplus == "Wait" and ps.min_count is not None for ps in wl.spec.pod_sets)
+
+
+def _preempt_for_minimum(snap: Snapshot, cq: ClusterQueueSpec, wl: WorkloadEntry) -> Verdict:
+    """Volcano preempts for a gang only while it is starving (fewer than minAvailable of
+    its pods can run, peers.md §2.4): a workload whose surplus pods wait preempts for its
+    minimum; once admitted, the others come as room appears (growth.py). The preemption is
+    judged for the workload cut to its minimum (same id, priority and queue position)."""
+    pod_sets = tuple(
+        replace(ps, count=ps.min_count, min_count=None, surplus="Drop")
+        if ps.surplus == "Wait" and ps.min_count is not None
+        else ps
+        for ps in wl.spec.pod_sets
+    )
+    spec = replace(wl.spec, pod_sets=pod_sets)
+    least = replace(wl, spec=spec, shape=shape_of(spec), has_min_count=False)
+    v = nominate(snap, cq, least)
+    if not isinstance(v.outcome, Assignment):
+        return Verdict(wl, cq.name, v.outcome)
+    if v.outcome.mode == FIT:  # quota for its minimum but, as _partial found, no place
+        why = namespace_excess(snap, least) or placing.try_place(
+            snap.state, view(snap.book), least, cq.name, v.outcome, {}, snap.routes
+        )
+        if not isinstance(why, Unassignable):
+            why = Unassignable("WaitingForQuota", f"couldn't admit its {spec.pod_count} pods")
+        return Verdict(wl, cq.name, why)
+    return preempt(snap, cq, least, v.outcome)
 
 
 def preempt(
@@ -107,7 +143,7 @@ def preempt(
     """Evict the fewest workloads that make room, in quota and on the nodes, or say why
     none do. The room goes to the preemptor: later entries of this cycle cannot take it."""
     spared = snap.state.evicted_for.get(wl.id, set())  # it evicted them once already
-    gone = snap.evicted | spared
+    gone = snap.evicted | spared | snap.grown
     candidates = [h for h in holders(snap, cq.name) if h.id not in gone]
     candidates, protected = _unprotected(snap, candidates, outcome)
     excluded: frozenset[str] = frozenset()

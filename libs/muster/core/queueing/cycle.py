@@ -32,6 +32,7 @@ from muster.core.queueing import quota as qt
 from muster.core.queueing.admit import nominate, pods_ready_block, preempt_rules, process
 from muster.core.queueing.cursor import QueueCursor
 from muster.core.queueing.flavors import Assignment, Unassignable
+from muster.core.queueing.growth import Growers
 from muster.core.queueing.parking import CONFIG, QUOTA, STATE, TIME
 from muster.core.queueing.pending import Lane
 from muster.core.queueing.snapshot import Snapshot
@@ -250,6 +251,10 @@ def _judge(
 
 
 def admit_rounds(snap: Snapshot, cursors: list[QueueCursor]) -> None:
+    """Rounds of one head per ClusterQueue until every live lane is decided. Running
+    workloads whose surplus pods wait grow in their queue's turn once its next head has
+    a lower priority (growth.py), never in a round of preemptors; the rest at the end."""
+    growers = Growers(snap)
     while cursors:
         round_: list[tuple[QueueCursor, Verdict]] = []
         heads = []
@@ -262,6 +267,8 @@ def admit_rounds(snap: Snapshot, cursors: list[QueueCursor]) -> None:
         # victims free is theirs (the cohort's other queues would take it otherwise).
         if any(wl.id in snap.state.preemptors for _, wl in heads):
             heads = [(c, wl) for c, wl in heads if wl.id in snap.state.preemptors]
+        elif growers:
+            growers.turn({c.cq.name: wl.priority for c, wl in heads})
         for cursor, wl in heads:
             round_.append((cursor, nominate(snap, cursor.cq, wl)))
         if not round_:
@@ -280,6 +287,7 @@ def admit_rounds(snap: Snapshot, cursors: list[QueueCursor]) -> None:
             snap.record(lane, at, cursor.cq.name, done.outcome, only=1)
             _block(snap, cursor, done.workload, [(lane, at + 1), *cursor.rest()])
         cursors = [c for c in cursors if c.peek() is not None]
+    growers.turn({})
 
 
 def _drain_known(snap: Snapshot, cursor: QueueCursor) -> None:

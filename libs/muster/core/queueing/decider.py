@@ -18,7 +18,7 @@ class QueueDecider:
     categories = frozenset(
         {"config", "cloud", "workload", "admission", "provisioning", "node", "timer"}
     )
-    snapshot_format = "queue-state-v14"
+    snapshot_format = "queue-state-v15"
 
     def __init__(self, name: str = sharding.UNSPLIT) -> None:
         self.name = name

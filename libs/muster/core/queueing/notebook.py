@@ -23,7 +23,7 @@ from muster.core.queueing.quota import QuotaTree
 
 
 class Notebook:
-    __slots__ = ("full", "holders", "lanes", "misses", "parking", "touched", "tree")
+    __slots__ = ("full", "grow_misses", "holders", "lanes", "misses", "parking", "touched", "tree")
 
     def __init__(self) -> None:
         self.full = True  # look at everything (fresh, or the configuration changed)
@@ -39,6 +39,9 @@ class Notebook:
         # The quota tree with the state's usage, kept in step by evolve (None: built by the
         # next cycle); each cycle charges a copy of it (quota.copy_on_read).
         self.tree: QuotaTree | None = None
+        # Growers (growth.py) that found no room -> what that was judged against: while it
+        # holds, they find none again.
+        self.grow_misses: dict[str, Any] = {}
 
     def touch(self, workload_id: str) -> None:
         self.touched.add(workload_id)
@@ -54,6 +57,11 @@ class Notebook:
         self.lanes = None
         self.parking.clear()
         self.tree = None
+        self.grow_misses.clear()
+
+    def regrow(self, workload_id: str) -> None:
+        """An event touched the workload: whether it grows is judged afresh."""
+        self.grow_misses.pop(workload_id, None)
 
     def charged(self, queue: str, usage: Mapping[str, Mapping[str, int]], sign: int) -> None:
         """A workload took (+1) or gave back (-1) quota: the kept tree follows."""

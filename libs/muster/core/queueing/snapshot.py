@@ -37,6 +37,8 @@ class Snapshot:
         # Per cohort tree: (queue, shape, priority) -> a verdict of "does not fit".
         self.no_fit: dict[int, dict[tuple[object, ...], Unassignable]] = {}
         self.evicted: set[str] = set()
+        # Grown in this cycle (growth.py): no victim until its growth is folded.
+        self.grown: set[str] = set()
         self.rules: dict[str, tuple[bool, bool]] = {}
         self.protecting = protecting(state)  # any minAdmitDuration: candidates are filtered
         self.verdicts: list[Verdict] = []

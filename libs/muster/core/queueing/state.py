@@ -28,7 +28,7 @@ from muster.core.model.queues import (
     ResourceFlavorSpec,
     WaitForPodsReady,
 )
-from muster.core.model.workload import WorkloadSpec
+from muster.core.model.workload import PodSet, WorkloadSpec
 from muster.core.placement.book import NodeBook, Placement
 from muster.core.placement.devices import DeviceShare
 from muster.core.placement.engine import demands
@@ -229,6 +229,9 @@ class QueueState:
     quota_changed: dict[str, int] = field(default_factory=dict)
     ns_changed: dict[str, int] = field(default_factory=dict)
     awaiting_pods: set[str] = field(default_factory=set)
+    # Admitted on existing nodes below their count, with surplus pods that wait for room
+    # (Volcano's minAvailable): the cycle adds them when room appears (growth.py).
+    growers: set[str] = field(default_factory=set)
     notes: Notebook = field(default_factory=Notebook)
     sharding: Sharding = field(default_factory=Sharding)
 
@@ -305,6 +308,27 @@ def _touched(state: QueueState, wl: WorkloadEntry) -> None:
         state.awaiting_pods.add(wl.id)
     else:
         state.awaiting_pods.discard(wl.id)
+    state.notes.regrow(wl.id)  # what it may grow into is judged afresh
+    if waiting_surplus(wl) is not None:
+        state.growers.add(wl.id)
+    else:
+        state.growers.discard(wl.id)
+
+
+def waiting_surplus(wl: WorkloadEntry) -> PodSet | None:
+    """The pod set whose pods above its minimum wait for room (``surplus: Wait``) while the
+    workload runs below its count on existing nodes, or None. Pod sets with a topology
+    request and workloads with a GPU group size do not grow: their pods must share a
+    domain with the running ones, which adding pods one search at a time cannot keep."""
+    if wl.status != "Admitted" or not wl.run.placed or wl.cancel_requested or wl.problem:
+        return None
+    if wl.spec.gpu_group_size:
+        return None
+    for ps in wl.spec.pod_sets:
+        running = wl.run.pod_counts.get(ps.name, ps.count)
+        if ps.surplus == "Wait" and ps.topology is None and running < ps.count:
+            return ps
+    return None
 
 
 def pods_ready_clock(wl: WorkloadEntry) -> float | None:
@@ -748,6 +772,27 @@ def _(event: qev.WorkloadShrunk, state: QueueState) -> None:
 
 
 @_apply.register
+def _(event: qev.WorkloadGrown, state: QueueState) -> None:
+    wl = _current(state, event.workload_id, event.attempt)
+    if wl is None:
+        return
+    _hold(state, wl, -1)
+    wl.run.usage = {f: dict(r) for f, r in event.usage.items()}
+    wl.run.pod_counts = dict(event.pod_counts)
+    _hold(state, wl, +1)
+    added = set(event.pods)
+    pods = (p for d in demands(wl.spec, event.pod_counts) for p in d.pods if p.name in added)
+    state.book.add_pods(wl.id, event.placement, {p.name: p for p in pods})
+    if wl.run.placements is not None:
+        wl.run.placements.update(event.placement.nodes)
+    wl.run.devices.update(event.placement.devices)
+    for pod in added:  # fresh pods, whatever a pod of that name (shrunk since) did
+        wl.run.pods_started.discard(pod)
+        wl.run.pods_succeeded.discard(pod)
+        wl.run.pods_failed.pop(pod, None)
+
+
+@_apply.register
 def _(event: qev.WorkloadFinished, state: QueueState) -> None:
     _bump(state.stats.finished, state.workloads[event.workload_id].run.cluster_queue or "")
     _end(state, event.workload_id, "Finished")
@@ -882,22 +927,23 @@ def _(event: pev.NodesDeleted, state: QueueState) -> None:
 
 @_apply.register
 def _(event: nev.PodStarted, state: QueueState) -> None:
-    wl = _current(state, event.workload_id, event.attempt)
+    wl = _current_pod(state, event.workload_id, event.attempt, event.pod)
     if wl is not None:
         wl.run.pods_started.add(event.pod)
-        wl.run.pods_ready = len(wl.run.pods_started) >= wl.admitted_pods
+        # Once ready it stays so: pods added later (admission.grown) are not the gang's.
+        wl.run.pods_ready = wl.run.pods_ready or len(wl.run.pods_started) >= wl.admitted_pods
 
 
 @_apply.register
 def _(event: nev.PodSucceeded, state: QueueState) -> None:
-    wl = _current(state, event.workload_id, event.attempt)
+    wl = _current_pod(state, event.workload_id, event.attempt, event.pod)
     if wl is not None:
         wl.run.pods_succeeded.add(event.pod)
 
 
 @_apply.register
 def _(event: nev.PodFailed, state: QueueState) -> None:
-    wl = _current(state, event.workload_id, event.attempt)
+    wl = _current_pod(state, event.workload_id, event.attempt, event.pod)
     if wl is not None:
         wl.run.pods_failed[event.pod] = f"{event.reason} (exit code {event.exit_code})"
         ps = pod_set_of(event.pod)
@@ -957,6 +1003,17 @@ def _current(state: QueueState, workload_id: str, attempt: int) -> WorkloadEntry
     wl = state.workloads.get(workload_id)
     if wl is None or wl.run.attempt != attempt or not wl.holds_quota:
         return None
+    return wl
+
+
+def _current_pod(
+    state: QueueState, workload_id: str, attempt: int, pod: str
+) -> WorkloadEntry | None:
+    """As ``_current``, and the pod is one it runs now: a late report of a pod preemption
+    took (admission.shrunk) is ignored, so it cannot count for a pod grown back later."""
+    wl = _current(state, workload_id, attempt)
+    if wl is not None and wl.run.placed and wl.run.placements is not None:
+        return wl if pod in wl.run.placements else None
     return wl
 
 

@@ -31,6 +31,9 @@ class Verdict:
     victims: list[pre.Victim] = field(default_factory=list)
     pod_counts: dict[str, int] = field(default_factory=dict)  # partial admission
     placement: Placement | None = None  # on existing nodes
+    # An admitted workload's waiting surplus pods added (growth.py): ``outcome`` is their
+    # quota, ``placement`` their places, ``pod_counts`` its counts with them.
+    grow: bool = False
 
 
 def to_events(state: QueueState, verdicts: list[Verdict]) -> list[NewEvent]:
@@ -38,7 +41,9 @@ def to_events(state: QueueState, verdicts: list[Verdict]) -> list[NewEvent]:
     out: list[NewEvent] = []
     for v in verdicts:
         wl = v.workload
-        if isinstance(v.outcome, Assignment) and v.victims:
+        if v.grow:
+            out.append(_new(state, wl.id, _grown(wl, v)))
+        elif isinstance(v.outcome, Assignment) and v.victims:
             out += [_taken(state, wl, v, victim) for victim in v.victims]
             waiting = (
                 "Preempting",
@@ -113,6 +118,30 @@ def _reserved_message(wl: WorkloadEntry, v: Verdict) -> str:
         )
         message += f" (partial admission: {parts})"
     return message
+
+
+def _grown(wl: WorkloadEntry, v: Verdict) -> Event:
+    """Waiting surplus pods added to the running workload, with the quota they take."""
+    assert isinstance(v.outcome, Assignment) and v.placement is not None
+    usage = {f: dict(r) for f, r in wl.run.usage.items()}
+    for flavor, resources in v.outcome.usage.items():
+        per_flavor = usage.setdefault(flavor, {})
+        for resource, qty in resources.items():
+            per_flavor[resource] = per_flavor.get(resource, 0) + qty
+    pods = tuple(v.placement.nodes)
+    total = sum(v.pod_counts.get(ps.name, ps.count) for ps in wl.spec.pod_sets)
+    return qev.WorkloadGrown(
+        workload_id=wl.id,
+        attempt=wl.run.attempt,
+        pods=pods,
+        pod_counts=v.pod_counts,
+        usage=usage,
+        placement=v.placement,
+        message=(
+            f"{len(pods)} waiting pod(s) admitted in ClusterQueue {v.cluster_queue} as room "
+            f"appeared ({total} of {wl.spec.pod_count} pods now): {', '.join(pods)}"
+        ),
+    )
 
 
 def _worth_recording(wl: WorkloadEntry, outcome: Unassignable) -> bool:

@@ -72,6 +72,13 @@ class _Run:
                 self.lost_gpu_seconds += held
                 pair = (ev.preemptor, ev.workload_id)
                 self.per_pair[pair] = self.per_pair.get(pair, 0) + 1
+        elif isinstance(ev, qev.WorkloadShrunk | qev.WorkloadGrown) and ev.workload_id in self.jobs:
+            # Fewer or more pods in the same attempt: what it holds from now on.
+            job = self.jobs[ev.workload_id]
+            if job.held_since is not None:
+                self._release(ev.workload_id, at)
+                job.gpus = sum(r.get(GPU, 0) for r in ev.usage.values())
+                job.held_since = at
         elif (
             isinstance(ev, qev.WorkloadFinished | qev.WorkloadCancelled | qev.WorkloadRejected)
             and ev.workload_id in self.jobs

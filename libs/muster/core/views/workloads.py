@@ -286,6 +286,16 @@ def _(event: qev.WorkloadShrunk, state: WorkloadsState) -> None:
 
 
 @_apply.register
+def _(event: qev.WorkloadGrown, state: WorkloadsState) -> None:
+    """Waiting pods added: it is Admitted (not Running) until they start too."""
+    view = state.workloads.get(event.workload_id)
+    if view is not None and view.attempt == event.attempt:
+        view.pods += len(event.pods)
+        status = "Admitted" if view.status == "Running" else view.status
+        _set(state, view.id, status, "PodsAdmitted", event.message)
+
+
+@_apply.register
 def _(event: qev.WorkloadFinished, state: WorkloadsState) -> None:
     _set(state, event.workload_id, event.outcome, event.reason, event.message)
 
@@ -305,7 +315,7 @@ class WorkloadsView:
 
     name = "intake"
     categories = frozenset({"config", "workload", "admission", "provisioning", "node"})
-    snapshot_format = "workloads-view-v8"
+    snapshot_format = "workloads-view-v9"
 
     def initial(self) -> WorkloadsState:
         return WorkloadsState()
