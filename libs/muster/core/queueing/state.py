@@ -745,15 +745,25 @@ def _ends_when_preempted(state: QueueState, cluster_queue: str) -> bool:
     return cq is not None and cq.preemption.on_preempted == "End"
 
 
+def _recharge(
+    state: QueueState,
+    wl: WorkloadEntry,
+    usage: Mapping[str, Mapping[str, int]],
+    pod_counts: Mapping[str, int],
+) -> None:
+    """The attempt holds ``usage`` for ``pod_counts`` pods now (shrunk or grown)."""
+    _hold(state, wl, -1)
+    wl.run.usage = {f: dict(r) for f, r in usage.items()}
+    wl.run.pod_counts = dict(pod_counts)
+    _hold(state, wl, +1)
+
+
 @_apply.register
 def _(event: qev.WorkloadShrunk, state: QueueState) -> None:
     wl = _current(state, event.workload_id, event.attempt)
     if wl is None:
         return
-    _hold(state, wl, -1)
-    wl.run.usage = {f: dict(r) for f, r in event.usage.items()}
-    wl.run.pod_counts = dict(event.pod_counts)
-    _hold(state, wl, +1)
+    _recharge(state, wl, event.usage, event.pod_counts)
     gone = set(event.pods)
     state.book.take_pods(wl.id, gone)
     if wl.run.placements is not None:
@@ -776,10 +786,7 @@ def _(event: qev.WorkloadGrown, state: QueueState) -> None:
     wl = _current(state, event.workload_id, event.attempt)
     if wl is None:
         return
-    _hold(state, wl, -1)
-    wl.run.usage = {f: dict(r) for f, r in event.usage.items()}
-    wl.run.pod_counts = dict(event.pod_counts)
-    _hold(state, wl, +1)
+    _recharge(state, wl, event.usage, event.pod_counts)
     added = set(event.pods)
     pods = (p for d in demands(wl.spec, event.pod_counts) for p in d.pods if p.name in added)
     state.book.add_pods(wl.id, event.placement, {p.name: p for p in pods})

@@ -99,10 +99,13 @@ def _pod_set_update(u: PodSetUpdate) -> dict[str, Any]:
     return out
 
 
-def submitted_view(event: wev.WorkloadSubmitted, at: float) -> WorkloadView:
-    """A workload as it stands right after submission (intake answers POST with it)."""
+def submitted_view(
+    event: wev.WorkloadSubmitted | wev.GangMemberSubmitted, at: float
+) -> WorkloadView:
+    """A workload as it stands right after submission (intake answers POST with it); a gang
+    member before its gang's other news."""
     spec = event.spec
-    return WorkloadView(
+    view = WorkloadView(
         id=event.workload_id,
         name=spec.name,
         namespace=spec.namespace,
@@ -113,6 +116,11 @@ def submitted_view(event: wev.WorkloadSubmitted, at: float) -> WorkloadView:
         digest=event.request_digest,
         updated_at=at,
     )
+    if isinstance(event, wev.GangMemberSubmitted):
+        assert spec.gang is not None
+        view.id, view.reason, view.gang_id = event.member_id, "GangIncomplete", event.workload_id
+        view.gang, view.gang_size = spec.gang.name, spec.gang.cardinality
+    return view
 
 
 @dataclass(slots=True)
@@ -171,27 +179,6 @@ def _shown(view: WorkloadView) -> tuple[str, str, str, str | None, int, bool, fl
     )
 
 
-def member_view(event: wev.GangMemberSubmitted, at: float) -> WorkloadView:
-    """A gang member as it stands when submitted (before its gang's other news)."""
-    spec = event.spec
-    assert spec.gang is not None
-    return WorkloadView(
-        id=event.member_id,
-        name=spec.name,
-        namespace=spec.namespace,
-        queue_name=spec.queue_name,
-        priority=spec.priority,
-        pods=spec.pod_count,
-        submitted_at=at,
-        digest=event.request_digest,
-        updated_at=at,
-        reason="GangIncomplete",
-        gang=spec.gang.name,
-        gang_size=spec.gang.cardinality,
-        gang_id=event.workload_id,
-    )
-
-
 def _set(state: WorkloadsState, wid: str, status: str, reason: str, message: str) -> None:
     view = state.workloads.get(wid)
     if view is not None:
@@ -221,7 +208,7 @@ def _(event: wev.WorkloadSubmitted, state: WorkloadsState) -> None:
 def _(event: wev.GangMemberSubmitted, state: WorkloadsState) -> None:
     members = state.gangs.setdefault(event.workload_id, [])
     members.append(event.member_id)
-    view = state.workloads[event.member_id] = member_view(event, state.now)
+    view = state.workloads[event.member_id] = submitted_view(event, state.now)
     message = f"gang {view.gang} has {len(members)} of {view.gang_size} members"
     for mid in members:
         _set(state, mid, "Pending", "GangIncomplete", message)
