@@ -450,8 +450,16 @@ def print_summary(summary: dict[str, Any]) -> None:
 
 
 def demo(
-    data_dir: Path, cluster_path: Path, workloads_path: Path, manifest_paths: list[Path]
+    data_dir: Path,
+    cluster_path: Path,
+    workloads_path: Path,
+    manifest_paths: list[Path],
+    stay: bool = False,
 ) -> int:
+    """The demo, narrated from the store as it runs; then, with ``stay``, the stack keeps
+    running as ``muster up`` does; otherwise the last lines say how to start one over the
+    demo's store."""
+    from muster.cli import story, up
     from muster.runtime.stack import Stack
 
     spec = load_cluster(cluster_path)
@@ -465,24 +473,55 @@ def demo(
         print(
             f"  intake {stack.url()}  queue {stack.url('queue')}  broker {stack.broker.bootstrap}"
         )
-        asyncio.run(admin.configure(stack.store_url, spec, stack.broker.bootstrap))
-        if manifest_paths:
-            print(f"  applying {', '.join(str(p) for p in manifest_paths)}")
-            paths = [str(p) for p in manifest_paths]
-            if apply(stack.store_url, None, paths, stack.broker.bootstrap, stack.url()):
-                raise CliError("the demo's manifests were not all applied")
-        ids = _submit_all(stack.url(), workloads)
-        ids += _ids_of(stack.url(), [(w.namespace, w.name) for w in extra.workloads])
-        _wait_all(stack.url(), ids)
-        asyncio.run(_demo_report(stack, ids))
+        narrator = story.Narrator(stack.store_url)
+        narrator.start()
+        try:
+            asyncio.run(admin.configure(stack.store_url, spec, stack.broker.bootstrap))
+            if manifest_paths:
+                print(f"  applying {', '.join(str(p) for p in manifest_paths)}")
+                paths = [str(p) for p in manifest_paths]
+                if apply(stack.store_url, None, paths, stack.broker.bootstrap, stack.url()):
+                    raise CliError("the demo's manifests were not all applied")
+            ids = _submit_all(stack.url(), workloads)
+            ids += _ids_of(stack.url(), [(w.namespace, w.name) for w in extra.workloads])
+            _wait_all(stack.url(), ids)
+        finally:
+            narrator.stop()
+        asyncio.run(_demo_report(stack))
         if extra.request_sources:
             print()
             provreq(stack.url(), None, False, False, "table")
         ok = asyncio.run(
             replay(stack.store_url, None, [stack.url("queue"), stack.url("provisioner")], True)
         )
-    print(f"\nat {datetime.now(UTC):%H:%M:%S} UTC: demo {'passed' if ok == 0 else 'FAILED'}")
+        print(f"\nat {datetime.now(UTC):%H:%M:%S} UTC: demo {'passed' if ok == 0 else 'FAILED'}")
+        if stay:
+            up.serve(stack, _explore_hints(narrator.story.preempted or ids))
+    if not stay:
+        _print_explore(data_dir, cluster_path, narrator.story.preempted or ids)
     return ok
+
+
+def _explore_hints(ids: list[str]) -> tuple[str, ...]:
+    """What to look at in what the demo left (every command finds the stack by itself):
+    ``ids[0]`` is the workload described, the first preempted one when there was one."""
+    return (
+        "to look at what the demo did:",
+        f"  muster describe {ids[0]}",
+        "  muster pending --cluster-queue research",
+        "  muster replay --decisions",
+    )
+
+
+def _print_explore(data_dir: Path, cluster_path: Path, ids: list[str]) -> None:
+    cluster = "" if cluster_path == EXAMPLES / "cluster.yaml" else f" --cluster {cluster_path}"
+    print(
+        "\nthe stack has stopped; to explore what the demo left, start it again over the "
+        "same store (Ctrl-C stops it):"
+    )
+    print(f"  muster up --data-dir {data_dir}{cluster}")
+    print("then, in another terminal:")
+    print("\n".join(_explore_hints(ids)[1:]))
 
 
 def _submit_all(server: str, workloads: list[tuple[float, Any]]) -> list[str]:
@@ -632,11 +671,10 @@ def _progress(text: str) -> None:
     sys.stdout.flush()
 
 
-async def _demo_report(stack: Any, ids: list[str]) -> None:
+async def _demo_report(stack: Any) -> None:
     store = SqlEventStore(stack.store_url)
     try:
         log = await store.read_all(0)
     finally:
         await store.close()
     print_summary(summarize(log))
-    print(f"\ntry: muster describe {ids[0]} --server {stack.url()}")

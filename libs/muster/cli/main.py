@@ -6,22 +6,100 @@ import argparse
 import asyncio
 import os
 import sys
+from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
 from sqlalchemy.engine import make_url
 from sqlalchemy.exc import ArgumentError, SQLAlchemyError
 
-from muster.cli import commands, http, resources
+from muster.cli import commands, http, resources, state, up
 from muster.core.model.documents import DocumentError, load_documents
 
+DEFAULT_SERVER = "http://127.0.0.1:8080"
 
-def _store_url(value: str | None, *, existing: bool = True) -> str:
+
+class _Found:
+    """The running stack's state file, read at most once per command (its stale-file hint
+    printed once) and only by a command that needs an address nobody gave."""
+
+    def __init__(self) -> None:
+        self._read = False
+        self._state: state.StackState | None = None
+
+    def __call__(self) -> state.StackState | None:
+        if not self._read:
+            self._state, self._read = state.read(), True
+        return self._state
+
+
+def server_url(
+    flag: str | None,
+    found: Callable[[], state.StackState | None],
+    env: Mapping[str, str] = os.environ,
+) -> str:
+    """Intake's URL: --server, else $MUSTER_SERVER, else the running ``muster up``'s, else
+    the default port on this machine. The one place the CLI (and a client it builds)
+    learns where the server is."""
+    if flag:
+        return flag
+    if env.get("MUSTER_SERVER"):
+        return env["MUSTER_SERVER"]
+    running = found()
+    return running.server if running else DEFAULT_SERVER
+
+
+def token_for(
+    flag: str | None,
+    found: Callable[[], state.StackState | None],
+    env: Mapping[str, str] = os.environ,
+) -> str | None:
+    """--token, else $MUSTER_TOKEN, else the token the running ``muster up`` made."""
+    if flag or env.get("MUSTER_TOKEN"):
+        return flag or env["MUSTER_TOKEN"]
+    running = found()
+    return running.token if running else None
+
+
+def store_url_for(
+    flag: str | None,
+    found: Callable[[], state.StackState | None],
+    env: Mapping[str, str] = os.environ,
+) -> str | None:
+    """--store-url, else $MUSTER_STORE_URL, else the running ``muster up``'s store."""
+    if flag or env.get("MUSTER_STORE_URL"):
+        return flag or env["MUSTER_STORE_URL"]
+    running = found()
+    return running.store_url if running else None
+
+
+def broker_for(
+    flag: str | None,
+    store_url: str | None,
+    found: Callable[[], state.StackState | None],
+    env: Mapping[str, str] = os.environ,
+) -> str | None:
+    """--kafka-bootstrap, else $MUSTER_KAFKA_BOOTSTRAP, else the running stack's broker
+    when the store written is that stack's (another store's changes are not its news)."""
+    if flag or env.get("MUSTER_KAFKA_BOOTSTRAP"):
+        return flag or env["MUSTER_KAFKA_BOOTSTRAP"]
+    running = found()
+    return running.broker if running and running.store_url == store_url else None
+
+
+def _store_url(
+    value: str | None,
+    *,
+    existing: bool = True,
+    found: Callable[[], state.StackState | None] = state.read,
+) -> str:
     """The store's URL; ``existing``: an SQLite file must be there already (reading one
     that is not would create it empty)."""
-    url = value or os.environ.get("MUSTER_STORE_URL")
+    url = store_url_for(value, found)
     if not url:
-        raise SystemExit("muster: give --store-url or set MUSTER_STORE_URL")
+        raise SystemExit(
+            "muster: give --store-url, set MUSTER_STORE_URL, or start a stack with `muster up`"
+        )
     try:
         parsed = make_url(url)
     except ArgumentError:
@@ -42,11 +120,11 @@ def build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="muster", description=__doc__)
     p.add_argument(
         "--token",
-        default=os.environ.get("MUSTER_TOKEN"),
-        help="bearer token for intake (default $MUSTER_TOKEN; docs/api.md, 'Access')",
+        help="bearer token for intake (default $MUSTER_TOKEN, else the running `muster up`'s; "
+        "docs/api.md, 'Access')",
     )
     sub = p.add_subparsers(dest="command", required=True, metavar="COMMAND")
-    server = os.environ.get("MUSTER_SERVER", "http://127.0.0.1:8080")
+    server = None  # resolved in main(): server_url
 
     demo = sub.add_parser("demo", help="start the embedded stack, run a demo, print a summary")
     demo.add_argument("--data-dir", default=".muster", type=Path)
@@ -61,6 +139,13 @@ def build_parser() -> argparse.ArgumentParser:
         metavar="FILE",
         help="Kubernetes manifests to apply too (default examples/dws-demo.yaml and "
         "examples/placement-demo.yaml)",
+    )
+    demo.add_argument(
+        "--stay",
+        action=argparse.BooleanOptionalAction,
+        default=None,
+        help="keep the stack running after the demo, like `muster up`, until Ctrl-C "
+        "(default: when standard input is a terminal)",
     )
 
     mig = sub.add_parser("migrate", help="bring the event store schema up to date")
@@ -95,13 +180,22 @@ def build_parser() -> argparse.ArgumentParser:
         help="Kubernetes manifests, multi-document YAML, - for standard input; repeatable, "
         "later files replace same-named objects (docs/api.md, 'Kubernetes manifests')",
     )
-    ap.add_argument("--store-url", help="event store URL for --cluster (default $MUSTER_STORE_URL)")
+    ap.add_argument(
+        "--store-url",
+        help="event store URL for --cluster (default $MUSTER_STORE_URL, else the running "
+        "`muster up`'s)",
+    )
     ap.add_argument(
         "--kafka-bootstrap",
-        default=os.environ.get("MUSTER_KAFKA_BOOTSTRAP"),
-        help="publish --cluster's changes to this broker at once (default $MUSTER_KAFKA_BOOTSTRAP)",
+        help="publish --cluster's changes to this broker at once (default "
+        "$MUSTER_KAFKA_BOOTSTRAP, else the running `muster up`'s)",
     )
-    ap.add_argument("--server", default=server, help="intake URL (default %(default)s)")
+    ap.add_argument(
+        "--server",
+        default=server,
+        help="intake URL (default $MUSTER_SERVER, else the running `muster up`'s, else "
+        f"{DEFAULT_SERVER})",
+    )
 
     sb = sub.add_parser("submit", help="submit a workload (JSON or YAML file, or - for stdin)")
     sb.add_argument("file")
@@ -224,25 +318,35 @@ def build_parser() -> argparse.ArgumentParser:
         action="store_true",
         help="re-derive every logged decision from its log prefix",
     )
+    up.add_parsers(sub)
     return p
 
 
 def main(argv: list[str] | None = None) -> None:
     args = build_parser().parse_args(argv)
-    http.configure(args.token)
+    found = _Found()
+    if "server" in vars(args):  # a command that talks to intake
+        args.server = server_url(args.server, found)
+        args.token = token_for(args.token, found)
+    http.configure(args.token or os.environ.get("MUSTER_TOKEN"))
     try:
-        code = _dispatch(args)
+        code = _dispatch(args, found)
     except (commands.CliError, resources.ResourceError) as exc:
         print(f"muster {args.command}: {exc}", file=sys.stderr)
         code = 1
     except (OSError, SQLAlchemyError) as exc:  # a store or file the command could not use
         print(f"muster {args.command}: {_first_line(exc)}", file=sys.stderr)
         code = 1
+    except KeyboardInterrupt:  # Ctrl-C: what was started is stopped on the way out
+        print(f"\nmuster {args.command}: interrupted", file=sys.stderr)
+        code = 130
     raise SystemExit(code)
 
 
-def _dispatch(args: argparse.Namespace) -> int:
+def _dispatch(args: argparse.Namespace, found: Callable[[], state.StackState | None]) -> int:
     match args.command:
+        case "up":
+            return up.run(args)
         case "demo":
             return commands.demo(
                 args.data_dir,
@@ -250,19 +354,21 @@ def _dispatch(args: argparse.Namespace) -> int:
                 args.workloads,
                 args.filenames
                 or [commands.EXAMPLES / "dws-demo.yaml", commands.EXAMPLES / "placement-demo.yaml"],
+                stay=sys.stdin.isatty() if args.stay is None else args.stay,
             )
         case "migrate":
             from muster.store.migrate import upgrade
 
-            upgrade(_store_url(args.store_url, existing=False))
+            upgrade(_store_url(args.store_url, existing=False, found=found))
             print("store schema is up to date")
             return 0
         case "apply":
+            store = store_url_for(args.store_url, found) if args.cluster else None
             return commands.apply(
-                args.store_url or os.environ.get("MUSTER_STORE_URL"),
+                store,
                 args.cluster,
                 args.filenames,
-                args.kafka_bootstrap,
+                broker_for(args.kafka_bootstrap, store, found),
                 args.server,
             )
         case "submit":
@@ -295,7 +401,9 @@ def _dispatch(args: argparse.Namespace) -> int:
             return commands.sim(args.cluster, args.workloads, args.until, args.json, args.summary)
         case "replay":
             return asyncio.run(
-                commands.replay(_store_url(args.store_url), args.until, args.verify, args.decisions)
+                commands.replay(
+                    _store_url(args.store_url, found=found), args.until, args.verify, args.decisions
+                )
             )
     return 2
 

@@ -39,7 +39,11 @@ class Stack:
         extra_env: dict[str, str] | None = None,
         node_agents: int = 1,
         queue_shards: dict[str, str] | None = None,
+        ports: dict[str, int] | None = None,
+        grpc_port: int | None = None,
     ) -> None:
+        """``ports``: fixed HTTP ports of some services (``muster up --port``), others on
+        free ones; ``grpc_port``: intake's gRPC port (default a free one)."""
         self.data_dir = data_dir.resolve()
         self.data_dir.mkdir(parents=True, exist_ok=True)
         self.store_url = store_url or f"sqlite:///{self.data_dir / 'muster.db'}"
@@ -59,8 +63,9 @@ class Stack:
             del self.services["queue"]
             for name in self.queue_shards:
                 self.services[name] = SERVICES["queue"]
-        self.ports = {name: free_port() for name in self.services}
-        self.grpc_port = free_port()  # intake's gRPC API
+        fixed = ports or {}
+        self.ports = {name: fixed.get(name) or free_port() for name in self.services}
+        self.grpc_port = grpc_port or free_port()  # intake's gRPC API
         self.processes: dict[str, subprocess.Popen[bytes]] = {}
         self.poll_seconds = poll_seconds
         self.extra_env = extra_env or {}
