@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import tempfile
 from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
 
@@ -22,6 +23,10 @@ _PHASES = [p for p in Phase if p is not Phase.explain]
 settings.register_profile("muster", derandomize=True, phases=_PHASES)
 settings.register_profile("fuzz", derandomize=False, phases=_PHASES)
 settings.load_profile(os.environ.get("MUSTER_HYPOTHESIS_PROFILE", "muster"))
+
+# A `muster up` running on this machine must not answer for the tests: every CLI command
+# looks for its state file when no flag or variable names a server or store.
+os.environ["MUSTER_STATE"] = str(Path(tempfile.gettempdir()) / f"muster-tests-{os.getpid()}.json")
 
 
 @pytest.fixture(scope="session")

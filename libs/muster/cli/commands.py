@@ -508,7 +508,7 @@ def _explore_hints(ids: list[str]) -> tuple[str, ...]:
     return (
         "to look at what the demo did:",
         f"  muster describe {ids[0]}",
-        "  muster pending --cluster-queue research",
+        "  muster get workloads -A",
         "  muster replay --decisions",
     )
 

@@ -53,11 +53,11 @@ class Story:
                 return [("pending", f"{self.name(ev.workload_id)}: {ev.message}")]
             case qev.WorkloadAdmitted() if ev.workload_id in self.pending_since:
                 waited = at - self.pending_since.pop(ev.workload_id)
+                where = f" in ClusterQueue {ev.cluster_queue}" if ev.cluster_queue else ""
                 return [
                     (
                         "admitted",
-                        f"{self.name(ev.workload_id)} in ClusterQueue {ev.cluster_queue} "
-                        f"after {waited:.1f}s pending",
+                        f"{self.name(ev.workload_id)}{where} after {waited:.1f}s pending",
                     )
                 ]
             case qev.WorkloadEvicted() if ev.preemptor:
@@ -92,7 +92,9 @@ class Story:
             case pev.ProvisioningAccepted():
                 return self._accepted(ev)
             case pev.ProvisioningWaiting():
-                return [("provision", f"{self._request(ev.request_id)}: {ev.message}")]
+                _, nodes = self.requests.get(ev.request_id, ("", 0))
+                whole = f" (all {nodes} nodes in one zone, or none)" if nodes > 1 else ""
+                return [("provision", f"{self._request(ev.request_id)}: {ev.message}{whole}")]
             case pev.ProvisioningProvisioned():
                 _, nodes = self.requests.get(ev.request_id, ("", len(set(ev.assignments.values()))))
                 if nodes > 1:
@@ -112,19 +114,10 @@ class Story:
         return []
 
     def _accepted(self, ev: pev.ProvisioningAccepted) -> list[tuple[str, str]]:
+        """Nothing to say yet (``waiting`` or ``provisioned`` follows); remembered for them."""
         whom = self.name(ev.workload_id) if ev.workload_id else "standalone"
-        nodes = sum(ps.nodes for ps in ev.pod_sets)
-        self.requests[ev.request_id] = (whom, nodes)
-        if nodes < 2:
-            return []  # one node: nothing to tell about doing it all at once
-        pools = ", ".join(sorted({f"{ps.nodes} x {ps.pool}" for ps in ev.pod_sets}))
-        zones = f" in one of {', '.join(ev.zones)}" if ev.zones else " in one zone"
-        return [
-            (
-                "provision",
-                f"{self._request(ev.request_id)}: {pools}{zones}, all at once or none",
-            )
-        ]
+        self.requests[ev.request_id] = (whom, sum(ps.nodes for ps in ev.pod_sets))
+        return []
 
     def _request(self, request_id: str) -> str:
         whom, _ = self.requests.get(request_id, ("", 0))
