@@ -1,11 +1,12 @@
-# muster: `make demo` runs the embedded stack and a demo; `make test` runs every test.
+# muster: `make demo` runs the embedded stack and a demo; `make up` keeps the stack running;
+# `make test` runs every test.
 PYTHON ?= python3.11
 VENV   := .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
 DATA   ?= .muster
 
-.PHONY: setup demo test fuzz chaos unit lint bench bench-full migrate clean
+.PHONY: setup demo up test fuzz chaos unit lint bench bench-full migrate clean
 
 GEN    := libs/muster/api/v1/muster_pb2.py
 PYC    := $(VENV)/.compiled
@@ -34,8 +35,14 @@ migrate: setup
 	mkdir -p $(DATA)
 	MUSTER_STORE_URL=sqlite+aiosqlite:///$(abspath $(DATA))/muster.db $(BIN)/muster migrate
 
+# On a terminal the stack stays up after the demo (Ctrl-C stops it); otherwise (CI, a pipe)
+# the demo ends and prints the `muster up` command that starts it again over its store.
 demo: setup
 	$(BIN)/muster demo --data-dir $(DATA)
+
+# The embedded stack in the foreground over $(DATA) until Ctrl-C (docs/operations.md).
+up: setup
+	$(BIN)/muster up --data-dir $(DATA)
 
 test: setup
 	$(BIN)/python -m pytest -q -p no:cacheprovider $(PYTEST_ARGS)
