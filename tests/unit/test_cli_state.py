@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import os
+import socket
 import subprocess
 import sys
 from pathlib import Path
@@ -198,3 +199,18 @@ def test_the_current_file_follows_xdg_state_home(monkeypatch: pytest.MonkeyPatch
     assert state.current_path() == Path("/xdg/muster/current.json")
     monkeypatch.delenv("XDG_STATE_HOME")
     assert state.current_path() == Path.home() / ".local" / "state" / "muster" / "current.json"
+
+
+def test_up_refuses_a_port_in_use_before_starting_anything(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = taken.getsockname()[1]
+        with pytest.raises(SystemExit) as exc:
+            main(["up", "--port", str(port), "--data-dir", str(tmp_path / "data")])
+    assert exc.value.code == 1
+    err = capsys.readouterr().err
+    assert f"port {port} is in use" in err and "--port 0" in err
+    assert not (tmp_path / "data").exists()

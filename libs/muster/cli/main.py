@@ -34,8 +34,8 @@ class _Found:
 
 
 def server_url(
-    flag: str | None,
-    found: Callable[[], state.StackState | None],
+    flag: str | None = None,
+    found: Callable[[], state.StackState | None] = state.read,
     env: Mapping[str, str] = os.environ,
 ) -> str:
     """Intake's URL: --server, else $MUSTER_SERVER, else the running ``muster up``'s, else
@@ -51,7 +51,7 @@ def server_url(
 
 def token_for(
     flag: str | None,
-    found: Callable[[], state.StackState | None],
+    found: Callable[[], state.StackState | None] = state.read,
     env: Mapping[str, str] = os.environ,
 ) -> str | None:
     """--token, else $MUSTER_TOKEN, else the token the running ``muster up`` made."""
@@ -63,7 +63,7 @@ def token_for(
 
 def store_url_for(
     flag: str | None,
-    found: Callable[[], state.StackState | None],
+    found: Callable[[], state.StackState | None] = state.read,
     env: Mapping[str, str] = os.environ,
 ) -> str | None:
     """--store-url, else $MUSTER_STORE_URL, else the running ``muster up``'s store."""
@@ -76,7 +76,7 @@ def store_url_for(
 def broker_for(
     flag: str | None,
     store_url: str | None,
-    found: Callable[[], state.StackState | None],
+    found: Callable[[], state.StackState | None] = state.read,
     env: Mapping[str, str] = os.environ,
 ) -> str | None:
     """--kafka-bootstrap, else $MUSTER_KAFKA_BOOTSTRAP, else the running stack's broker

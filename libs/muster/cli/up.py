@@ -83,6 +83,7 @@ def run(args: argparse.Namespace) -> int:
         grpc_port=args.grpc_port or None,
     )
     print(f"muster up: starting a broker, a SQLite store and four services; logs in {data_dir}/")
+    serving = False
     try:
         with _stop_signals_interrupt():
             stack.start()
@@ -92,9 +93,10 @@ def run(args: argparse.Namespace) -> int:
                 stack.store_url, None, args.filenames, stack.broker.bootstrap, stack.url()
             ):
                 raise commands.CliError("the manifests were not all applied")
+            serving = True
             serve(stack)
-    except KeyboardInterrupt:
-        print("muster up: interrupted while starting")
+    except KeyboardInterrupt:  # while starting, or a second Ctrl-C as serve returned
+        print("muster up: stopping" if serving else "muster up: interrupted while starting")
     finally:
         with _signals_ignored():
             stack.stop()
