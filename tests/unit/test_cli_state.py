@@ -214,3 +214,22 @@ def test_up_refuses_a_port_in_use_before_starting_anything(
     err = capsys.readouterr().err
     assert f"port {port} is in use" in err and "--port 0" in err
     assert not (tmp_path / "data").exists()
+
+
+def test_hints_name_muster_as_it_was_run(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Under `make demo` muster is .venv/bin/muster, not on the PATH: the printed
+    `muster up ...` must be a command that runs."""
+    from muster.cli.up import command_name
+
+    script = tmp_path / ".venv" / "bin" / "muster"
+    script.parent.mkdir(parents=True)
+    script.write_text("#!/bin/sh\n")
+    script.chmod(0o755)
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setattr(sys, "argv", [str(script)])
+    monkeypatch.setenv("PATH", "/nonexistent")
+    assert command_name() == ".venv/bin/muster"
+    monkeypatch.setenv("PATH", str(script.parent))
+    assert command_name() == "muster"
+    monkeypatch.setattr(sys, "argv", ["/src/muster/cli/main.py"])
+    assert command_name() == "muster"

@@ -82,3 +82,21 @@ def test_a_quiet_log_tells_nothing(story_lines: list[str]) -> None:
         "rejected",
         "provision",
     }
+
+
+def test_the_recap_tells_the_story_in_three_lines() -> None:
+    spec = commands.load_cluster(EXAMPLES / "cluster.yaml")
+    loaded = commands.load_sim_inputs(spec, [EXAMPLES / "workloads.yaml"])
+    harness = commands.build_harness(loaded.spec, loaded.workloads)
+    harness.run()
+    story = Story()
+    for env in harness.log.envelopes:
+        story.tell(env)
+    preemption, pending, provisioning = story.recap()
+    assert preemption == (
+        "preemption: oncall/hotfix-eval preempted team-b/job-03 (InCohortReclamation)"
+    )
+    assert pending.startswith("pending: ") and "longest team-a/job-05" in pending
+    assert provisioning.startswith("provisioning: ") and "each all at once in one zone" in (
+        provisioning
+    )

@@ -488,6 +488,9 @@ def demo(
         finally:
             narrator.stop()
         asyncio.run(_demo_report(stack))
+        print("\nthe story:")
+        for line in narrator.story.recap():
+            print(f"  {line}")
         if extra.request_sources:
             print()
             provreq(stack.url(), None, False, False, "table")
@@ -505,21 +508,26 @@ def demo(
 def _explore_hints(ids: list[str]) -> tuple[str, ...]:
     """What to look at in what the demo left (every command finds the stack by itself):
     ``ids[0]`` is the workload described, the first preempted one when there was one."""
+    from muster.cli.up import command_name
+
+    muster = command_name()
     return (
         "to look at what the demo did:",
-        f"  muster describe {ids[0]}",
-        "  muster get workloads -A",
-        "  muster replay --decisions",
+        f"  {muster} describe {ids[0]}",
+        f"  {muster} get workloads -A",
+        f"  {muster} replay --decisions",
     )
 
 
 def _print_explore(data_dir: Path, cluster_path: Path, ids: list[str]) -> None:
+    from muster.cli.up import command_name
+
     cluster = "" if cluster_path == EXAMPLES / "cluster.yaml" else f" --cluster {cluster_path}"
     print(
         "\nthe stack has stopped; to explore what the demo left, start it again over the "
         "same store (Ctrl-C stops it):"
     )
-    print(f"  muster up --data-dir {data_dir}{cluster}")
+    print(f"  {command_name()} up --data-dir {data_dir}{cluster}")
     print("then, in another terminal:")
     print("\n".join(_explore_hints(ids)[1:]))
 

@@ -32,6 +32,9 @@ class Story:
         self.pending_since: dict[str, float] = {}  # workload id -> first pending, this wait
         self.requests: dict[str, tuple[str, int]] = {}  # request id -> (for whom, nodes)
         self.preempted: list[str] = []  # workload ids, in the order they were preempted
+        self.preemptions: list[str] = []  # "who preempted whom (why)", for the recap
+        self.waits: list[tuple[float, str]] = []  # (seconds pending, workload), admitted ones
+        self.all_at_once: list[int] = []  # node counts of multi-node requests provisioned
 
     def name(self, workload_id: str | None) -> str:
         return self.names.get(workload_id or "", workload_id or "?")
@@ -53,6 +56,7 @@ class Story:
                 return [("pending", f"{self.name(ev.workload_id)}: {ev.message}")]
             case qev.WorkloadAdmitted() if ev.workload_id in self.pending_since:
                 waited = at - self.pending_since.pop(ev.workload_id)
+                self.waits.append((waited, self.name(ev.workload_id)))
                 where = f" in ClusterQueue {ev.cluster_queue}" if ev.cluster_queue else ""
                 return [
                     (
@@ -63,11 +67,13 @@ class Story:
             case qev.WorkloadEvicted() if ev.preemptor:
                 self.preempted.append(ev.workload_id)
                 victim = self.name(ev.workload_id)
+                why = ev.preemption_reason or ev.reason
+                self.preemptions.append(f"{self.name(ev.preemptor)} preempted {victim} ({why})")
                 return [
                     (
                         "preempted",
                         f"{self.name(ev.preemptor)} preempted {victim} "
-                        f"({ev.preemption_reason or ev.reason}); {victim} goes back to its queue",
+                        f"({why}); {victim} goes back to its queue",
                     )
                 ]
             case qev.WorkloadEvicted():
@@ -98,6 +104,7 @@ class Story:
             case pev.ProvisioningProvisioned():
                 _, nodes = self.requests.get(ev.request_id, ("", len(set(ev.assignments.values()))))
                 if nodes > 1:
+                    self.all_at_once.append(nodes)
                     return [
                         (
                             "provision",
@@ -112,6 +119,22 @@ class Story:
             case pev.ProvisioningBookingExpired() | pev.ProvisioningCapacityRevoked():
                 return [("provision", f"{self._request(ev.request_id)}: {ev.message}")]
         return []
+
+    def recap(self) -> list[str]:
+        """The story in three lines, for the end of the demo."""
+        lines = [f"preemption: {p}" for p in self.preemptions] or ["preemption: none"]
+        if self.waits:
+            longest, who = max(self.waits)
+            lines.append(
+                f"pending: {len(self.waits)} workload(s) waited for quota, room or nodes "
+                f"before admission; longest {who}, {longest:.1f}s"
+            )
+        if self.all_at_once:
+            lines.append(
+                f"provisioning: {len(self.all_at_once)} multi-node request(s), "
+                f"{sum(self.all_at_once)} nodes, each all at once in one zone"
+            )
+        return lines
 
     def _accepted(self, ev: pev.ProvisioningAccepted) -> list[tuple[str, str]]:
         """Nothing to say yet (``waiting`` or ``provisioned`` follows); remembered for them."""

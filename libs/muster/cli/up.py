@@ -7,8 +7,10 @@ import argparse
 import asyncio
 import contextlib
 import os
+import shutil
 import signal
 import socket
+import sys
 from collections.abc import Iterator
 from pathlib import Path
 from types import FrameType
@@ -150,12 +152,24 @@ def where(stack: Any, state_paths: list[Path]) -> str:
     lines += [
         "",
         "every muster command now finds this stack without flags, e.g.:",
-        "  muster get cq",
-        "  muster get workloads -A",
-        "  muster apply -f examples/dws-demo.yaml",
+        f"  {command_name()} get cq",
+        f"  {command_name()} get workloads -A",
+        f"  {command_name()} apply -f examples/dws-demo.yaml",
         "",
     ]
     return "\n".join(lines)
+
+
+def command_name() -> str:
+    """How to run muster again from here: ``muster`` when that is what is on the PATH,
+    else the path it was run by (``.venv/bin/muster`` under ``make demo``)."""
+    arg0 = sys.argv[0]
+    if Path(arg0).name != "muster":  # python -m muster.cli.main, a test
+        return "muster"
+    on_path = shutil.which("muster")
+    if on_path and os.path.samefile(on_path, arg0):
+        return "muster"
+    return os.path.relpath(os.path.abspath(arg0))
 
 
 def _check_free(port: int, flag: str) -> None:
