@@ -55,7 +55,7 @@ unit: setup
 	$(BIN)/python -m pytest -q tests/unit
 
 lint: setup
-	$(BIN)/ruff check libs services tests bench migrations
+	$(BIN)/ruff check libs services tests bench migrations sdk
 	$(BIN)/mypy
 
 bench: setup
