@@ -211,7 +211,7 @@ def test_the_client_knows_every_error_code_intake_answers() -> None:
 
 
 async def _take(stream: AsyncIterator[Event], n: int) -> list[Event]:
-    out = []
+    out: list[Event] = []
     while len(out) < n:
         out.append(await asyncio.wait_for(anext(stream), 10))
     return out
@@ -236,7 +236,7 @@ async def test_a_watch_resumes_after_a_cut_connection_without_loss_or_repeats(ap
                 await direct.submit(spec(f"w{i}"))
             history = await direct.events(cluster_queue="cq")
             seen += await _take(stream, len(history) - len(seen))
-            await stream.aclose()  # type: ignore[attr-defined]
+            await stream.aclose()
         positions = [e.position for e in seen]
         assert positions == [e.position for e in history]  # every one, once, in order
         assert sum(e.type == "workload.submitted" for e in seen) == 4
@@ -252,7 +252,7 @@ async def test_a_watch_starts_after_the_position_given(api_: Api) -> None:
         stream = c.watch(workload_id=wid, since=first.position)
         await c.cancel(wid)
         (nxt,) = await _take(stream, 1)
-        await stream.aclose()  # type: ignore[attr-defined]
+        await stream.aclose()
     assert nxt.type == "workload.cancel_requested" and nxt.position > first.position
     assert nxt.workload_id == wid
 
@@ -322,7 +322,7 @@ async def test_the_same_operations_over_grpc(api_: Api) -> None:
         (submitted,) = await _take(stream, 1)
         assert (await g.cancel(ids[0])).cancel_requested
         (cancel,) = await _take(stream, 1)
-        await stream.aclose()  # type: ignore[attr-defined]
+        await stream.aclose()
         assert submitted.type == "workload.submitted" and submitted.workload_id == ids[0]
         assert cancel.type == "workload.cancel_requested" and cancel.position > submitted.position
 
@@ -343,7 +343,7 @@ async def test_a_grpc_watch_resumes_after_a_cut_connection(api_: Api) -> None:
                 await direct.submit(spec(f"w{i}"))
             history = await direct.events(cluster_queue="cq")
             seen += await _take(stream, len(history) - len(seen))
-            await stream.aclose()  # type: ignore[attr-defined]
+            await stream.aclose()
         assert [e.position for e in seen] == [e.position for e in history]
         assert proxy.connections >= 2
     finally:

@@ -14,7 +14,7 @@ from __future__ import annotations
 import asyncio
 import builtins
 import time
-from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
+from collections.abc import AsyncGenerator, Awaitable, Callable, Sequence
 from typing import Any, TypeVar
 
 from muster_client import errors
@@ -201,7 +201,7 @@ class AsyncGrpcClient:
         local_queue: str | None = None,
         since: int = 0,
         follow: bool = True,
-    ) -> AsyncIterator[Event]:
+    ) -> AsyncGenerator[Event, None]:
         """As ``AsyncClient.watch``; with ``follow=False``, only the events up to now."""
         scope = {
             "workload_id": workload_id,

@@ -6,7 +6,7 @@ import asyncio
 import builtins
 import time
 import uuid
-from collections.abc import AsyncIterator, Mapping, Sequence
+from collections.abc import AsyncGenerator, Mapping, Sequence
 from typing import Any
 from urllib.parse import quote
 
@@ -239,7 +239,7 @@ class AsyncClient:
 
     async def iter_workloads(
         self, *, namespace: str | None = None, status: str | None = None, page_size: int = 1000
-    ) -> AsyncIterator[Workload]:
+    ) -> AsyncGenerator[Workload, None]:
         """Every workload, page after page."""
         after: str | None = None
         while True:
@@ -283,7 +283,7 @@ class AsyncClient:
         cluster_queue: str | None = None,
         local_queue: str | None = None,
         since: int = 0,
-    ) -> AsyncIterator[Event]:
+    ) -> AsyncGenerator[Event, None]:
         """The scope's events after position ``since``, then each new one as it is
         committed, for as long as the caller iterates. A dropped connection is reopened
         from the last position yielded (with backoff), so no event is lost or repeated;

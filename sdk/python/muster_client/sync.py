@@ -8,7 +8,7 @@ from __future__ import annotations
 import asyncio
 import builtins
 import threading
-from collections.abc import AsyncIterator, Coroutine, Iterator, Mapping, Sequence
+from collections.abc import AsyncGenerator, AsyncIterator, Coroutine, Iterator, Mapping, Sequence
 from typing import Any, TypeVar
 
 from muster_client.http import AsyncClient
@@ -177,7 +177,7 @@ class Client:
             )
         )
 
-    def _iterate(self, agen: AsyncIterator[T]) -> Iterator[T]:
+    def _iterate(self, agen: AsyncGenerator[T, None]) -> Iterator[T]:
         try:
             while True:
                 try:
@@ -186,7 +186,7 @@ class Client:
                     return
         finally:
             if not self._loop.is_closed():
-                self._run(agen.aclose())  # type: ignore[attr-defined]
+                self._run(agen.aclose())
 
 
 async def _next(agen: AsyncIterator[T]) -> T:
