@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import json
 import time
 from collections.abc import AsyncIterator
 from pathlib import Path
@@ -42,6 +43,7 @@ from muster_client.grpc_client import AsyncGrpcClient
 from muster_client.retry import http_date
 from services.intake import errors as intake_errors
 from tests.api.conftest import TOKENS, Api, serve, workload
+from tests.api.test_cli import cli
 from tests.e2e.tcp_proxy import TcpProxy
 
 FAST = RetryPolicy(base_seconds=0.05, max_seconds=2.0, max_elapsed_seconds=20.0)
@@ -280,6 +282,9 @@ async def test_the_same_operations_over_grpc(api_: Api) -> None:
         assert (await g.cancel(ids[0])).cancel_requested
         (cancel,) = await _take(stream, 1)
         await stream.aclose()
+        history = await g.events(workload_id=ids[0])
+        assert [e.position for e in history] == [submitted.position, cancel.position]
+        assert [w.id async for w in g.iter_workloads(page_size=2)] == ids
         assert submitted.type == "workload.submitted" and submitted.workload_id == ids[0]
         assert cancel.type == "workload.cancel_requested" and cancel.position > submitted.position
 
@@ -393,3 +398,21 @@ async def test_a_bad_gateway_is_retried_only_when_repeating_is_harmless() -> Non
         assert server.hits == 1
         assert (await c.get("w-1")).id == "w-1"
         assert server.hits == 3
+
+
+async def test_the_cli_submits_through_the_client(api_: Api, tmp_path: Path) -> None:
+    """``muster submit --idempotency-key``: a repeat says it was seen and makes nothing."""
+    doc = tmp_path / "w.json"
+    doc.write_text(json.dumps(workload("from-cli")))
+    server = ["--server", base_url(api_)]
+    first = await cli(api_, "submit", str(doc), "--idempotency-key", "cli-1", *server)
+    head = await api_.head()
+    again = await cli(api_, "submit", str(doc), "--idempotency-key", "cli-1", *server)
+    assert first[0] == 0 and "submitted (team-a/from-cli)" in first[1]
+    assert again[0] == 0 and "already submitted under this idempotency key" in again[1]
+    assert first[1].split()[1] == again[1].split()[1]  # the same workload id
+    assert await api_.head() == head
+    bad = tmp_path / "bad.json"
+    bad.write_text(json.dumps(workload("bad", podSets=[{"count": 0}])))
+    code, _, err = await cli(api_, "submit", str(bad), *server)
+    assert code == 1 and "(podSets[0].count)" in err and len(err.strip().splitlines()) == 1

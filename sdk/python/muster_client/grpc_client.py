@@ -189,9 +189,40 @@ class AsyncGrpcClient:
         )
         return convert(_to_json(await self._call(self._stub.ListWorkloads, request)), WorkloadPage)
 
+    async def iter_workloads(
+        self, *, namespace: str | None = None, status: str | None = None, page_size: int = 1000
+    ) -> AsyncGenerator[Workload, None]:
+        """Every workload, page after page."""
+        after: str | None = None
+        while True:
+            page = await self.list(namespace=namespace, status=status, limit=page_size, after=after)
+            for item in page.items:
+                yield item
+            if not page.next or not page.items:
+                return
+            after = page.next
+
     async def cancel(self, workload_id: str) -> Workload:
         answer = await self._call(self._stub.Cancel, pb.CancelRequest(id=workload_id))
         return convert(_to_json(answer), Workload)
+
+    async def events(
+        self,
+        *,
+        workload_id: str | None = None,
+        cluster_queue: str | None = None,
+        local_queue: str | None = None,
+        since: int = 0,
+    ) -> builtins.list[Event]:
+        """The scope's events after position ``since``, up to now."""
+        stream = self.watch(
+            workload_id=workload_id,
+            cluster_queue=cluster_queue,
+            local_queue=local_queue,
+            since=since,
+            follow=False,
+        )
+        return [event async for event in stream]
 
     async def watch(
         self,
