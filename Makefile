@@ -14,7 +14,7 @@ PYC    := $(VENV)/.compiled
 # five service processes, and where PYTHONDONTWRITEBYTECODE is set (or file times moved
 # after install) each would otherwise compile every module it imports, every start.
 setup: $(STAMP) $(GEN) $(PYC)
-	$(BIN)/python -m compileall -q -j0 --invalidation-mode checked-hash libs services
+	$(BIN)/python -m compileall -q -j0 --invalidation-mode checked-hash libs services sdk/python
 
 $(PYC): $(STAMP)
 	$(BIN)/python -m compileall -q -j0 --invalidation-mode checked-hash $(VENV)/lib

@@ -416,3 +416,26 @@ async def test_the_cli_submits_through_the_client(api_: Api, tmp_path: Path) -> 
     bad.write_text(json.dumps(workload("bad", podSets=[{"count": 0}])))
     code, _, err = await cli(api_, "submit", str(bad), *server)
     assert code == 1 and "(podSets[0].count)" in err and len(err.strip().splitlines()) == 1
+
+
+async def test_the_clis_old_helpers_still_answer_through_the_client(api_: Api) -> None:
+    """``muster.cli.http.call`` / ``call_status`` (a method and a full URL) stay as thin
+    wrappers over the client for code written against them (the end-to-end tests)."""
+    from muster.cli import http
+
+    server = base_url(api_)
+
+    def go() -> None:
+        http.configure(TOKENS["team-a"])
+        try:
+            view, status = http.call_status("POST", f"{server}/v1/workloads", workload("old"))
+            assert status == 201 and view["name"] == "old"
+            page = http.call("GET", f"{server}/v1/workloads?limit=1&namespace=team-a")
+            assert [w["id"] for w in page["items"]] == [view["id"]]
+            with pytest.raises(http.ApiError) as missing:
+                http.call("GET", f"{server}/v1/workloads/nope")
+            assert missing.value.status == 404 and missing.value.body["error"]["code"]
+        finally:
+            http.configure(None)
+
+    await asyncio.to_thread(go)
