@@ -439,3 +439,36 @@ async def test_the_clis_old_helpers_still_answer_through_the_client(api_: Api) -
             http.configure(None)
 
     await asyncio.to_thread(go)
+
+
+async def test_a_watch_reads_long_events_and_resumes_when_the_server_closes() -> None:
+    """A server that ends the stream (a restart, a proxy's idle timeout) is asked again
+    after the last position; an event cut off with the connection is not taken half; a
+    long event (300 KB) is read whole."""
+    asked: list[str] = []
+    big = {"position": 1, "type": "admission.admitted", "data": {"pods": "x" * 300_000}}
+
+    async def events(request: web.Request) -> web.StreamResponse:
+        asked.append(request.query["after"])
+        response = web.StreamResponse(headers={"Content-Type": "application/x-ndjson"})
+        await response.prepare(request)
+        if request.query["after"] == "0":
+            await response.write(json.dumps(big).encode() + b"\n")
+            await response.write(b'{"position": 2, "type": "cut"')  # cut inside an event
+            return response  # the stream ends: the client must resume after 1
+        await response.write(b'{"position": 2, "type": "workload.cancel_requested"}\n')
+        await asyncio.Event().wait()  # then nothing more, until the client leaves
+        return response
+
+    app = web.Application()
+    app.router.add_get("/v1/workloads/{id}/events", events)
+    async with (
+        TestServer(app, host="127.0.0.1") as ts,
+        AsyncClient(str(ts.make_url("")), retry_policy=FAST) as c,
+    ):
+        stream = c.watch(workload_id="w")
+        first, second = await _take(stream, 2)
+        await stream.aclose()
+    assert first.position == 1 and len(first.data["pods"]) == 300_000
+    assert second.position == 2 and second.type == "workload.cancel_requested"
+    assert asked == ["0", "1"]

@@ -56,6 +56,23 @@ def _decode(raw: bytes) -> Any:
         return raw.decode(errors="replace")
 
 
+async def _lines(stream: aiohttp.StreamReader) -> AsyncGenerator[bytes, None]:
+    """A stream's complete non-empty lines, whatever their length (an event of a large
+    gang can be long). A last line without its newline was cut off with the connection and
+    is dropped: the event is read again on resuming."""
+    buf = bytearray()
+    scanned = 0
+    async for chunk in stream.iter_any():
+        buf += chunk
+        while (end := buf.find(b"\n", scanned)) >= 0:
+            line = bytes(buf[:end])
+            del buf[: end + 1]
+            scanned = 0
+            if line.strip():
+                yield line
+        scanned = len(buf)
+
+
 class AsyncClient:
     """muster's API over HTTP. ``base_url`` is intake's (e.g. ``http://localhost:8080``),
     ``token`` the bearer token (None: an open intake). Use as ``async with``, or ``close()``.
@@ -309,16 +326,12 @@ class AsyncClient:
                         if not retry.retryable_status(resp.status, True):
                             raise failure
                     else:
-                        started, attempt = time.monotonic(), 0  # connected: a fresh budget
-                        async for line in resp.content:
-                            if not line.endswith(b"\n"):
-                                break  # cut inside an event: read it again on resuming
-                            if not line.strip():
-                                continue
+                        async for line in _lines(resp.content):
                             event = msgspec.json.decode(line, type=Event, strict=False)
                             if event.position <= last:
                                 continue
                             last = event.position
+                            started, attempt = time.monotonic(), 0  # progress: a fresh budget
                             yield event
                         failure = TransportError(f"the watch of {path} ended after {last}")
             except (aiohttp.ClientError, TimeoutError) as exc:
