@@ -250,11 +250,11 @@ class AsyncGrpcClient:
             stream = self._stub.Watch(request, metadata=self._meta())
             try:
                 async for message in stream:
-                    started, attempt = time.monotonic(), 0  # events flow: a fresh budget
                     event: Event = convert(_to_json(message), Event)
                     if event.position <= last:
                         continue
                     last = event.position
+                    started, attempt = time.monotonic(), 0  # progress: a fresh budget
                     yield event
                 if not follow:
                     return
