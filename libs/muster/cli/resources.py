@@ -7,10 +7,11 @@ Types are named as kubectl names them (singular, plural or short: ``wl``, ``cq``
 
 from __future__ import annotations
 
+import contextlib
 import json
 import sys
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -157,22 +158,22 @@ def kind_of(name: str) -> Kind:
 def _call(
     method: str, url: str, *, raw: bytes | None = None, content_type: str = "application/json"
 ) -> Any:
-    """``method url`` through the client; its refusal or an unreachable server as the
-    command's one-line error."""
+    """``method url`` through the client."""
     server, path = split_url(url)
-    try:
-        with client(server) as c:
-            return c.request(method, path, data=raw, content_type=content_type)
-    except ApiError as exc:
-        raise ResourceError(str(exc)) from None
-    except OSError as exc:
-        raise ResourceError(f"cannot reach {server}: {exc}") from None
+    with _reached(server), client(server) as c:
+        return c.request(method, path, data=raw, content_type=content_type)
 
 
 def _cancel(server: str, workload_id: str) -> Workload:
+    with _reached(server), client(server) as c:
+        return c.cancel(workload_id)
+
+
+@contextlib.contextmanager
+def _reached(server: str) -> Iterator[None]:
+    """A refusal, or a server that cannot be reached, as the command's one-line error."""
     try:
-        with client(server) as c:
-            return c.cancel(workload_id)
+        yield
     except ApiError as exc:
         raise ResourceError(str(exc)) from None
     except OSError as exc:
