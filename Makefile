@@ -15,7 +15,7 @@ PYC    := $(VENV)/.compiled
 # five service processes, and where PYTHONDONTWRITEBYTECODE is set (or file times moved
 # after install) each would otherwise compile every module it imports, every start.
 setup: $(STAMP) $(GEN) $(PYC)
-	$(BIN)/python -m compileall -q -j0 --invalidation-mode checked-hash libs services
+	$(BIN)/python -m compileall -q -j0 --invalidation-mode checked-hash libs services sdk/python
 
 $(PYC): $(STAMP)
 	$(BIN)/python -m compileall -q -j0 --invalidation-mode checked-hash $(VENV)/lib
@@ -62,7 +62,7 @@ unit: setup
 	$(BIN)/python -m pytest -q tests/unit
 
 lint: setup
-	$(BIN)/ruff check libs services tests bench migrations
+	$(BIN)/ruff check libs services tests bench migrations sdk
 	$(BIN)/mypy
 
 bench: setup

@@ -15,7 +15,7 @@ from typing import Any
 import orjson
 
 from muster.cli import resources
-from muster.cli.http import ApiError, call
+from muster.cli.http import client
 from muster.cli.tables import table
 from muster.core.decider import Decider
 from muster.core.events import queue as qev
@@ -38,6 +38,7 @@ from muster.core.sim.summary import summarize
 from muster.core.verify import verify_decisions
 from muster.runtime import admin
 from muster.store import SqlEventStore
+from muster_client import ApiError, AsyncClient
 
 EXAMPLES = Path(__file__).resolve().parents[3] / "examples"
 TERMINAL = {"Succeeded", "Failed", "Cancelled", "Rejected"}
@@ -153,12 +154,16 @@ def load_workloads(paths: list[Path]) -> list[tuple[float, Any]]:
 
 
 def submit(server: str, doc: Any, key: str | None) -> int:
-    headers = {"Idempotency-Key": key} if key else {}
     try:
-        view = call("POST", f"{server}/v1/workloads", doc, headers)
+        with client(server) as c:
+            done = c.submit(doc, idempotency_key=key)
     except ApiError as exc:
         raise CliError(str(exc)) from None
-    print(f"workload {view['id']} submitted ({view['namespace']}/{view['name']})")
+    except OSError as exc:
+        raise CliError(f"cannot reach {server}: {exc}") from None
+    view = done.workload
+    again = "" if done.created else " (already submitted under this idempotency key)"
+    print(f"workload {view.id} submitted ({view.namespace}/{view.name}){again}")
     return 0
 
 
@@ -169,16 +174,19 @@ def pending(
     if bool(cluster_queue) == bool(local_queue):
         raise CliError("name one of --cluster-queue or --local-queue NAMESPACE/NAME")
     if cluster_queue:
-        url = f"{server}/v1/clusterqueues/{cluster_queue}/pendingworkloads?limit={limit}"
+        path = f"/v1/clusterqueues/{cluster_queue}/pendingworkloads"
     else:
         ns, _, name = (local_queue or "").partition("/")
         if not ns or not name:
             raise CliError("--local-queue takes NAMESPACE/NAME")
-        url = f"{server}/v1/namespaces/{ns}/localqueues/{name}/pendingworkloads?limit={limit}"
+        path = f"/v1/namespaces/{ns}/localqueues/{name}/pendingworkloads"
     try:
-        items = call("GET", url)["items"]
+        with client(server) as c:
+            items = c.request("GET", path, params={"limit": limit})["items"]
     except ApiError as exc:
         raise CliError(str(exc)) from None
+    except OSError as exc:
+        raise CliError(f"cannot reach {server}: {exc}") from None
     if output == "json":
         print(json.dumps(items, indent=2))
         return 0
@@ -307,7 +315,8 @@ def _print_usage(state: Any, position: int, took: float) -> None:
 
 async def _verify_service(store: SqlEventStore, url: str) -> bool:
     try:
-        live = await asyncio.to_thread(call, "GET", f"{url.rstrip('/')}/state?fresh=1")
+        async with AsyncClient(url) as c:  # /state needs no token
+            live = await c.request("GET", "/state", params={"fresh": 1})
     except (ApiError, OSError) as exc:
         raise CliError(f"cannot read {url}/state: {exc}") from None
     decider = deciders().get(live["service"])
@@ -536,13 +545,12 @@ def _submit_all(server: str, workloads: list[tuple[float, Any]]) -> list[str]:
     """Submit at the workloads' ``at`` offsets from now (the demo runs in real time)."""
     start = time.time()
     ids = []
-    for i, (at, wl) in enumerate(sorted(workloads, key=lambda x: x[0])):
-        time.sleep(max(0.0, start + at - time.time()))
-        body = _to_api(wl)
-        view = call("POST", f"{server}/v1/workloads", body, {"Idempotency-Key": f"demo-{i}"})
-        ids.append(view["id"])
-        if len(ids) % 8 == 0 or len(ids) == len(workloads):
-            _progress(f"submitted {len(ids)}/{len(workloads)}")
+    with client(server) as c:
+        for i, (at, wl) in enumerate(sorted(workloads, key=lambda x: x[0])):
+            time.sleep(max(0.0, start + at - time.time()))
+            ids.append(c.submit(_to_api(wl), idempotency_key=f"demo-{i}").workload.id)
+            if len(ids) % 8 == 0 or len(ids) == len(workloads):
+                _progress(f"submitted {len(ids)}/{len(workloads)}")
     print()
     return ids
 
@@ -648,17 +656,18 @@ def _drop_none(d: dict[str, Any]) -> dict[str, Any]:
 
 
 def _ids_of(server: str, names: list[tuple[str, str]]) -> list[str]:
-    items = call("GET", f"{server}/v1/workloads?limit=1000")["items"]
-    return [w["id"] for w in items if (w["namespace"], w["name"]) in names]
+    with client(server) as c:
+        return [w.id for w in c.iter_workloads() if (w.namespace, w.name) in names]
 
 
 def _wait_all(server: str, ids: list[str], timeout: float = 600.0) -> None:
     deadline = time.time() + timeout
     shown = ""
     while time.time() < deadline:
-        items = call("GET", f"{server}/v1/workloads?limit=1000")["items"]
-        done = [w for w in items if w["id"] in ids and w["status"] in TERMINAL]
-        running = sum(1 for w in items if w["status"] in ("Admitted", "Running"))
+        with client(server) as c:
+            items = list(c.iter_workloads())
+        done = [w for w in items if w.id in ids and w.status in TERMINAL]
+        running = sum(1 for w in items if w.status in ("Admitted", "Running"))
         line = f"finished {len(done)}/{len(ids)}, running {running}"
         if line != shown:
             _progress(line)

@@ -1,15 +1,19 @@
-"""A small JSON-over-HTTP client for the CLI (standard library only).
+"""The CLI's way to intake: muster's Python client (``sdk/python``, ``muster_client``) with
+the CLI's bearer token (``--token`` or ``MUSTER_TOKEN``; ``configure`` sets it once).
 
-The bearer token comes from ``--token`` or ``MUSTER_TOKEN``; ``configure`` sets it once.
+``call`` and ``call_status`` (a method and a full URL) remain as thin wrappers over the
+client for code written against them; new code uses ``client``.
 """
 
 from __future__ import annotations
 
-import json
 import os
-import urllib.error
-import urllib.request
 from typing import Any
+from urllib.parse import urlsplit
+
+from muster_client import ApiError, Client
+
+__all__ = ["ApiError", "call", "call_status", "client", "configure", "split_url"]
 
 _token: str | None = os.environ.get("MUSTER_TOKEN") or None
 
@@ -19,13 +23,17 @@ def configure(token: str | None) -> None:
     _token = token or None
 
 
-class ApiError(RuntimeError):
-    def __init__(self, status: int, body: Any) -> None:
-        err = body.get("error", {}) if isinstance(body, dict) else {}
-        where = f" ({err['field']})" if err.get("field") else ""
-        super().__init__(f"HTTP {status}: {err.get('message', body)}{where}")
-        self.status = status
-        self.body = body
+def client(server: str, timeout: float = 30.0) -> Client:
+    """A blocking client for intake at ``server`` with the CLI's token (close it after)."""
+    return Client(server, _token, timeout=timeout)
+
+
+def split_url(url: str) -> tuple[str, str]:
+    """``http://host:8080/v1/x?y=1`` as the server and the rest: (``http://host:8080``,
+    ``/v1/x?y=1``)."""
+    parts = urlsplit(url)
+    rest = parts.path + (f"?{parts.query}" if parts.query else "")
+    return f"{parts.scheme}://{parts.netloc}", rest
 
 
 def call(
@@ -51,20 +59,11 @@ def call_status(
     raw: bytes | None = None,
     content_type: str = "application/json",
 ) -> tuple[Any, int]:
-    """The decoded answer and its HTTP status; ``ApiError`` for 4xx and 5xx. ``raw`` sends
+    """The decoded answer and its HTTP status; ``ApiError`` for 4xx and 5xx (after the
+    client's retries), an ``OSError`` when the server cannot be reached. ``raw`` sends
     bytes as they are (manifests as YAML) instead of ``body`` as JSON."""
-    data = raw if raw is not None else json.dumps(body).encode() if body is not None else None
-    sent = {"Content-Type": content_type, **(headers or {})}
-    if _token:
-        sent.setdefault("Authorization", f"Bearer {_token}")
-    req = urllib.request.Request(url, data=data, method=method, headers=sent)
-    try:
-        with urllib.request.urlopen(req, timeout=timeout) as resp:
-            return json.loads(resp.read() or b"null"), resp.status
-    except urllib.error.HTTPError as exc:
-        payload_raw = exc.read()
-        try:
-            payload = json.loads(payload_raw)
-        except ValueError:
-            payload = payload_raw.decode(errors="replace")
-        raise ApiError(exc.code, payload) from None
+    server, path = split_url(url)
+    with client(server, timeout) as c:
+        return c.request_status(
+            method, path, json=body, data=raw, content_type=content_type, headers=headers
+        )

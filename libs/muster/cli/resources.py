@@ -7,22 +7,24 @@ Types are named as kubectl names them (singular, plural or short: ``wl``, ``cq``
 
 from __future__ import annotations
 
+import contextlib
 import json
 import sys
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import yaml
 
-from muster.cli.http import ApiError, call
+from muster.cli.http import client, split_url
 from muster.cli.tables import table
 from muster.core import inputs
 from muster.core.model import kinds, manifests
 from muster.core.model.documents import FILE_DOCUMENTS, DocumentError, load_documents
 from muster.core.model.fields import InvalidInput
+from muster_client import ApiError, Workload
 
 OUTPUTS = ("table", "wide", "json", "yaml")
 
@@ -153,13 +155,29 @@ def kind_of(name: str) -> Kind:
     return Kind(k.kind, k.plural, k.short, k.namespaced, COLUMNS.get(k.kind, _named))
 
 
-def _call(method: str, url: str, **kwargs: Any) -> Any:
+def _call(
+    method: str, url: str, *, raw: bytes | None = None, content_type: str = "application/json"
+) -> Any:
+    """``method url`` through the client."""
+    server, path = split_url(url)
+    with _reached(server), client(server) as c:
+        return c.request(method, path, data=raw, content_type=content_type)
+
+
+def _cancel(server: str, workload_id: str) -> Workload:
+    with _reached(server), client(server) as c:
+        return c.cancel(workload_id)
+
+
+@contextlib.contextmanager
+def _reached(server: str) -> Iterator[None]:
+    """A refusal, or a server that cannot be reached, as the command's one-line error."""
     try:
-        return call(method, url, **kwargs)
+        yield
     except ApiError as exc:
         raise ResourceError(str(exc)) from None
     except OSError as exc:
-        raise ResourceError(f"cannot reach {url.split('/v1/')[0]}: {exc}") from None
+        raise ResourceError(f"cannot reach {server}: {exc}") from None
 
 
 def fetch(
@@ -380,9 +398,9 @@ def delete(
     for k, name, extra in targets:
         try:
             if k.kind == "Workload":
-                view = _call("DELETE", f"{server}/v1/workloads/{name}")
+                cancelled = _cancel(server, name)
                 label = extra if extra and files else f"workload {name}"
-                print(f"{label} deleted (cancel requested; status {view['status']})")
+                print(f"{label} deleted (cancel requested; status {cancelled.status})")
             elif k.kind == "ProvisioningRequest":
                 ns = extra or "default"
                 view = _call("DELETE", f"{server}/v1/namespaces/{ns}/provisioningrequests/{name}")

@@ -1,0 +1,272 @@
+"""The asynchronous client over muster's gRPC API (``muster.v1.Submissions``).
+
+Needs the ``grpc`` extra and the message classes generated from
+``proto/muster/api/v1/muster.proto`` (``python -m muster.api.codegen`` in a muster
+checkout, which ``make setup`` runs): they are muster's own, not a copy, since two copies
+of one .proto cannot be loaded in one process. Same operations, answers and exceptions as
+the HTTP client; every call here may be repeated (a submission always carries an
+idempotency key), so a call is retried on RESOURCE_EXHAUSTED ``RateLimited``, UNAVAILABLE
+and DEADLINE_EXCEEDED, honouring the ``retry-after`` trailing metadata.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import builtins
+import time
+from collections.abc import AsyncGenerator, Awaitable, Callable, Sequence
+from typing import Any, TypeVar
+
+from muster_client import errors
+from muster_client.errors import MusterError, TransportError
+from muster_client.http import new_key
+from muster_client.models import Event, Spec, Submitted, Workload, WorkloadPage, convert, spec_json
+from muster_client.retry import RetryPolicy, parse_retry_after
+
+try:
+    import grpc
+    from google.protobuf import json_format
+    from grpc import aio
+
+    from muster.api.v1 import muster_pb2 as pb
+    from muster.api.v1 import muster_pb2_grpc as rpc
+except ImportError as exc:  # pragma: no cover - depends on the installation
+    raise ImportError(
+        "muster_client.grpc_client needs grpcio (pip install 'muster-client[grpc]') and "
+        "muster's generated API code (python -m muster.api.codegen in a muster checkout)"
+    ) from exc
+
+T = TypeVar("T")
+
+# A gRPC status without muster's own error code, as the HTTP status it stands for.
+STATUS_OF: dict[grpc.StatusCode, int] = {
+    grpc.StatusCode.INVALID_ARGUMENT: 400,
+    grpc.StatusCode.UNAUTHENTICATED: 401,
+    grpc.StatusCode.PERMISSION_DENIED: 403,
+    grpc.StatusCode.NOT_FOUND: 404,
+    grpc.StatusCode.ALREADY_EXISTS: 409,
+    grpc.StatusCode.FAILED_PRECONDITION: 409,
+    grpc.StatusCode.RESOURCE_EXHAUSTED: 429,
+    grpc.StatusCode.UNAVAILABLE: 503,
+    grpc.StatusCode.DEADLINE_EXCEEDED: 504,
+}
+
+
+def _metadata(err: aio.AioRpcError) -> dict[str, str]:
+    return {k: v for k, v in (err.trailing_metadata() or ()) if isinstance(v, str)}
+
+
+def _retryable(err: aio.AioRpcError) -> bool:
+    code = err.code()
+    if code == grpc.StatusCode.RESOURCE_EXHAUSTED:
+        return _metadata(err).get("muster-error-code") == "RateLimited"
+    return code in (grpc.StatusCode.UNAVAILABLE, grpc.StatusCode.DEADLINE_EXCEEDED)
+
+
+def _error(err: aio.AioRpcError) -> MusterError:
+    """The exception for a failed call: the API's refusal, or the transport's failure."""
+    meta = _metadata(err)
+    code = meta.get("muster-error-code")
+    message = err.details() or err.code().name
+    if code is None and err.code() in (
+        grpc.StatusCode.UNAVAILABLE,
+        grpc.StatusCode.DEADLINE_EXCEEDED,
+    ):
+        return TransportError(message)
+    status = errors.CODE_STATUS.get(code or "") or STATUS_OF.get(err.code(), 500)
+    return errors.api_error(
+        status,
+        code or err.code().name,
+        message,
+        meta.get("muster-error-field"),
+        parse_retry_after(meta.get("retry-after")),
+    )
+
+
+def _to_json(msg: Any) -> Any:
+    return json_format.MessageToDict(msg, always_print_fields_with_no_presence=True)
+
+
+def _spec(spec: Spec) -> Any:
+    """A spec as the proto's WorkloadSpec (JSON mapping; quantities are strings there)."""
+    body = spec_json(spec)
+    body.pop("idempotencyKey", None)
+    for pod_set in body.get("podSets") or ():
+        if isinstance(pod_set, dict) and isinstance(pod_set.get("requests"), dict):
+            pod_set["requests"] = {k: str(v) for k, v in pod_set["requests"].items()}
+    try:
+        return json_format.ParseDict(body, pb.WorkloadSpec())
+    except json_format.ParseError as exc:
+        raise errors.api_error(422, "InvalidField", str(exc)) from None
+
+
+class AsyncGrpcClient:
+    """muster's API over gRPC. ``target`` is ``host:port`` of intake's gRPC port; pass
+    ``credentials`` for TLS (default: a plaintext channel). Use as ``async with``."""
+
+    def __init__(
+        self,
+        target: str,
+        token: str | None = None,
+        *,
+        timeout: float = 30.0,
+        retry_policy: RetryPolicy | None = None,
+        credentials: grpc.ChannelCredentials | None = None,
+    ) -> None:
+        self.target = target
+        self.token = token or None
+        self.timeout = timeout
+        self.retry = retry_policy or RetryPolicy()
+        self._channel = (
+            aio.secure_channel(target, credentials)
+            if credentials is not None
+            else aio.insecure_channel(target)
+        )
+        self._stub = rpc.SubmissionsStub(self._channel)
+
+    async def __aenter__(self) -> AsyncGrpcClient:
+        return self
+
+    async def __aexit__(self, *_: object) -> None:
+        await self.close()
+
+    async def close(self) -> None:
+        await self._channel.close()
+
+    def _meta(self) -> tuple[tuple[str, str], ...]:
+        return (("authorization", f"Bearer {self.token}"),) if self.token else ()
+
+    async def _call(self, call: Callable[..., Awaitable[T]], request: Any) -> T:
+        started = time.monotonic()
+        attempt = 0
+        while True:
+            attempt += 1
+            try:
+                return await call(request, metadata=self._meta(), timeout=self.timeout)
+            except aio.AioRpcError as err:
+                failure = _error(err)
+                wait = self.retry.delay(attempt, getattr(failure, "retry_after", None))
+                if not _retryable(err) or not self.retry.may_retry(attempt, started, wait):
+                    raise failure from None
+            await asyncio.sleep(wait)
+
+    async def submit(self, spec: Spec, *, idempotency_key: str | None = None) -> Submitted:
+        key = idempotency_key or spec_json(spec).get("idempotencyKey") or new_key()
+        request = pb.SubmitRequest(workload=_spec(spec), idempotency_key=key)
+        return convert(_to_json(await self._call(self._stub.Submit, request)), Submitted)
+
+    async def submit_batch(
+        self, specs: Sequence[Spec], *, idempotency_keys: Sequence[str] | None = None
+    ) -> builtins.list[Submitted]:
+        if idempotency_keys is not None and len(idempotency_keys) != len(specs):
+            raise ValueError("one idempotency key for each spec")
+        items = [
+            pb.SubmitRequest(
+                workload=_spec(spec),
+                idempotency_key=(idempotency_keys[i] if idempotency_keys else None)
+                or spec_json(spec).get("idempotencyKey")
+                or new_key(),
+            )
+            for i, spec in enumerate(specs)
+        ]
+        answer = await self._call(self._stub.SubmitBatch, pb.SubmitBatchRequest(items=items))
+        return [convert(_to_json(item), Submitted) for item in answer.items]
+
+    async def get(self, workload_id: str) -> Workload:
+        answer = await self._call(self._stub.GetWorkload, pb.GetWorkloadRequest(id=workload_id))
+        return convert(_to_json(answer), Workload)
+
+    async def list(
+        self,
+        *,
+        namespace: str | None = None,
+        status: str | None = None,
+        limit: int = 100,
+        after: str | None = None,
+    ) -> WorkloadPage:
+        request = pb.ListWorkloadsRequest(
+            namespace=namespace, status=status, limit=limit, after=after
+        )
+        return convert(_to_json(await self._call(self._stub.ListWorkloads, request)), WorkloadPage)
+
+    async def iter_workloads(
+        self, *, namespace: str | None = None, status: str | None = None, page_size: int = 1000
+    ) -> AsyncGenerator[Workload, None]:
+        """Every workload, page after page."""
+        after: str | None = None
+        while True:
+            page = await self.list(namespace=namespace, status=status, limit=page_size, after=after)
+            for item in page.items:
+                yield item
+            if not page.next or not page.items:
+                return
+            after = page.next
+
+    async def cancel(self, workload_id: str) -> Workload:
+        answer = await self._call(self._stub.Cancel, pb.CancelRequest(id=workload_id))
+        return convert(_to_json(answer), Workload)
+
+    async def events(
+        self,
+        *,
+        workload_id: str | None = None,
+        cluster_queue: str | None = None,
+        local_queue: str | None = None,
+        since: int = 0,
+    ) -> builtins.list[Event]:
+        """The scope's events after position ``since``, up to now."""
+        stream = self.watch(
+            workload_id=workload_id,
+            cluster_queue=cluster_queue,
+            local_queue=local_queue,
+            since=since,
+            follow=False,
+        )
+        return [event async for event in stream]
+
+    async def watch(
+        self,
+        *,
+        workload_id: str | None = None,
+        cluster_queue: str | None = None,
+        local_queue: str | None = None,
+        since: int = 0,
+        follow: bool = True,
+    ) -> AsyncGenerator[Event, None]:
+        """As ``AsyncClient.watch``; with ``follow=False``, only the events up to now."""
+        scope = {
+            "workload_id": workload_id,
+            "cluster_queue": cluster_queue,
+            "local_queue": local_queue,
+        }
+        given = {k: v for k, v in scope.items() if v is not None}
+        if len(given) != 1:
+            raise ValueError("give exactly one of workload_id, cluster_queue, local_queue")
+        last = since
+        started = time.monotonic()
+        attempt = 0
+        while True:
+            request = pb.WatchRequest(**given, after_position=last, follow=follow)
+            stream = self._stub.Watch(request, metadata=self._meta())
+            try:
+                async for message in stream:
+                    event: Event = convert(_to_json(message), Event)
+                    if event.position <= last:
+                        continue
+                    last = event.position
+                    started, attempt = time.monotonic(), 0  # progress: a fresh budget
+                    yield event
+                if not follow:
+                    return
+                failure: MusterError = TransportError(f"the watch ended after {last}")
+            except aio.AioRpcError as err:
+                failure = _error(err)
+                if not _retryable(err):
+                    raise failure from None
+            finally:
+                stream.cancel()
+            attempt += 1
+            wait = self.retry.delay(attempt, getattr(failure, "retry_after", None))
+            if not self.retry.may_retry(attempt, started, wait):
+                raise failure
+            await asyncio.sleep(wait)
