@@ -29,6 +29,10 @@ SCRIPT = textwrap.dedent(
     except ZeroDivisionError:
         logging.getLogger("asyncio").exception("Task exception was never retrieved")
     warnings.warn("something old", DeprecationWarning, stacklevel=1)
+    import threading  # a library's worker thread (aiosqlite's) does not see the context
+    worker = threading.Thread(target=lambda: logging.getLogger("aiosqlite").debug("in a thread"))
+    worker.start()
+    worker.join()
 
     async def main():
         raise RuntimeError("boom")
@@ -89,6 +93,8 @@ def test_every_line_is_json_including_the_libraries() -> None:
 
     warned = [d for d in lines if d.get("logger") == "py.warnings"]
     assert warned and "something old" in warned[0]["event"]
+
+    assert by_event["in a thread"]["service"] == "queue"
 
     crash = by_event["uncaught exception"]
     assert crash["level"] == "critical"

@@ -16,21 +16,28 @@ import structlog
 from structlog.typing import Processor
 
 
-def _shared() -> list[Processor]:
-    """What every line carries: the bound context (``service``), level and UTC time."""
+def _shared(service: str) -> list[Processor]:
+    """What every line carries: the bound context, ``service`` (also on lines from threads,
+    such as aiosqlite's, which do not see the context), level and UTC time."""
+
+    def add_service(_: Any, __: str, event: structlog.typing.EventDict) -> Any:
+        event.setdefault("service", service)
+        return event
+
     return [
         structlog.contextvars.merge_contextvars,
+        add_service,
         structlog.processors.add_log_level,
         structlog.processors.TimeStamper(fmt="iso", utc=True),
     ]
 
 
-def json_formatter() -> structlog.stdlib.ProcessorFormatter:
+def json_formatter(service: str) -> structlog.stdlib.ProcessorFormatter:
     """A stdlib ``logging.Formatter`` writing a record as the JSON line structlog would:
     ``event`` (the message, %-args applied), ``logger`` (the record's logger name),
     ``level``, ``timestamp``, the bound context and ``exception`` for a traceback."""
     return structlog.stdlib.ProcessorFormatter(
-        foreign_pre_chain=[*_shared(), structlog.stdlib.add_logger_name],
+        foreign_pre_chain=[*_shared(service), structlog.stdlib.add_logger_name],
         processors=[
             structlog.stdlib.ProcessorFormatter.remove_processors_meta,
             structlog.processors.format_exc_info,
@@ -42,7 +49,7 @@ def json_formatter() -> structlog.stdlib.ProcessorFormatter:
 def configure(service: str, level: str = "info") -> structlog.stdlib.BoundLogger:
     numeric = getattr(logging, level.upper())
     handler = logging.StreamHandler(sys.stderr)
-    handler.setFormatter(json_formatter())
+    handler.setFormatter(json_formatter(service))
     root = logging.getLogger()
     # Replace, not add to, whatever handlers were there (basicConfig's plain text ones).
     for old in list(root.handlers):
@@ -52,7 +59,7 @@ def configure(service: str, level: str = "info") -> structlog.stdlib.BoundLogger
     logging.captureWarnings(True)  # warnings.warn goes through logging ("py.warnings")
     structlog.configure(
         processors=[
-            *_shared(),
+            *_shared(service),
             structlog.processors.format_exc_info,
             structlog.processors.JSONRenderer(),
         ],
