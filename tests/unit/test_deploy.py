@@ -932,6 +932,45 @@ def test_alert_rules_file_and_the_prometheusrule_agree() -> None:
             assert rule["annotations"]["summary"], rule["alert"]
 
 
+def _compose_mounts(service: str) -> dict[str, Path]:
+    """target -> the checkout's file or folder bind-mounted there."""
+    volumes = _compose()["services"][service].get("volumes", [])
+    return {
+        v["target"]: ROOT / _compose_default(v["source"]) for v in volumes if v["type"] == "bind"
+    }
+
+
+def test_compose_monitoring_profile_scrapes_alerts_and_shows_the_dashboard() -> None:
+    """``docker compose --profile monitoring up``: Prometheus scrapes every service on its
+    port and loads the alert rules; Grafana gets the data source and the dashboard."""
+    services = _compose()["services"]
+    for name in ("prometheus", "grafana"):
+        assert services[name].get("profiles") == ["monitoring"], name
+    prometheus_mounts = _compose_mounts("prometheus")
+    config = yaml.safe_load(prometheus_mounts["/etc/prometheus/prometheus.yml"].read_text())
+    (job,) = config["scrape_configs"]
+    targets = {t for group in job["static_configs"] for t in group["targets"]}
+    assert targets == {f"{name}:{DEFAULT_PORTS[name]}" for name in MODULES}
+    assert job.get("metrics_path", "/metrics") == "/metrics"
+    (rules,) = config["rule_files"]
+    assert prometheus_mounts[rules] == ALERTS
+
+    grafana_mounts = _compose_mounts("grafana")
+    provisioning = grafana_mounts["/etc/grafana/provisioning"]
+    (source,) = yaml.safe_load((provisioning / "datasources" / "prometheus.yaml").read_text())[
+        "datasources"
+    ]
+    assert source["type"] == "prometheus" and source["isDefault"] is True
+    assert source["url"] == "http://prometheus:9090"
+    (provider,) = yaml.safe_load((provisioning / "dashboards" / "muster.yaml").read_text())[
+        "providers"
+    ]
+    folder = provider["options"]["path"]
+    assert grafana_mounts[f"{folder}/{GRAFANA.name}"] == GRAFANA
+    home = _compose_env(services["grafana"])["GF_DASHBOARDS_DEFAULT_HOME_DASHBOARD_PATH"]
+    assert grafana_mounts[home] == GRAFANA
+
+
 def test_operations_doc_lists_every_exported_metric() -> None:
     """docs/operations.md, "Metrics", names every family the services export."""
     text = OPERATIONS.read_text()
