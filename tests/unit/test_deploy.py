@@ -582,6 +582,8 @@ def test_dockerignore_keeps_local_state_out() -> None:
     for needed in (".venv", ".git", ".muster", "bench/results"):
         assert needed in entries, f".dockerignore lacks {needed}"
     assert entries & {"__pycache__", "**/__pycache__"}, ".dockerignore lacks __pycache__"
+    # a checkout's generated gRPC code never reaches the image: the codegen stage makes it
+    assert "libs/muster/api/v1/muster_pb2*" in entries
 
 
 # -- schemas -------------------------------------------------------------------------------
