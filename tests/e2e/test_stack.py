@@ -9,6 +9,7 @@ the queue service SIGKILLed mid-run or the broker killed and restarted.
 from __future__ import annotations
 
 import asyncio
+import json
 import time
 from pathlib import Path
 from typing import Any
@@ -179,6 +180,24 @@ def _metric(stack: Stack, service: str, prefix: str) -> float:
     )
 
 
+def _every_log_line_is_json(folder: Path, fault: str) -> None:
+    """What the services wrote to stderr (and stdout): one JSON object a line, the
+    libraries' lines too (aiokafka's, when the broker was killed)."""
+    loggers: set[str] = set()
+    for name in ("intake", "queue", "provisioner", "node-agent"):
+        for line in (folder / f"{name}.log").read_text().splitlines():
+            if not line.strip():
+                continue
+            try:
+                doc = json.loads(line)
+            except json.JSONDecodeError:
+                raise AssertionError(f"{name}.log: not JSON: {line!r}") from None
+            assert doc["service"] == name and doc["event"], line
+            loggers.add(str(doc.get("logger", "")).split(".")[0])
+    if fault == "kill-broker":
+        assert "aiokafka" in loggers, sorted(loggers)
+
+
 def _run(tmp_path: Path, fault: str) -> tuple[Stack, list[Envelope], dict[str, Any]]:
     env = {"MUSTER_HEARTBEAT_SECONDS": "0.1"}
     with Stack(tmp_path, poll_seconds=0.3, extra_env=env) as stack:
@@ -211,8 +230,13 @@ def _run(tmp_path: Path, fault: str) -> tuple[Stack, list[Envelope], dict[str, A
                 "muster_finished_workloads_total",
                 "muster_pending_workloads",
                 "muster_quota_reserved_wait_time_seconds_count",
+                "muster_admission_wait_time_seconds_count",
+                "muster_admitted_active_workloads",
             )
         }
+        live["attempts"] = _metric(
+            stack, "queue", 'muster_admission_attempts_total{result="success"'
+        )
         log = asyncio.run(_log(stack.store_url))
     return stack, log, live
 
@@ -245,7 +269,12 @@ def test_fifty_workloads_through_the_services(tmp_path: Path, fault: str) -> Non
         "muster_finished_workloads_total": WORKLOADS,
         "muster_pending_workloads": 0,
         "muster_quota_reserved_wait_time_seconds_count": WORKLOADS,
+        "muster_admission_wait_time_seconds_count": WORKLOADS,
+        "muster_admitted_active_workloads": 0,
     }
+    # Counted by the process (not folded): at least the admissions since its last start.
+    assert live["attempts"] >= 1
+    _every_log_line_is_json(tmp_path, fault)
     rebuilt = asyncio.run(_rebuild(stack.store_url, live["position"]))
     assert rebuilt == live["summary"]
     for decider in deciders().values():

@@ -2,11 +2,15 @@
 
 Static checks only (no Docker, no cluster): docker-compose.yml, deploy/k8s/*.yaml and
 deploy/docker/Dockerfile are parsed and compared with ``muster.runtime.settings`` and
-the modules in ``services/``.
+the modules in ``services/``; the manifests are validated against Kubernetes' own
+schemas (``kubernetes-validate``, offline), docker-compose.yml against the Compose
+Specification's schema (tests/unit/schemas/), and the dashboard and alert rules name only
+metrics the services export.
 """
 
 from __future__ import annotations
 
+import json
 import re
 import shlex
 import tomllib
@@ -22,9 +26,14 @@ from muster.runtime.settings import DEFAULT_PORTS, ENV_NAMES, SettingsError, loa
 ROOT = Path(__file__).resolve().parents[2]
 COMPOSE = ROOT / "docker-compose.yml"
 K8S = ROOT / "deploy" / "k8s"
+MONITORING = K8S / "monitoring"
 DOCKERFILE = ROOT / "deploy" / "docker" / "Dockerfile"
 DOCKERIGNORE = ROOT / ".dockerignore"
 SERVICES_DIR = ROOT / "services"
+SCHEMAS = Path(__file__).resolve().parent / "schemas"
+GRAFANA = ROOT / "deploy" / "grafana" / "muster-dashboard.json"
+ALERTS = ROOT / "deploy" / "prometheus" / "alerts.yaml"
+OPERATIONS = ROOT / "docs" / "operations.md"
 
 IMAGE = "ghcr.io/muster-dev/muster:0.1.0"
 STORE_URL = "postgresql://muster:muster@postgres:5432/muster"
@@ -38,8 +47,12 @@ MODULES = {
     "node-agent": "node_agent",
 }
 MIGRATE = ["muster", "migrate"]
+APPLY = ["muster", "apply", "--cluster"]  # followed by the description's path
+# What the downward API gives a container, as a sample value the settings can check.
+FIELD_SAMPLES = {"spec.nodeName": "gpu-node-1", "metadata.namespace": "muster"}
 ENV_REF = re.compile(r"\bMUSTER_[A-Z0-9_]+\b")
 CLUSTER_SCOPED = {"Namespace", "ClusterRole", "ClusterRoleBinding"}
+KUSTOMIZATION_FILES = {"kustomization.yaml", "kustomization.yml", "Kustomization"}
 
 
 # -- loading -----------------------------------------------------------------------------
@@ -53,7 +66,14 @@ def _compose() -> dict[str, Any]:
 
 
 def _k8s_files() -> list[Path]:
-    files = sorted([*K8S.glob("*.yaml"), *K8S.glob("*.yml")])
+    """The manifests: deploy/k8s and its monitoring component (kustomize's own files
+    are not Kubernetes objects)."""
+    files = sorted(
+        path
+        for folder in (K8S, MONITORING)
+        for path in [*folder.glob("*.yaml"), *folder.glob("*.yml")]
+        if path.name not in KUSTOMIZATION_FILES
+    )
     assert files, f"no manifests under {K8S}"
     return files
 
@@ -133,6 +153,11 @@ def _k8s_env(container: Mapping[str, Any]) -> dict[str, str]:
             raise AssertionError(f"unexpected envFrom source {source}")
         env.update(values)
     for item in container.get("env", []):
+        if "valueFrom" in item:  # the downward API: a sample of what the field holds
+            path = item["valueFrom"]["fieldRef"]["fieldPath"]
+            assert path in FIELD_SAMPLES, f"{item['name']}: unexpected valueFrom {path}"
+            env[item["name"]] = FIELD_SAMPLES[path]
+            continue
         assert "value" in item, f"{item['name']}: only literal values are expected"
         env[item["name"]] = item["value"]
     bad = {k: v for k, v in env.items() if not isinstance(v, str)}
@@ -159,7 +184,8 @@ def _all_commands() -> Iterator[tuple[str, list[str]]]:
             yield f"compose {name}", _argv(service["command"])
     for file, doc in _k8s_docs():
         template = doc.get("spec", {}).get("template", {})
-        for container in template.get("spec", {}).get("containers", []):
+        pod = template.get("spec", {})
+        for container in [*pod.get("initContainers", []), *pod.get("containers", [])]:
             if "command" in container:
                 yield f"{file} {_name(doc)}", _argv(container["command"])
 
@@ -169,7 +195,7 @@ def _all_commands() -> Iterator[tuple[str, list[str]]]:
 
 def test_compose_has_every_service() -> None:
     services = set(_compose()["services"])
-    missing = {"kafka", "postgres", "migrate", *MODULES} - services
+    missing = {"kafka", "postgres", "migrate", "apply", *MODULES} - services
     assert not missing, f"docker-compose.yml lacks {sorted(missing)}"
 
 
@@ -180,6 +206,7 @@ def test_compose_service_command_and_order(name: str) -> None:
     depends = service.get("depends_on")
     assert isinstance(depends, dict), f"{name}: depends_on needs conditions"
     assert depends.get("migrate", {}).get("condition") == "service_completed_successfully"
+    assert depends.get("apply", {}).get("condition") == "service_completed_successfully"
     assert "kafka" in depends, f"{name} must start after kafka"
     assert service.get("image") == IMAGE or "build" in service
 
@@ -199,6 +226,49 @@ def test_compose_migrate_is_one_shot_after_postgres() -> None:
     assert str(services["postgres"].get("image", "")).startswith("postgres:16")
 
 
+def _compose_default(value: str) -> str:
+    """``${NAME:-default}`` as compose reads it with NAME unset."""
+    found = re.fullmatch(r"\$\{[A-Z_]+:-(.+)\}", value)
+    return found.group(1) if found else value
+
+
+def test_compose_apply_loads_the_cluster_description_once() -> None:
+    """A one-shot ``muster apply --cluster`` after migrate; the file it names is mounted
+    from the checkout and is a cluster description the parser accepts."""
+    from muster.core.model import parse
+
+    apply = _compose()["services"]["apply"]
+    argv = _argv(apply.get("command"))
+    assert argv[:3] == APPLY and len(argv) == 4, argv
+    depends = apply.get("depends_on", {})
+    assert depends.get("migrate", {}).get("condition") == "service_completed_successfully"
+    assert depends.get("kafka", {}).get("condition") == "service_healthy"
+    assert apply.get("restart", "no") == "no", "a one-shot must not be restarted"
+    mounts = {v["target"]: v for v in apply.get("volumes", []) if isinstance(v, dict)}
+    assert argv[3] in mounts, f"{argv[3]} is not mounted"
+    source = ROOT / _compose_default(mounts[argv[3]]["source"])
+    assert source.is_file(), source
+    parse.cluster(yaml.safe_load(source.read_text()))
+
+
+def test_compose_file_follows_the_compose_specification() -> None:
+    """Validated against the Compose Specification's JSON schema (what ``docker compose
+    config`` checks first), vendored in tests/unit/schemas/."""
+    import jsonschema
+
+    schema = json.loads((SCHEMAS / "compose-spec.json").read_text())
+    validator = jsonschema.Draft7Validator(schema)
+    errors = [
+        f"{'/'.join(map(str, e.absolute_path))}: {e.message}"
+        for e in validator.iter_errors(_compose())
+    ]
+    assert not errors, errors
+    # and it does catch a mistake
+    broken = _compose()
+    broken["services"]["intake"]["depends_on"]["kafka"]["condition"] = "service_ready"
+    assert list(validator.iter_errors(broken))
+
+
 def test_compose_kafka_is_single_node_kraft() -> None:
     kafka = _compose()["services"]["kafka"]
     env = _compose_env(kafka)
@@ -211,7 +281,7 @@ def test_compose_kafka_is_single_node_kraft() -> None:
     assert env.get("KAFKA_AUTO_CREATE_TOPICS_ENABLE") == "true"
 
 
-@pytest.mark.parametrize("name", [*sorted(MODULES), "migrate"])
+@pytest.mark.parametrize("name", [*sorted(MODULES), "migrate", "apply"])
 def test_compose_environment_loads(name: str) -> None:
     """``settings.load`` accepts each service's compose environment as it stands."""
     env = _compose_env(_compose()["services"][name])
@@ -250,7 +320,8 @@ def test_every_command_is_a_service_module_or_migrate() -> None:
     assert commands
     for where, argv in commands:
         module = _module(argv)
-        assert argv == MIGRATE or module in MODULES.values(), f"{where}: unknown {argv}"
+        known = argv == MIGRATE or (argv[:3] == APPLY and len(argv) == 4)
+        assert known or module in MODULES.values(), f"{where}: unknown {argv}"
 
 
 def test_service_modules_exist() -> None:
@@ -345,14 +416,39 @@ def _check_container_env(where: str, container: Mapping[str, Any]) -> dict[str, 
     return env
 
 
-def test_k8s_migrate_job() -> None:
-    job = _k8s_object("Job", "migrate")
-    container = _single_container(job)
-    assert container["image"] == IMAGE
-    assert _argv(container["command"]) == MIGRATE
-    assert _pod_spec(job).get("restartPolicy") in ("OnFailure", "Never")
-    env = _check_container_env("Job/migrate", container)
-    load(env)  # raises SettingsError on a bad name or value
+def test_k8s_bootstrap_job_migrates_then_applies_the_cluster_description() -> None:
+    """The one-shot Job: ``muster migrate`` as an init container (so it ends first), then
+    ``muster apply --cluster`` on the muster-cluster ConfigMap, mounted where it names."""
+    from muster.core.model import parse
+
+    job = _k8s_object("Job", "bootstrap")
+    pod = _pod_spec(job)
+    assert pod.get("restartPolicy") in ("OnFailure", "Never")
+    (migrate,) = pod["initContainers"]
+    assert _argv(migrate["command"]) == MIGRATE
+    apply = _single_container(job)
+    argv = _argv(apply["command"])
+    assert argv[:3] == APPLY and len(argv) == 4, argv
+    for where, container in (("migrate", migrate), ("apply", apply)):
+        assert container["image"] == IMAGE, where
+        load(_check_container_env(f"Job/bootstrap {where}", container))
+
+    folder, _, key = argv[3].rpartition("/")
+    volumes = {v["name"]: v for v in pod["volumes"]}
+    mounts = {m["mountPath"]: volumes[m["name"]] for m in apply["volumeMounts"]}
+    config_map = mounts[folder]["configMap"]["name"]
+    description = _k8s_object("ConfigMap", config_map)["data"][key]
+    assert parse.cluster(yaml.safe_load(description)).name
+
+
+def test_k8s_node_agent_learns_its_node_from_the_downward_api() -> None:
+    """docs/operations.md: in the DaemonSet, MUSTER_NODE_NAME comes from spec.nodeName."""
+    container = _single_container(_workload("node-agent"))
+    (item,) = [e for e in container["env"] if e["name"] == "MUSTER_NODE_NAME"]
+    assert item["valueFrom"] == {"fieldRef": {"fieldPath": "spec.nodeName"}}
+    assert load(_k8s_env(container)).node_name == FIELD_SAMPLES["spec.nodeName"]
+    assert "`MUSTER_NODE_NAME`" in OPERATIONS.read_text()
+    assert "spec.nodeName" in OPERATIONS.read_text()
 
 
 @pytest.mark.parametrize("name", sorted(MODULES))
@@ -398,7 +494,7 @@ def test_k8s_workload(name: str) -> None:
 
 
 def test_k8s_node_agent_is_a_daemonset() -> None:
-    kinds = {d["kind"] for _, d in _k8s_docs() if _name(d) == "node-agent"}
+    kinds = {d["kind"] for _, d in _k8s_docs() if _name(d) == "node-agent"} - {"Service"}
     assert kinds == {"DaemonSet"}, f"node-agent is {sorted(kinds)}"
 
 
@@ -408,7 +504,7 @@ def test_k8s_queue_runs_one_replica() -> None:
     assert queue["spec"].get("strategy", {}).get("type") == "Recreate"
 
 
-@pytest.mark.parametrize("name", ["intake", "queue", "provisioner"])
+@pytest.mark.parametrize("name", ["intake", "queue", "provisioner", "node-agent"])
 def test_k8s_service_fronts_the_workload(name: str) -> None:
     service = _k8s_object("Service", name)
     workload = _workload(name)
@@ -486,3 +582,459 @@ def test_dockerignore_keeps_local_state_out() -> None:
     for needed in (".venv", ".git", ".muster", "bench/results"):
         assert needed in entries, f".dockerignore lacks {needed}"
     assert entries & {"__pycache__", "**/__pycache__"}, ".dockerignore lacks __pycache__"
+    # a checkout's generated gRPC code never reaches the image: the codegen stage makes it
+    assert "libs/muster/api/v1/muster_pb2*" in entries
+
+
+# -- schemas -------------------------------------------------------------------------------
+
+# The Kubernetes release the manifests are validated against (its OpenAPI schemas ship with
+# kubernetes-validate: no cluster, no network). Strict: an unknown field is an error.
+KUBERNETES_VERSION = "1.33.0"
+# Prometheus Operator objects (monitoring.coreos.com CRDs, not in Kubernetes' schemas):
+# checked against the parts of their CRDs' schemas these manifests use, unknown fields
+# refused as the strict Kubernetes check does.
+_DURATION = {
+    "type": "string",
+    "pattern": r"^(0|(([0-9]+)y)?(([0-9]+)w)?(([0-9]+)d)?(([0-9]+)h)?(([0-9]+)m)?"
+    r"(([0-9]+)s)?(([0-9]+)ms)?)$",
+}
+ALERT_NAME = "^[A-Za-z][A-Za-z0-9]*$"
+_METADATA = {
+    "type": "object",
+    "required": ["name", "namespace"],
+    "properties": {
+        "name": {"type": "string"},
+        "namespace": {"type": "string"},
+        "labels": {"type": "object", "additionalProperties": {"type": "string"}},
+    },
+    "additionalProperties": False,
+}
+CRD_SCHEMAS: dict[tuple[str, str], dict[str, Any]] = {
+    ("monitoring.coreos.com/v1", "ServiceMonitor"): {
+        "type": "object",
+        "required": ["apiVersion", "kind", "metadata", "spec"],
+        "properties": {
+            "apiVersion": {"const": "monitoring.coreos.com/v1"},
+            "kind": {"const": "ServiceMonitor"},
+            "metadata": _METADATA,
+            "spec": {
+                "type": "object",
+                "required": ["selector", "endpoints"],
+                "properties": {
+                    "selector": {
+                        "type": "object",
+                        "properties": {"matchLabels": {"type": "object"}},
+                        "additionalProperties": False,
+                    },
+                    "namespaceSelector": {
+                        "type": "object",
+                        "properties": {
+                            "any": {"type": "boolean"},
+                            "matchNames": {"type": "array", "items": {"type": "string"}},
+                        },
+                        "additionalProperties": False,
+                    },
+                    "endpoints": {
+                        "type": "array",
+                        "minItems": 1,
+                        "items": {
+                            "type": "object",
+                            "properties": {
+                                "port": {"type": "string"},
+                                "path": {"type": "string"},
+                                "interval": _DURATION,
+                                "scrapeTimeout": _DURATION,
+                                "honorLabels": {"type": "boolean"},
+                            },
+                            "additionalProperties": False,
+                        },
+                    },
+                },
+                "additionalProperties": False,
+            },
+        },
+        "additionalProperties": False,
+    },
+    ("monitoring.coreos.com/v1", "PrometheusRule"): {
+        "type": "object",
+        "required": ["apiVersion", "kind", "metadata", "spec"],
+        "properties": {
+            "apiVersion": {"const": "monitoring.coreos.com/v1"},
+            "kind": {"const": "PrometheusRule"},
+            "metadata": _METADATA,
+            "spec": {
+                "type": "object",
+                "required": ["groups"],
+                "properties": {"groups": {"$ref": "#/$defs/groups"}},
+                "additionalProperties": False,
+            },
+        },
+        "additionalProperties": False,
+        "$defs": {
+            "groups": {
+                "type": "array",
+                "items": {
+                    "type": "object",
+                    "required": ["name", "rules"],
+                    "properties": {
+                        "name": {"type": "string", "minLength": 1},
+                        "interval": _DURATION,
+                        "rules": {
+                            "type": "array",
+                            "items": {
+                                "type": "object",
+                                "required": ["alert", "expr"],
+                                "properties": {
+                                    "alert": {"type": "string", "pattern": ALERT_NAME},
+                                    "expr": {"type": "string", "minLength": 1},
+                                    "for": _DURATION,
+                                    "labels": {
+                                        "type": "object",
+                                        "additionalProperties": {"type": "string"},
+                                    },
+                                    "annotations": {
+                                        "type": "object",
+                                        "additionalProperties": {"type": "string"},
+                                    },
+                                },
+                                "additionalProperties": False,
+                            },
+                        },
+                    },
+                    "additionalProperties": False,
+                },
+            }
+        },
+    },
+}
+
+
+def _crd_validator(doc: Mapping[str, Any]) -> Any:
+    import jsonschema
+
+    schema = CRD_SCHEMAS.get((doc["apiVersion"], doc["kind"]))
+    return None if schema is None else jsonschema.Draft202012Validator(schema)
+
+
+def test_k8s_manifests_follow_the_kubernetes_schemas() -> None:
+    """Every object under deploy/k8s, strictly, against the pinned release's schemas; the
+    Prometheus Operator's against the CRD excerpts above."""
+    import kubernetes_validate
+
+    checked: set[str] = set()
+    for file, doc in _k8s_docs():
+        where = f"{file}: {doc['kind']}/{_name(doc)}"
+        validator = _crd_validator(doc)
+        if validator is not None:
+            errors = [e.message for e in validator.iter_errors(doc)]
+            assert not errors, f"{where}: {errors}"
+        else:
+            try:
+                kubernetes_validate.validate(doc, KUBERNETES_VERSION, strict=True)
+            except kubernetes_validate.ValidationError as exc:
+                path = ".".join(map(str, exc.path))
+                pytest.fail(f"{where}: {path}: {exc.message}")
+        checked.add(doc["kind"])
+    assert {"Deployment", "DaemonSet", "Job", "ServiceMonitor", "PrometheusRule"} <= checked
+
+
+def test_k8s_schema_check_catches_mistakes() -> None:
+    """The validation is not a formality: a misspelt field and a wrong type fail."""
+    import kubernetes_validate
+
+    broken = json.loads(json.dumps(_k8s_object("Deployment", "queue")))
+    _single_container(broken)["envForm"] = []
+    with pytest.raises(kubernetes_validate.ValidationError):
+        kubernetes_validate.validate(broken, KUBERNETES_VERSION, strict=True)
+    broken = json.loads(json.dumps(_k8s_object("Deployment", "queue")))
+    broken["spec"]["replicas"] = "one"
+    with pytest.raises(kubernetes_validate.ValidationError):
+        kubernetes_validate.validate(broken, KUBERNETES_VERSION, strict=True)
+    monitor = json.loads(json.dumps(_k8s_object("ServiceMonitor", "muster")))
+    monitor["spec"]["endpoints"][0]["interval"] = "thirty seconds"
+    assert list(_crd_validator(monitor).iter_errors(monitor))
+
+
+def test_kustomization_lists_every_manifest() -> None:
+    """``kubectl apply -k deploy/k8s`` applies every manifest; the monitoring component
+    (Prometheus Operator CRDs needed) every one of its own."""
+    top = yaml.safe_load((K8S / "kustomization.yaml").read_text())
+    assert top["kind"] == "Kustomization" and top["namespace"] == "muster"
+    on_disk = {p.name for p in K8S.glob("*.yaml")} - KUSTOMIZATION_FILES
+    assert set(top["resources"]) == on_disk
+    assert len(top["resources"]) == len(set(top["resources"]))
+    component = yaml.safe_load((MONITORING / "kustomization.yaml").read_text())
+    assert component["kind"] == "Component"
+    assert set(component["resources"]) == {p.name for p in MONITORING.glob("*.yaml")} - (
+        KUSTOMIZATION_FILES
+    )
+    (image,) = top["images"]
+    assert f"{image['name']}:{image['newTag']}" == IMAGE
+    # the commented-out line that enables monitoring names the real folder
+    assert "#   - monitoring" in (K8S / "kustomization.yaml").read_text()
+
+
+def test_servicemonitor_scrapes_every_service() -> None:
+    monitor = _k8s_object("ServiceMonitor", "muster")
+    selector = monitor["spec"]["selector"]["matchLabels"]
+    (endpoint,) = monitor["spec"]["endpoints"]
+    assert endpoint["honorLabels"] is True, "keep the metrics' own `service` label"
+    for name in MODULES:
+        service = _k8s_object("Service", name)
+        assert selector.items() <= service["metadata"]["labels"].items(), name
+        port = next(p for p in service["spec"]["ports"] if p["name"] == endpoint["port"])
+        assert port["port"] == DEFAULT_PORTS[name]
+        assert endpoint["path"] == "/metrics"
+
+
+# -- dashboards and alerts -------------------------------------------------------------------
+
+# Prometheus' own series, which a query may name besides muster's.
+PROMETHEUS_OWN = {"up"}
+
+
+def _exported_metric_names() -> set[str]:
+    """Every series name the services expose: each service's registry, the queue's and the
+    provisioner's figures (counters end in _total, histograms add _bucket/_count/_sum)."""
+    from muster.core.provisioning.figures import figures as provisioner_figures
+    from muster.core.provisioning.state import ProvisionerState
+    from muster.core.queueing.figures import figures as queue_figures
+    from muster.core.queueing.state import QueueState
+    from muster.runtime.metrics import ServiceMetrics
+
+    kinds: dict[str, str] = {}
+    for metric in ServiceMetrics().registry.collect():
+        name = f"{metric.name}_total" if metric.type == "counter" else metric.name
+        kinds[name] = metric.type
+    for fam in [*queue_figures(QueueState()), *provisioner_figures(ProvisionerState())]:
+        kinds[fam.name] = fam.kind
+    names = set()
+    for name, kind in kinds.items():
+        if kind == "histogram":
+            names |= {f"{name}_bucket", f"{name}_count", f"{name}_sum"}
+        else:
+            names.add(name)
+    return names
+
+
+def _metric_names(expr: str) -> set[str]:
+    """The series a PromQL expression selects, from its syntax tree (promql-parser).
+    Grafana's variables are replaced by values of their kind first."""
+    import promql_parser
+
+    expr = expr.replace("$__rate_interval", "5m").replace("$__interval", "1m")
+    names: set[str] = set()
+
+    def visit(node: Any) -> bool:
+        if isinstance(node, promql_parser.VectorSelector):
+            names.add(node.name)
+        return True
+
+    promql_parser.walk(promql_parser.parse(expr), visit)
+    return names
+
+
+def _dashboard() -> dict[str, Any]:
+    doc: dict[str, Any] = json.loads(GRAFANA.read_text())
+    return doc
+
+
+def _alert_groups() -> list[dict[str, Any]]:
+    groups: list[dict[str, Any]] = yaml.safe_load(ALERTS.read_text())["groups"]
+    return groups
+
+
+def test_dashboard_is_a_grafana_dashboard() -> None:
+    """The model Grafana imports: uid, title, schemaVersion, panels placed on the 24-column
+    grid without overlapping, unique ids, Prometheus targets, the datasource variable."""
+    board = _dashboard()
+    assert board["uid"] and board["title"] and board["schemaVersion"] >= 36
+    variables = {v["name"]: v for v in board["templating"]["list"]}
+    assert variables["datasource"]["type"] == "datasource"
+    assert variables["datasource"]["query"] == "prometheus"
+    ids = [p["id"] for p in board["panels"]]
+    assert len(ids) == len(set(ids))
+    taken: set[tuple[int, int]] = set()
+    for panel in board["panels"]:
+        grid = panel["gridPos"]
+        assert grid["x"] + grid["w"] <= 24, panel["title"]
+        cells = {
+            (x, y)
+            for x in range(grid["x"], grid["x"] + grid["w"])
+            for y in range(grid["y"], grid["y"] + grid["h"])
+        }
+        assert not cells & taken, f"{panel['title']} overlaps another panel"
+        taken |= cells
+        if panel["type"] == "row":
+            continue
+        assert panel["datasource"]["uid"] == "${datasource}", panel["title"]
+        assert panel["targets"], panel["title"]
+        for target in panel["targets"]:
+            assert target["expr"] and target["refId"], panel["title"]
+    titles = " ".join(p["title"].lower() for p in board["panels"])
+    for topic in ("pending", "reason", "admission wait", "quota", "eviction", "provisioning"):
+        assert topic in titles, f"no panel about {topic}"
+    assert "gpu" in titles and "nodes" in titles
+
+
+def test_dashboard_and_alerts_query_only_exported_metrics() -> None:
+    """Every series named in a panel, a variable or an alert rule is one the services
+    export (or Prometheus' own ``up``); a renamed metric breaks this test, not the board."""
+    exported = _exported_metric_names() | PROMETHEUS_OWN
+    queried: dict[str, set[str]] = {}
+    for panel in _dashboard()["panels"]:
+        for target in panel.get("targets", []):
+            queried.setdefault(f"panel {panel['title']!r}", set()).update(
+                _metric_names(target["expr"])
+            )
+    for variable in _dashboard()["templating"]["list"]:
+        query = variable.get("definition", "")
+        for found in re.findall(r"label_values\(\s*([a-zA-Z_:][\w:]*)", query):
+            queried.setdefault(f"variable {variable['name']}", set()).add(found)
+    for group in _alert_groups():
+        for rule in group["rules"]:
+            queried[f"alert {rule['alert']}"] = _metric_names(rule["expr"])
+    assert len(queried) > 20
+    for where, names in queried.items():
+        assert names, f"{where}: selects no series"
+        assert names <= exported, f"{where}: not exported: {sorted(names - exported)}"
+    # and the dashboard covers the Kueue-named metrics users look for
+    used = set().union(*queried.values())
+    for name in (
+        "muster_admission_wait_time_seconds_bucket",
+        "muster_admitted_active_workloads",
+        "muster_cluster_queue_status",
+        "muster_admission_attempts_total",
+        "muster_unadmitted_workloads",
+        "muster_cluster_queue_resource_usage",
+        "muster_evicted_workloads_total",
+        "muster_provisioning_wait_seconds_bucket",
+        "muster_node_gpus",
+    ):
+        assert name in used, f"nothing shows {name}"
+
+
+def test_alert_rules_file_and_the_prometheusrule_agree() -> None:
+    groups = _alert_groups()
+    # the same rules (so the CRD schema check above covers the plain file too)
+    assert _k8s_object("PrometheusRule", "muster")["spec"]["groups"] == groups
+    alerts = {rule["alert"] for group in groups for rule in group["rules"]}
+    for needed in (
+        "MusterAdmissionWaitHigh",
+        "MusterEvictionsSpike",
+        "MusterStoreUnavailable",
+        "MusterNodeLost",
+        "MusterProvisioningFailing",
+    ):
+        assert needed in alerts
+    for group in groups:
+        for rule in group["rules"]:
+            assert rule["labels"]["severity"] in ("info", "warning", "critical"), rule["alert"]
+            assert rule["annotations"]["summary"], rule["alert"]
+
+
+def _compose_mounts(service: str) -> dict[str, Path]:
+    """target -> the checkout's file or folder bind-mounted there."""
+    volumes = _compose()["services"][service].get("volumes", [])
+    return {
+        v["target"]: ROOT / _compose_default(v["source"]) for v in volumes if v["type"] == "bind"
+    }
+
+
+def test_compose_monitoring_profile_scrapes_alerts_and_shows_the_dashboard() -> None:
+    """``docker compose --profile monitoring up``: Prometheus scrapes every service on its
+    port and loads the alert rules; Grafana gets the data source and the dashboard."""
+    services = _compose()["services"]
+    for name in ("prometheus", "grafana"):
+        assert services[name].get("profiles") == ["monitoring"], name
+    prometheus_mounts = _compose_mounts("prometheus")
+    config = yaml.safe_load(prometheus_mounts["/etc/prometheus/prometheus.yml"].read_text())
+    (job,) = config["scrape_configs"]
+    targets = {t for group in job["static_configs"] for t in group["targets"]}
+    assert targets == {f"{name}:{DEFAULT_PORTS[name]}" for name in MODULES}
+    assert job.get("metrics_path", "/metrics") == "/metrics"
+    (rules,) = config["rule_files"]
+    assert prometheus_mounts[rules] == ALERTS
+
+    grafana_mounts = _compose_mounts("grafana")
+    provisioning = grafana_mounts["/etc/grafana/provisioning"]
+    (source,) = yaml.safe_load((provisioning / "datasources" / "prometheus.yaml").read_text())[
+        "datasources"
+    ]
+    assert source["type"] == "prometheus" and source["isDefault"] is True
+    assert source["url"] == "http://prometheus:9090"
+    (provider,) = yaml.safe_load((provisioning / "dashboards" / "muster.yaml").read_text())[
+        "providers"
+    ]
+    folder = provider["options"]["path"]
+    assert grafana_mounts[f"{folder}/{GRAFANA.name}"] == GRAFANA
+    home = _compose_env(services["grafana"])["GF_DASHBOARDS_DEFAULT_HOME_DASHBOARD_PATH"]
+    assert grafana_mounts[home] == GRAFANA
+
+
+def test_operations_doc_lists_every_exported_metric() -> None:
+    """docs/operations.md, "Metrics", names every family the services export."""
+    text = OPERATIONS.read_text()
+    families = {re.sub(r"_(bucket|count|sum)$", "", n) for n in _exported_metric_names()}
+    missing = sorted(f for f in families if f"`{f}`" not in text and f"`{f}{{" not in text)
+    assert not missing, f"docs/operations.md does not mention {missing}"
+
+
+# -- image -------------------------------------------------------------------------------------
+
+BUILD_ONLY = ("grpcio-tools", "mypy-protobuf")
+
+
+def _stages() -> dict[str, list[str]]:
+    """The Dockerfile's stages, by name (or index), with their instructions."""
+    stages: dict[str, list[str]] = {}
+    current: list[str] = []
+    for line in DOCKERFILE.read_text().replace("\\\n", " ").splitlines():
+        line = line.strip()
+        if not line or line.startswith("#"):
+            continue
+        if line.upper().startswith("FROM "):
+            words = line.split()
+            current = []
+            name = words[3] if len(words) >= 4 and words[2].upper() == "AS" else str(len(stages))
+            stages[name] = current
+        current.append(line)
+    return stages
+
+
+def test_build_only_tools_stay_out_of_the_runtime_image() -> None:
+    """grpcio-tools and mypy-protobuf are pyproject's `codegen` extra, not a runtime
+    dependency; the Dockerfile installs them in a stage the runtime copies nothing of but
+    the generated code, and the runtime's venv comes from a stage that never installs them."""
+    project = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]
+    runtime = " ".join(project["dependencies"])
+    extras = project["optional-dependencies"]
+    for tool in BUILD_ONLY:
+        assert tool not in runtime, f"{tool} is a runtime dependency"
+        assert any(d.startswith(f"{tool}==") for d in extras["codegen"]), tool
+    assert "muster[codegen]" in extras["dev"], "make setup (the dev extra) generates the code"
+
+    stages = _stages()
+    final = list(stages)[-1]
+    installs_tools = {
+        name
+        for name, lines in stages.items()
+        if any("codegen" in ln and "pip install" in ln for ln in lines)
+    }
+    assert installs_tools, "no stage generates the gRPC code"
+    copied = [
+        (re.search(r"--from=(\S+)", ln).group(1), ln)  # type: ignore[union-attr]
+        for ln in stages[final]
+        if ln.upper().startswith("COPY ") and "--from=" in ln
+    ]
+    assert not {name for name, _ in copied} & installs_tools, "the runtime copies codegen's"
+    venv_from = [name for name, ln in copied if "/opt/venv" in ln]
+    assert venv_from, "the runtime has no venv"
+    for name in venv_from:
+        assert name not in installs_tools
+        lines = stages[name]
+        assert not any(tool in ln for ln in lines for tool in BUILD_ONLY)
+        # it takes only the generated files from the codegen stage
+        takes = [ln for ln in lines if "--from=" in ln]
+        assert all("/muster/api/v1/" in ln for ln in takes), takes

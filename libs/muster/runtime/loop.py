@@ -25,7 +25,7 @@ import structlog
 
 from muster.bus.kafka import Doorbell, Publisher
 from muster.core.decider import Decider
-from muster.core.events import Envelope, StreamAppend
+from muster.core.events import Envelope, NewEvent, StreamAppend
 from muster.core.runner import DeciderRunner
 from muster.runtime.memory import collection_paused
 from muster.runtime.metrics import ServiceMetrics
@@ -140,6 +140,7 @@ class DeciderLoop:
                 self.metrics.decide_seconds.labels(self.name).observe(
                     time.perf_counter() - decide_started
                 )
+                self._count_attempt(news)
                 if not news:
                     break
                 try:
@@ -161,6 +162,15 @@ class DeciderLoop:
             self.metrics.step_seconds.labels(self.name).observe(time.perf_counter() - started)
             self._deadline_changed.set()
             await self._maybe_snapshot()
+
+    def _count_attempt(self, news: list[NewEvent]) -> None:
+        """The queue's admission attempts (a decider without ``admission_attempt`` has none)."""
+        judge = getattr(self.runner.decider, "admission_attempt", None)
+        if judge is None:
+            return
+        result = judge(self.runner.state, news)
+        if result is not None:
+            self.metrics.admission_attempts.labels(self.name, result).inc()
 
     def _count(self, appended: list[Envelope]) -> None:
         for env in appended:

@@ -57,6 +57,14 @@ class ServiceMetrics:
             registry=r,
             buckets=(0.0005, 0.001, 0.005, 0.01, 0.05, 0.1, 0.5, 1, 5, 30),
         )
+        # Kueue's kueue_admission_attempts_total: one per decide call whose admission cycle
+        # judged pending workloads (muster.core.queueing.figures.admission_attempt).
+        self.admission_attempts = Counter(
+            "muster_admission_attempts_total",
+            "Admission cycles that judged pending workloads: success if one reserved quota",
+            ["service", "result"],
+            registry=r,
+        )
         self.heartbeats = Counter(
             "muster_node_heartbeats_total", "Node heartbeats published", ["service"], registry=r
         )

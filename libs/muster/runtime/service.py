@@ -185,7 +185,6 @@ def main(
     """Entry point shared by ``python -m services.<name>``: settings, logging, run.
     ``routines_for`` picks routines once the settings are known."""
     import argparse
-    import sys
 
     from muster.runtime import settings as settings_mod
     from muster.runtime.logging import configure
@@ -198,12 +197,13 @@ def main(
     parser.add_argument("--kafka-bootstrap", help="overrides MUSTER_KAFKA_BOOTSTRAP")
     parser.add_argument("--http-port", type=int, help="overrides MUSTER_HTTP_PORT")
     args = parser.parse_args(argv)
+    log = configure(service)  # JSON from the first line on, the level once it is known
     try:
         settings = settings_mod.load(
             store_url=args.store_url, kafka_bootstrap=args.kafka_bootstrap, http_port=args.http_port
         )
     except settings_mod.SettingsError as exc:
-        print(f"muster {service}: {exc}", file=sys.stderr)
+        log.error("bad settings", error=str(exc))
         raise SystemExit(2) from None
     configure(service, settings.log_level)
     with contextlib.suppress(KeyboardInterrupt):

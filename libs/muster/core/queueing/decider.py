@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from muster.core.events import Envelope, NewEvent
-from muster.core.queueing import sharding
+from muster.core.queueing import figures, sharding
 from muster.core.queueing import state as qs
 from muster.core.queueing.cycle import admission_cycle
 from muster.core.queueing.settle import settle
@@ -18,7 +18,7 @@ class QueueDecider:
     categories = frozenset(
         {"config", "cloud", "workload", "admission", "provisioning", "node", "timer"}
     )
-    snapshot_format = "queue-state-v15"
+    snapshot_format = "queue-state-v16"
 
     def __init__(self, name: str = sharding.UNSPLIT) -> None:
         self.name = name
@@ -65,3 +65,8 @@ class QueueDecider:
 
     def summary(self, state: qs.QueueState) -> dict[str, Any]:
         return qs.summary(state)
+
+    def admission_attempt(self, state: qs.QueueState, news: list[NewEvent]) -> str | None:
+        """What ``decide(state)`` returning ``news`` was as an admission attempt (Kueue's
+        ``kueue_admission_attempts_total``): see ``figures.admission_attempt``."""
+        return figures.admission_attempt(state, news)

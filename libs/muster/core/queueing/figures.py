@@ -8,6 +8,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from muster.core.events import NewEvent
+from muster.core.events import queue as qev
+from muster.core.queueing import checks
 from muster.core.queueing import quota as qt
 from muster.core.queueing.state import WAIT_BUCKETS, QueueState
 
@@ -104,17 +107,16 @@ def figures(state: QueueState) -> list[Family]:
         ((("reason", r), ("preempting_cluster_queue", cq)), float(n))
         for (r, cq), n in sorted(stats.preempted.items())
     ]
-    wait = Family(
+    wait = _wait_histogram(
         "muster_quota_reserved_wait_time_seconds",
         "Time from (re)queueing to quota reservation",
-        "histogram",
+        stats.wait,
     )
-    for cq, (buckets, total) in sorted(stats.wait.items()):
-        cumulative, running = [], 0
-        for bound, n in zip([*map(str, WAIT_BUCKETS), "+Inf"], buckets, strict=True):
-            running += n
-            cumulative.append((bound, running))
-        wait.histograms.append(((("cluster_queue", cq),), cumulative, total))
+    admission_wait = _wait_histogram(
+        "muster_admission_wait_time_seconds",
+        "Time from (re)queueing to admission (quota reserved and every admission check Ready)",
+        stats.admission_wait,
+    )
     return [
         pending,
         unadmitted,
@@ -130,8 +132,77 @@ def figures(state: QueueState) -> list[Family]:
         evicted,
         preempted,
         wait,
+        admission_wait,
+        _admitted_active(state),
+        _status(state),
         *_nodes(state),
     ]
+
+
+def _wait_histogram(name: str, help: str, waits: dict[str, tuple[list[int], float]]) -> Family:
+    family = Family(name, help, "histogram")
+    for cq, (buckets, total) in sorted(waits.items()):
+        cumulative, running = [], 0
+        for bound, n in zip([*map(str, WAIT_BUCKETS), "+Inf"], buckets, strict=True):
+            running += n
+            cumulative.append((bound, running))
+        family.histograms.append(((("cluster_queue", cq),), cumulative, total))
+    return family
+
+
+def _admitted_active(state: QueueState) -> Family:
+    """Kueue's kueue_admitted_active_workloads: admitted and not finished, per ClusterQueue
+    (those only holding quota while their admission checks run are not counted)."""
+    counts = dict.fromkeys(sorted(state.cluster_queues), 0)
+    for wid in state.active:
+        wl = state.workloads[wid]
+        if wl.status == "Admitted" and wl.run.cluster_queue:
+            counts[wl.run.cluster_queue] = counts.get(wl.run.cluster_queue, 0) + 1
+    return Family(
+        "muster_admitted_active_workloads",
+        "Admitted workloads that have not finished, per ClusterQueue",
+        "gauge",
+        [((("cluster_queue", cq),), float(n)) for cq, n in sorted(counts.items())],
+    )
+
+
+CLUSTER_QUEUE_STATUSES = ("pending", "active", "terminating")
+
+
+def _status(state: QueueState) -> Family:
+    """Kueue's kueue_cluster_queue_status: 1 for the ClusterQueue's status, 0 for the
+    others. pending: it cannot admit (stopped, or an admission check it names is missing
+    or unusable: Kueue's inactive ClusterQueue); terminating: never, muster's ClusterQueues
+    are not deleted."""
+    family = Family(
+        "muster_cluster_queue_status",
+        "ClusterQueue status: pending (inactive or stopped), active or terminating",
+        "gauge",
+    )
+    for name in sorted(state.cluster_queues):
+        cq = state.cluster_queues[name]
+        inactive = cq.stop_policy != "None" or checks.inactive(state, cq) is not None
+        current = "pending" if inactive else "active"
+        family.samples += [
+            ((("cluster_queue", name), ("status", st)), 1.0 if st == current else 0.0)
+            for st in CLUSTER_QUEUE_STATUSES
+        ]
+    return family
+
+
+def admission_attempt(state: QueueState, news: list[NewEvent]) -> str | None:
+    """Kueue's ``kueue_admission_attempts_total`` result for one decide call over ``state``:
+    ``success`` when it reserved quota for at least one workload, ``inadmissible`` when its
+    admission cycle judged pending workloads and reserved for none (it recorded why one
+    waits, started preempting for one, or rejected one); None when no cycle judged
+    anything (settling what holds quota, or nothing changed)."""
+    if any(isinstance(new.event, qev.QuotaReserved) for new in news):
+        return "success"
+    judged = (qev.WorkloadPending, qev.WorkloadRejected)
+    for new in news:
+        if isinstance(new.event, judged) and new.event.workload_id in state.pending:
+            return "inadmissible"
+    return None
 
 
 def _nodes(state: QueueState) -> list[Family]:

@@ -139,12 +139,22 @@ class QueueStats:
     preempted: dict[tuple[str, str], int] = field(default_factory=dict)  # (reason, preemptor cq)
     # cluster queue -> (bucket counts per WAIT_BUCKETS and +Inf, sum of seconds)
     wait: dict[str, tuple[list[int], float]] = field(default_factory=dict)
+    # the same, (re)queued -> admitted (its admission checks Ready): Kueue's
+    # kueue_admission_wait_time_seconds
+    admission_wait: dict[str, tuple[list[int], float]] = field(default_factory=dict)
 
     def observe_wait(self, cq: str, seconds: float) -> None:
-        counts, total = self.wait.get(cq, ([0] * (len(WAIT_BUCKETS) + 1), 0.0))
-        i = next((i for i, b in enumerate(WAIT_BUCKETS) if seconds <= b), len(WAIT_BUCKETS))
-        counts[i] += 1
-        self.wait[cq] = (counts, total + seconds)
+        _observe(self.wait, cq, seconds)
+
+    def observe_admission_wait(self, cq: str, seconds: float) -> None:
+        _observe(self.admission_wait, cq, seconds)
+
+
+def _observe(histogram: dict[str, tuple[list[int], float]], cq: str, seconds: float) -> None:
+    counts, total = histogram.get(cq, ([0] * (len(WAIT_BUCKETS) + 1), 0.0))
+    i = next((i for i, b in enumerate(WAIT_BUCKETS) if seconds <= b), len(WAIT_BUCKETS))
+    counts[i] += 1
+    histogram[cq] = (counts, total + seconds)
 
 
 def _bump(counter: dict[Any, int], key: Any) -> None:
@@ -673,6 +683,7 @@ def _(event: qev.WorkloadAdmitted, state: QueueState) -> None:
         wl.run.attempt = event.attempt
         wl.run.request_id = event.request_id
         _bump(state.stats.admitted, event.cluster_queue)
+        state.stats.observe_admission_wait(event.cluster_queue, state.now - wl.queued_at)
     else:
         # A consumer's attempt begins with its binding (it reserves no quota).
         wl.run = Attempt(attempt=event.attempt, admitted_at=state.now, request_id=event.request_id)
