@@ -43,7 +43,9 @@ def at(h: Harness, wid: str, position: int) -> Explanation:
 
 def first(h: Harness, cls: type, wid: str) -> Envelope:
     return next(
-        e for e in h.log.envelopes if isinstance(e.event, cls) and e.event.workload_id == wid
+        e
+        for e in h.log.envelopes
+        if isinstance(e.event, cls) and getattr(e.event, "workload_id", None) == wid
     )
 
 
@@ -128,6 +130,7 @@ def test_admitted_shows_its_flavors_and_nodes() -> None:
     x = at(h, "a", admitted.position)
     assert x.status == "Admitted" and x.cluster_queue == "cq"
     assert x.flavors == {"w": {GPU: "gpu"}}
+    assert isinstance(admitted.event, qev.WorkloadAdmitted)
     assert x.nodes == dict(admitted.event.placements) and len(x.nodes) == 2
     assert conditions(x)["QuotaReserved"] == ("True", "QuotaReserved")
     assert conditions(x)["Admitted"] == ("True", "Admitted")
