@@ -34,6 +34,7 @@ from muster.runtime.settings import Settings
 from muster.store import ConcurrencyConflict, SqlEventStore, Tracking, bell, unavailable
 
 READ_BATCH = 5000
+HISTORY_KEEP = 500  # history snapshots a decider that keeps them keeps (the newest)
 RELAY_LINGER = 0.02  # seconds a relay waits after a wake-up, gathering what comes with it
 BACKOFF_FIRST, BACKOFF_MAX = 0.2, 5.0  # seconds between tries while the store is away
 
@@ -285,9 +286,19 @@ class DeciderLoop:
             self._since_snapshot = 0
             self._snapshot_at = now
             data = self.runner.snapshot()
+            decider = self.runner.decider
             await self.store.save_snapshot(
-                self.name, self.runner.position, self.runner.decider.snapshot_format, data
+                self.name, self.runner.position, decider.snapshot_format, data
             )
+            if getattr(decider, "keeps_history", False):  # explain --at starts from these
+                await self.store.save_history_snapshot(
+                    self.name,
+                    self.runner.position,
+                    self.runner.state.now,
+                    decider.snapshot_format,
+                    data,
+                    keep=HISTORY_KEEP,
+                )
 
 
 def _brief(exc: BaseException) -> str:

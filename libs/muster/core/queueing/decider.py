@@ -19,6 +19,7 @@ class QueueDecider:
         {"config", "cloud", "workload", "admission", "provisioning", "node", "timer"}
     )
     snapshot_format = "queue-state-v15"
+    keeps_history = True  # its snapshots are kept by position too (explain --at)
 
     def __init__(self, name: str = sharding.UNSPLIT) -> None:
         self.name = name
