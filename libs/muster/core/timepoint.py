@@ -50,7 +50,8 @@ def parse_at(raw: str, now: float, field: str = "at") -> At:
 def _rfc3339(text: str, raw: str, field: str) -> float:
     try:
         moment = datetime.fromisoformat(text.replace("z", "Z"))
-    except ValueError:
+        moment.timestamp()  # out of range for some offsets at the ends of the calendar
+    except (ValueError, OverflowError):
         raise InvalidInput(field, f"{raw!r} is not a time; {HINT}") from None
     if moment.tzinfo is None:
         if "T" in text.upper() or " " in text:
