@@ -104,6 +104,8 @@ class Workloads:
 
         def render(v: WorkloadView) -> dict[str, Any]:
             body = v.to_json()
+            shown = self.ctx.state.workloads.get(v.gang_id or v.id, v)
+            body["conditions"] = shown.conditions.to_json()
             item = reasons.get(v.gang_id or v.id)
             if item is not None:
                 _current_reason(body, item.reason, item.message)

@@ -137,6 +137,20 @@ def build_parser() -> argparse.ArgumentParser:
     desc.add_argument("--namespace", "-n")
     desc.add_argument("--server", default=server)
 
+    explain = sub.add_parser(
+        "explain",
+        help="a workload's state and why, now or at a past moment",
+        description="The workload's status, reason (quota shortfall with numbers, flavors "
+        "tried, position in its queues, placement, admission checks and provisioning, "
+        "evictions and who preempted it) and Kueue's conditions, rebuilt by intake from the "
+        "log. --at TIME: an RFC 3339 time (2026-11-26T10:03:00Z), relative to now (-5m, -2h) "
+        "or a log position (@12345, or a bare integer).",
+    )
+    explain.add_argument("id", metavar="WORKLOAD", help="the workload's ID")
+    explain.add_argument("--at", metavar="TIME", help="RFC 3339, -5m, or @POSITION")
+    explain.add_argument("-o", "--output", choices=["text", "json", "yaml"], default="text")
+    explain.add_argument("--server", default=server)
+
     dele = sub.add_parser(
         "delete",
         help="cancel workloads or delete ProvisioningRequests (like kubectl delete)",
@@ -279,6 +293,10 @@ def _dispatch(args: argparse.Namespace) -> int:
             )
         case "describe":
             return resources.describe(args.server, args.type, args.name, args.namespace)
+        case "explain":
+            from muster.cli import explain
+
+            return explain.explain(args.server, args.id, args.at, args.output)
         case "delete":
             return resources.delete(
                 args.server, args.type, args.names, args.namespace, args.filenames
