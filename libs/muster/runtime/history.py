@@ -20,7 +20,7 @@ from muster.runtime.admin import REPLAY_BATCH
 from muster.runtime.memory import collection_paused
 from muster.store import SqlEventStore
 
-SNAPSHOT_EVERY = 50_000  # events folded between two history snapshots this fold writes
+SNAPSHOT_EVERY = 25_000  # events folded between two history snapshots this fold writes
 KEEP = 500  # history snapshots kept per name (the oldest go first)
 
 
@@ -53,7 +53,9 @@ async def queue_state_at(
             runner.restore(found[1])
             start = found[0]
     with collection_paused():
-        folded = await _fold_to(store, runner, at, every if snapshots else 0, batch)
+        every = every if snapshots else 0
+        # Read no more than a snapshot's spacing at a time: snapshots land where asked.
+        folded = await _fold_to(store, runner, at, every, min(batch, every or batch))
     return Rebuilt(runner, start, folded)
 
 
@@ -72,7 +74,7 @@ async def _fold_to(
                 folded += runner.fold(envs[:cut])
                 return folded
         folded += runner.fold(envs)
-        if every and runner.position - saved >= every and len(envs) == batch:
+        if every and runner.position - saved >= every:
             await save(store, runner)
             saved = runner.position
         if len(envs) < batch:
