@@ -20,8 +20,11 @@ from muster.core.queueing import state as qs
 from muster.core.queueing.decider import QueueDecider
 from muster.core.timepoint import At
 from muster.runtime import admin, history
+from muster.runtime.loop import DeciderLoop
+from muster.runtime.metrics import ServiceMetrics
 from muster.store import SqlEventStore
 from muster.store.migrate import upgrade_async
+from tests.api.conftest import settings_for
 
 
 @pytest.fixture(scope="module")
@@ -80,3 +83,21 @@ async def test_without_snapshots_nothing_is_written(store: SqlEventStore) -> Non
     rebuilt = await history.queue_state_at(store, At(position=2000), snapshots=False, batch=100)
     assert rebuilt.from_snapshot is None and rebuilt.runner.position == 2000
     assert await store.load_history_snapshot("queue", QueueDecider.snapshot_format) is None
+
+
+async def test_the_queue_service_keeps_its_snapshots_by_position(
+    store: SqlEventStore, log: list[Envelope]
+) -> None:
+    """The queue's periodic snapshot is also a history row: explain --at starts there."""
+    settings = settings_for(store, snapshot_every=1, snapshot_seconds=0.0)
+    loop = DeciderLoop(QueueDecider(), store, settings, ServiceMetrics(), decides=False)
+    await loop.restore()
+    await loop._maybe_snapshot()
+    head = log[-1].position
+    assert loop.runner.position == head
+    found = await store.load_history_snapshot("queue", QueueDecider.snapshot_format)
+    assert found is not None and found[0] == head
+    rebuilt = await history.queue_state_at(store, At(position=head))
+    assert rebuilt.from_snapshot == head and rebuilt.folded == 0
+    full = await admin.rebuild(store, QueueDecider())
+    assert qs.summary(rebuilt.runner.state) == qs.summary(full.state)
