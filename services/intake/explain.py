@@ -5,6 +5,7 @@ snapshot before it (``runtime/history.py``)."""
 
 from __future__ import annotations
 
+import asyncio
 import time
 from typing import Any
 
@@ -44,7 +45,11 @@ class Explain:
             )
         rebuilt = await history.queue_state_at(self.ctx.loop.store, point)
         position = rebuilt.runner.position
-        found = explain.explain(rebuilt.runner.state, queued, await self._history(queued), position)
+        events = await self._history(queued)
+        # The dry run over a state of its own: off the event loop, as the fold was.
+        found = await asyncio.to_thread(
+            explain.explain, rebuilt.runner.state, queued, events, position
+        )
         return found.to_json()
 
     async def _now(self, wid: str) -> dict[str, Any]:

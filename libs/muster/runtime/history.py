@@ -6,10 +6,14 @@ it snapshots (``DeciderLoop``), and a fold here that passes ``SNAPSHOT_EVERY`` e
 past the last one writes one (a cache: the first question about a long log pays for the
 later ones). They are an optimisation only: the state is that of a fold from the start
 (``admin.rebuild``), which the tests check.
+
+The fold and the restore run in a worker thread: the state is this call's alone, and the
+service calling it (intake) keeps answering between the batches.
 """
 
 from __future__ import annotations
 
+import asyncio
 from dataclasses import dataclass
 from typing import Any
 
@@ -50,7 +54,7 @@ async def queue_state_at(
             decider.name, decider.snapshot_format, position=at.position, at=at.time
         )
         if found is not None:
-            runner.restore(found[1])
+            await asyncio.to_thread(runner.restore, found[1])
             start = found[0]
     with collection_paused():
         every = every if snapshots else 0
@@ -71,9 +75,9 @@ async def _fold_to(
         if at.time is not None:
             cut = next((i for i, e in enumerate(envs) if e.occurred_at > at.time), None)
             if cut is not None:
-                folded += runner.fold(envs[:cut])
+                folded += await asyncio.to_thread(runner.fold, envs[:cut])
                 return folded
-        folded += runner.fold(envs)
+        folded += await asyncio.to_thread(runner.fold, envs)
         if every and runner.position - saved >= every:
             await save(store, runner)
             saved = runner.position

@@ -173,14 +173,14 @@ class SqlEventStore:
 
         def run(conn: Connection) -> None:
             h = snapshot_history.c
-            found = conn.execute(
-                select(h.position).where(h.name == name, h.position == position)
-            ).first()
-            if found is None:
-                conn.execute(
-                    snapshot_history.insert(),
-                    {"name": name, "position": position, "at": at, "format": fmt, "state": state},
-                )
+            # Two writers (the queue service, an explain in intake) may race for a position.
+            conn.execute(
+                text(
+                    "INSERT INTO snapshot_history (name, position, at, format, state) "
+                    "VALUES (:n, :p, :a, :f, :s) ON CONFLICT (name, position) DO NOTHING"
+                ),
+                {"n": name, "p": position, "a": at, "f": fmt, "s": state},
+            )
             if keep:
                 newest = (
                     select(h.position)
