@@ -194,3 +194,12 @@ def test_bad_at_names_the_field(raw: str) -> None:
 def test_rfc3339_is_utc_with_z() -> None:
     assert rfc3339(NOW) == "2025-11-26T10:00:00Z"
     assert rfc3339(NOW + 0.25) == "2025-11-26T10:00:00.250Z"
+
+
+def test_replay_until_takes_what_explain_at_takes_and_its_old_forms() -> None:
+    from muster.cli.commands import _until
+
+    assert _until("@5") == (5, None)
+    assert _until("2025-11-26T10:00:00Z") == (None, NOW)
+    assert _until("120") == (120, None)  # as before: a small integer is a position
+    assert _until(str(NOW)) == (None, NOW)  # and epoch seconds a time

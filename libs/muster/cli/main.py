@@ -226,7 +226,11 @@ def build_parser() -> argparse.ArgumentParser:
 
     rp = sub.add_parser("replay", help="rebuild state from the store and print queue usage")
     rp.add_argument("--store-url")
-    rp.add_argument("--until", help="a global position, or a time (seconds since the epoch)")
+    rp.add_argument(
+        "--until",
+        help="a global position (12345 or @12345), a time in seconds since the epoch, an "
+        "RFC 3339 time (2026-11-26T10:03:00Z) or one relative to now (-5m)",
+    )
     rp.add_argument(
         "--verify",
         nargs="*",
