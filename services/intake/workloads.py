@@ -190,6 +190,9 @@ def _current_reason(body: dict[str, Any], reason: str, message: str) -> None:
     recorded last (only when its kind changed): every view shows the same."""
     if body["status"] == "Pending":
         body["reason"], body["message"] = reason, message
+        for c in body.get("conditions", ()):
+            if c["type"] == "QuotaReserved" and c["status"] == "False":
+                c["reason"], c["message"] = reason, message
 
 
 def own(ctx: Context, who: Principal, wid: str, action: Action) -> WorkloadView:

@@ -232,7 +232,12 @@ async def test_pending_workloads_visibility(
     (short,) = why["shortfall"]
     assert (short["resource"], short["flavor"], short["missing"]) == ("nvidia.com/gpu", "f", "2")
     (cond,) = one["conditions"]
-    assert (cond["type"], cond["status"]) == ("QuotaReserved", "False")
+    assert (cond["type"], cond["status"], cond["reason"]) == (
+        "QuotaReserved",
+        "False",
+        "WaitingForQuota",
+    )
+    assert one["conditions"] == why["conditions"]
     assert cond["lastTransitionTime"].endswith("Z") and one["submittedTime"].endswith("Z")
     # At a past position (before it was submitted) and at bad input: 400 naming `at`.
     first = await (await client.get(f"/v1/workloads/{ids[4]}/events")).json()
