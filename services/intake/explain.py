@@ -13,6 +13,7 @@ from muster.core import explain
 from muster.core.access.policy import Action
 from muster.core.access.tokens import Principal
 from muster.core.model.fields import InvalidInput
+from muster.core.runner import DeciderRunner
 from muster.core.timepoint import parse_at
 from muster.runtime import history
 from services.intake.context import Context
@@ -25,6 +26,10 @@ class Explain:
     def __init__(self, ctx: Context, pending: Pending) -> None:
         self.ctx = ctx
         self.pending = pending
+        # The state the last past-point question rebuilt: the next one at or after it goes
+        # on from it (a time slider moving forward); one question at a time uses it.
+        self._kept: DeciderRunner[Any] | None = None
+        self._lock = asyncio.Lock()
 
     async def explain(self, who: Principal, wid: str, at: str | None = None) -> dict[str, Any]:
         await self.ctx.loop.step()
@@ -43,13 +48,15 @@ class Explain:
                 f"({self.ctx.loop.runner.position})",
                 "at",
             )
-        rebuilt = await history.queue_state_at(self.ctx.loop.store, point)
-        position = rebuilt.runner.position
-        events = await self._history(queued)
-        # The dry run over a state of its own: off the event loop, as the fold was.
-        found = await asyncio.to_thread(
-            explain.explain, rebuilt.runner.state, queued, events, position
-        )
+        async with self._lock:
+            rebuilt = await history.queue_state_at(self.ctx.loop.store, point, kept=self._kept)
+            self._kept = rebuilt.runner
+            position = rebuilt.runner.position
+            events = await self._history(queued)
+            # The dry run over a state of its own: off the event loop, as the fold was.
+            found = await asyncio.to_thread(
+                explain.explain, rebuilt.runner.state, queued, events, position
+            )
         return found.to_json()
 
     async def _now(self, wid: str) -> dict[str, Any]:

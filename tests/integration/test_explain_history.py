@@ -101,3 +101,25 @@ async def test_the_queue_service_keeps_its_snapshots_by_position(
     assert rebuilt.from_snapshot == head and rebuilt.folded == 0
     full = await admin.rebuild(store, QueueDecider())
     assert qs.summary(rebuilt.runner.state) == qs.summary(full.state)
+
+
+async def test_a_kept_state_goes_on_forward_and_equals_a_full_rebuild(
+    store: SqlEventStore, log: list[Envelope]
+) -> None:
+    """A time slider moving forward: each question goes on from the state the last one
+    rebuilt; one before it starts again from a snapshot (or the start)."""
+    head = log[-1].position
+    kept = None
+    for target in (head // 4, head // 2, head // 2, head - 3):
+        got = await history.queue_state_at(store, At(position=target), kept=kept, batch=100)
+        assert got.reused == (kept is not None)
+        full = await admin.rebuild(store, QueueDecider(), until_position=target)
+        assert got.runner.position == full.position
+        assert qs.summary(got.runner.state) == qs.summary(full.state)
+        kept = got.runner
+    back = await history.queue_state_at(store, At(position=head // 3), kept=kept, batch=100)
+    assert not back.reused and back.runner is not kept
+    assert (
+        back.runner.position
+        == (await admin.rebuild(store, QueueDecider(), until_position=head // 3)).position
+    )

@@ -33,6 +33,17 @@ class Rebuilt:
     runner: DeciderRunner[Any]
     from_snapshot: int | None  # the snapshot's position it started from (None: the start)
     folded: int  # events folded after it
+    reused: bool = False  # it went on from the ``kept`` state it was given
+
+
+def reusable(kept: DeciderRunner[Any] | None, at: At) -> bool:
+    """Whether folding on from ``kept`` reaches ``at`` (nothing folded is past it)."""
+    if kept is None:
+        return False
+    if at.position is not None:
+        return kept.position <= at.position
+    assert at.time is not None
+    return bool(kept.state.now <= at.time)
 
 
 async def queue_state_at(
@@ -42,25 +53,31 @@ async def queue_state_at(
     snapshots: bool = True,
     every: int = SNAPSHOT_EVERY,
     batch: int = REPLAY_BATCH,
+    kept: DeciderRunner[Any] | None = None,
 ) -> Rebuilt:
     """The queue's state at ``at``: every event up to its position, or (a time) up to the
     first event that occurred after it, as ``replay --until`` cuts. ``snapshots``: start
-    from and write history snapshots (False: fold from the start, write nothing)."""
+    from and write history snapshots (False: fold from the start, write nothing).
+    ``kept``: a state this caller rebuilt before (a time slider moving forward); it goes
+    on from it, changing it, when it is before ``at`` and no snapshot is nearer."""
     decider = QueueDecider()
     runner: DeciderRunner[Any] = DeciderRunner(decider)
     start = None
+    found = None
     if snapshots:
         found = await store.load_history_snapshot(
             decider.name, decider.snapshot_format, position=at.position, at=at.time
         )
-        if found is not None:
-            await asyncio.to_thread(runner.restore, found[1])
-            start = found[0]
+    if kept is not None and reusable(kept, at) and (found is None or found[0] <= kept.position):
+        runner, found = kept, None
+    elif found is not None:
+        await asyncio.to_thread(runner.restore, found[1])
+        start = found[0]
     with collection_paused():
         every = every if snapshots else 0
         # Read no more than a snapshot's spacing at a time: snapshots land where asked.
         folded = await _fold_to(store, runner, at, every, min(batch, every or batch))
-    return Rebuilt(runner, start, folded)
+    return Rebuilt(runner, start, folded, reused=runner is kept)
 
 
 async def _fold_to(
