@@ -15,6 +15,7 @@ from muster.core.access.tokens import Principal
 from muster.core.model.fields import InvalidInput
 from muster.core.runner import DeciderRunner
 from muster.core.timepoint import parse_at
+from muster.core.views.workloads import WorkloadView
 from muster.runtime import history
 from services.intake.context import Context
 from services.intake.errors import refuse
@@ -36,7 +37,7 @@ class Explain:
         view = own(self.ctx, who, wid, Action.READ)
         queued = view.gang_id or view.id  # a gang member is explained by its gang
         if at is None:
-            return await self._now(queued)
+            return _member(await self._now(queued), view)
         try:
             point = parse_at(at, time.time())
         except InvalidInput as exc:
@@ -57,7 +58,7 @@ class Explain:
             found = await asyncio.to_thread(
                 explain.explain, rebuilt.runner.state, queued, events, position
             )
-        return found.to_json()
+        return _member(found.to_json(), view)
 
     async def _now(self, wid: str) -> dict[str, Any]:
         loop = self.ctx.loop
@@ -69,3 +70,21 @@ class Explain:
 
     async def _history(self, wid: str) -> list[Any]:
         return await self.ctx.loop.store.read_correlated(wid)
+
+
+def _member(body: dict[str, Any], view: WorkloadView) -> dict[str, Any]:
+    """A gang member is explained by its gang's workload; before the gang formed, that
+    workload is not in the queue yet: say why."""
+    if view.gang_id is not None and body["reason"] == "NotSubmitted":
+        body["status"], body["reason"] = "Pending", "GangIncomplete"
+        body["message"] = (
+            f"gang {view.gang} of {view.gang_size} members was not complete at position "
+            f"{body['position']}: its workload is submitted with its last member"
+        )
+    if view.gang_id is not None:
+        body["gang"] = {
+            "name": view.gang,
+            "cardinality": view.gang_size,
+            "workloadId": view.gang_id,
+        }
+    return body

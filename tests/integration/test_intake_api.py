@@ -446,6 +446,8 @@ async def test_gang_members_wait_until_complete_then_form_one_workload(
     assert got["message"] == "gang g has 2 of 3 members"
     mine = await (await client.get(f"/v1/workloads/{first['id']}/events")).json()
     assert [e["type"] for e in mine["events"]] == ["workload.gang_member_submitted"] * 2
+    incomplete = await (await client.get(f"/v1/workloads/{first['id']}/explain")).json()
+    assert (incomplete["status"], incomplete["reason"]) == ("Pending", "GangIncomplete")
     assert not [
         w for w in (await (await client.get("/v1/workloads")).json())["items"] if w["name"] == "g"
     ]
@@ -458,6 +460,14 @@ async def test_gang_members_wait_until_complete_then_form_one_workload(
     # a member waits in its gang's place in the queue
     again_a = await (await client.get(f"/v1/workloads/{first['id']}")).json()
     assert again_a["queue"] == gang["queue"] and again_a["queue"]["positionInClusterQueue"] == 0
+    # explained by its gang's workload, now, and as it was before the gang formed
+    why = await (await client.get(f"/v1/workloads/{first['id']}/explain")).json()
+    assert (why["id"], why["gang"]["workloadId"]) == (gid, gid)
+    assert why["reason"] == gang["reason"] and why["queue"] == {
+        k: gang["queue"][k] for k in ("positionInClusterQueue", "positionInLocalQueue")
+    }
+    then = await client.get(f"/v1/workloads/{first['id']}/explain", params={"at": f"@{head}"})
+    assert (await then.json())["reason"] == "GangIncomplete"
     history = await (await client.get(f"/v1/workloads/{gid}/events")).json()
     assert [e["type"] for e in history["events"]] == ["workload.gang_member_submitted"] * 3 + [
         "workload.submitted"
