@@ -485,8 +485,7 @@ async def seed(api: Api) -> dict[str, str]:
 
 
 VOLATILE = {"id", "name", "submittedAt", "updatedAt", "time", "position", "workloadId"}
-# HTTP only for now: Kueue's conditions and the RFC 3339 times are not in the gRPC Workload.
-VOLATILE |= {"conditions", "submittedTime", "updatedTime"}
+VOLATILE |= {"submittedTime", "updatedTime", "lastTransitionTime"}  # times, as above
 
 
 def normal(value: Any) -> Any:
