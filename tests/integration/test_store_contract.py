@@ -217,6 +217,8 @@ async def test_snapshot_history_keeps_several_and_finds_the_newest_before(
     assert await store.load_history_snapshot("queue", "v1") == (30, b"s30")
     assert await store.load_history_snapshot("queue", "v1", position=9) is None
     assert await store.load_history_snapshot("other", "v1") is None
+    await store.save_history_snapshot("queue", 35, 350.0, "v1", b"s35", spacing=10)  # near 30
+    assert await store.load_history_snapshot("queue", "v1", position=39) == (30, b"s30")
     await store.save_history_snapshot("queue", 40, 400.0, "v1", b"s40", keep=2)
     assert await store.load_history_snapshot("queue", "v1", position=29) is None
     assert await store.load_history_snapshot("queue", "v1", position=39) == (30, b"s30")

@@ -27,6 +27,7 @@ from muster.bus.kafka import Doorbell, Publisher
 from muster.core.decider import Decider
 from muster.core.events import Envelope, StreamAppend
 from muster.core.runner import DeciderRunner
+from muster.runtime import history
 from muster.runtime.memory import collection_paused
 from muster.runtime.metrics import ServiceMetrics
 from muster.runtime.relay import RELAY_BATCH, relay_step
@@ -34,7 +35,6 @@ from muster.runtime.settings import Settings
 from muster.store import ConcurrencyConflict, SqlEventStore, Tracking, bell, unavailable
 
 READ_BATCH = 5000
-HISTORY_KEEP = 500  # history snapshots a decider that keeps them keeps (the newest)
 RELAY_LINGER = 0.02  # seconds a relay waits after a wake-up, gathering what comes with it
 BACKOFF_FIRST, BACKOFF_MAX = 0.2, 5.0  # seconds between tries while the store is away
 
@@ -297,7 +297,8 @@ class DeciderLoop:
                     self.runner.state.now,
                     decider.snapshot_format,
                     data,
-                    keep=HISTORY_KEEP,
+                    keep=history.KEEP,
+                    spacing=history.SNAPSHOT_EVERY,  # one every so many events is enough
                 )
 
 

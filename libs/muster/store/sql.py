@@ -166,13 +166,31 @@ class SqlEventStore:
         await self._write(run)
 
     async def save_history_snapshot(
-        self, name: str, position: int, at: float, fmt: str, state: bytes, keep: int = 0
+        self,
+        name: str,
+        position: int,
+        at: float,
+        fmt: str,
+        state: bytes,
+        *,
+        keep: int = 0,
+        spacing: int = 0,
     ) -> None:
-        """One more of ``name``'s snapshots by position (one already there is kept); with
-        ``keep``, only the newest ``keep`` of them stay."""
+        """One more of ``name``'s snapshots by position (one already there is kept); none
+        if another of its format lies within ``spacing`` positions; with ``keep``, only the
+        newest ``keep`` of them stay."""
 
         def run(conn: Connection) -> None:
             h = snapshot_history.c
+            if spacing:
+                near = select(h.position).where(
+                    h.name == name,
+                    h.format == fmt,
+                    h.position > position - spacing,
+                    h.position < position + spacing,
+                )
+                if conn.execute(near.limit(1)).first() is not None:
+                    return
             # Two writers (the queue service, an explain in intake) may race for a position.
             conn.execute(
                 text(
