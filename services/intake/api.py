@@ -45,6 +45,7 @@ def routes(
     r.add_delete("/v1/workloads/{id}", _h(cancel))
     r.add_post("/v1/workloads/{id}/cancel", _h(cancel))
     r.add_get("/v1/workloads/{id}/events", _h(workload_events))
+    r.add_get("/v1/workloads/{id}/explain", _h(explain_workload))
     r.add_put("/v1/workloads/{id}/admissionchecks/{check}", _h(update_check))
     r.add_get("/v1/clusterqueues/{name}/pendingworkloads", _h(pending_in_cluster_queue))
     r.add_get("/v1/clusterqueues/{name}/events", _h(cluster_queue_events))
@@ -173,6 +174,12 @@ async def list_workloads(request: web.Request, intake: Intake, who: Principal) -
 
 async def get_workload(request: web.Request, intake: Intake, who: Principal) -> web.Response:
     return _json(await intake.workloads.get(who, request.match_info["id"]))
+
+
+async def explain_workload(request: web.Request, intake: Intake, who: Principal) -> web.Response:
+    """Its state and why, now or ``at`` a past point (RFC 3339, -5m, @position)."""
+    at = request.query.get("at")
+    return _json(await intake.explain.explain(who, request.match_info["id"], at))
 
 
 async def cancel(request: web.Request, intake: Intake, who: Principal) -> web.Response:

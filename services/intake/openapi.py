@@ -133,7 +133,10 @@ def _schemas() -> dict[str, Any]:
             "attempt": {"type": "integer"},
             "submittedAt": {"type": "number"},
             "updatedAt": {"type": "number"},
+            "submittedTime": {"type": "string", "format": "date-time"},
+            "updatedTime": {"type": "string", "format": "date-time"},
             "cancelRequested": {"type": "boolean"},
+            "conditions": {"type": "array", "items": _ref("Condition")},
             "queue": {"type": "object"},
             "admissionChecks": {"type": "array", "items": _ref("AdmissionCheckState")},
             "gang": {"type": "object"},
@@ -184,6 +187,39 @@ def _schemas() -> dict[str, Any]:
                 "podSetUpdates": {"type": "array", "items": _ref("PodSetUpdate")},
             },
             "required": ["name", "state"],
+        },
+        "Condition": {
+            "type": "object",
+            "properties": {
+                "type": {"type": "string"},
+                "status": {"enum": ["True", "False"]},
+                "reason": {"type": "string"},
+                "message": {"type": "string"},
+                "lastTransitionTime": {"type": "string", "format": "date-time"},
+            },
+            "required": ["type", "status", "reason", "lastTransitionTime"],
+        },
+        "Explanation": {
+            "type": "object",
+            "properties": {
+                "id": {"type": "string"},
+                "position": {"type": "integer"},
+                "time": {"type": "string", "format": "date-time"},
+                "status": {"type": "string"},
+                "reason": {"type": "string"},
+                "message": {"type": "string"},
+                "conditions": {"type": "array", "items": _ref("Condition")},
+                "queue": {"type": "object"},
+                "flavors": {"type": "object"},
+                "flavorsTried": {"type": "array", "items": {"type": "string"}},
+                "shortfall": {"type": "array", "items": {"type": "object"}},
+                "victims": {"type": "array", "items": {"type": "string"}},
+                "nodes": {"type": "object"},
+                "admissionChecks": {"type": "array", "items": {"type": "object"}},
+                "provisioningRequest": {"type": ["object", "null"]},
+                "evictions": {"type": "array", "items": {"type": "object"}},
+            },
+            "required": ["id", "position", "time", "status", "reason", "message"],
         },
         "AdmissionCheckUpdate": _obj(
             {
@@ -421,6 +457,24 @@ def _paths() -> dict[str, Any]:
             }
         },
         "/v1/workloads/{id}/events": _events_op("A workload's events", [wid]),
+        "/v1/workloads/{id}/explain": {
+            "get": {
+                "summary": "A workload's state and why (reason with numbers, queue position, "
+                "flavors, nodes, conditions, evictions), now or at a past point of the log",
+                "parameters": [
+                    wid,
+                    {
+                        **_param("at"),
+                        "description": "RFC 3339 time, relative (-5m, -2h) or a log position "
+                        "(@12345 or 12345); absent: now",
+                    },
+                ],
+                "responses": {
+                    "200": _answer("the explanation", _ref("Explanation")),
+                    **_errors(400, 404),
+                },
+            }
+        },
         "/v1/workloads/{id}/admissionchecks/{check}": {
             "put": {
                 "summary": "Admin: an external admission check's controller sets the check's "

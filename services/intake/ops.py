@@ -16,6 +16,7 @@ from services.intake.admin import Admin
 from services.intake.applies import Applies
 from services.intake.context import Context
 from services.intake.events import Events
+from services.intake.explain import Explain
 from services.intake.objects import Objects
 from services.intake.pending import Pending
 from services.intake.requests import Requests
@@ -29,6 +30,7 @@ class Intake:
         self.pending = Pending(self.ctx)
         self.workloads = Workloads(self.ctx, self.pending)
         self.events = Events(self.ctx)
+        self.explain = Explain(self.ctx, self.pending)
         self.requests = Requests(self.ctx)
         self.applies = Applies(self.ctx)
         self.objects = Objects(self.ctx)

@@ -58,9 +58,18 @@ class Pending:
             )
         }
 
+    def item(self, wid: str) -> visibility.PendingItem | None:
+        """The dry run's item for a pending workload: the one source of its current reason
+        (GET, the list, the pending pages and explain all take it from here)."""
+        return self.cache.at(self.ctx.loop, wid).by_id.get(wid)
+
+    def reasons(self) -> dict[str, visibility.PendingItem]:
+        """Every pending workload's item, by id (the list's reasons)."""
+        return self.cache.at(self.ctx.loop).by_id
+
     def place(self, wid: str) -> dict[str, Any] | None:
         """A pending workload's positions and reason, as the list shows them."""
-        item = self.cache.at(self.ctx.loop, wid).by_id.get(wid)
+        item = self.item(wid)
         if item is None:
             return None
         current = item.to_json()

@@ -59,6 +59,8 @@ class Workloads:
         view = own(self.ctx, who, wid, Action.READ)
         body = view.to_json()
         queued = view.gang_id or view.id  # a gang member waits in its gang's place
+        shown = self.ctx.state.workloads.get(queued, view)
+        body["conditions"] = shown.conditions.to_json()
         entry = self.ctx.state.queue.workloads.get(queued)
         if entry is not None and entry.run.checks:
             body["admissionChecks"] = admission_checks(entry)
@@ -66,6 +68,7 @@ class Workloads:
             place = self.pending.place(queued)
             if place is not None:
                 body["queue"] = place
+                _current_reason(body, place["reason"], place["message"])
         return body
 
     async def update_check(
@@ -96,7 +99,19 @@ class Workloads:
             and (not status or v.status == status)
             and visible(who, v.namespace)
         ]
-        return paging.page(items, limit, after, key=lambda v: v.id, render=lambda v: v.to_json())
+        pending = self.ctx.state.queue.pending
+        reasons = self.pending.reasons() if any(v.id in pending for v in items) else {}
+
+        def render(v: WorkloadView) -> dict[str, Any]:
+            body = v.to_json()
+            shown = self.ctx.state.workloads.get(v.gang_id or v.id, v)
+            body["conditions"] = shown.conditions.to_json()
+            item = reasons.get(v.gang_id or v.id)
+            if item is not None:
+                _current_reason(body, item.reason, item.message)
+            return body
+
+        return paging.page(items, limit, after, key=lambda v: v.id, render=render)
 
     async def cancel(self, who: Principal, wid: str) -> dict[str, Any]:
         await self.ctx.loop.step()
@@ -168,6 +183,16 @@ class Workloads:
     def _json(self, wid: str) -> dict[str, Any]:
         view = self.ctx.state.workloads.get(wid)
         return view.to_json() if view is not None else {"id": wid, "status": "Pending"}
+
+
+def _current_reason(body: dict[str, Any], reason: str, message: str) -> None:
+    """A pending workload's reason is the dry run's (computed now), not the one the log
+    recorded last (only when its kind changed): every view shows the same."""
+    if body["status"] == "Pending":
+        body["reason"], body["message"] = reason, message
+        for c in body.get("conditions", ()):
+            if c["type"] == "QuotaReserved" and c["status"] == "False":
+                c["reason"], c["message"] = reason, message
 
 
 def own(ctx: Context, who: Principal, wid: str, action: Action) -> WorkloadView:

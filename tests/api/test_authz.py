@@ -95,6 +95,7 @@ MATRIX: list[Row] = [
         (202, 403, 202, 401),
     ),
     ("/v1/workloads/{id}/events", "GET", lambda f: f"/v1/workloads/{f.wid}/events", None, OWN),
+    ("/v1/workloads/{id}/explain", "GET", lambda f: f"/v1/workloads/{f.wid}/explain", None, OWN),
     (
         # An external admission check's controller: the admin only (no such check here).
         "/v1/workloads/{id}/admissionchecks/{check}",

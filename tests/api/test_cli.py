@@ -10,15 +10,24 @@ import io
 import json
 import socket
 import sys
+import time
 from pathlib import Path
+from typing import Any
 
 import pytest
 import yaml
 
 from muster.cli.main import main
+from muster.core.events import NewEvent, StreamAppend
+from muster.core.events import queue as qev
 from muster.core.events.workload import WorkloadSubmitted
 from muster.core.model import manifests
-from tests.api.conftest import TOKENS, Api
+from muster.core.queueing.decider import QueueDecider
+from muster.core.views.conditions import rfc3339
+from muster.runtime import admin
+from tests.api.conftest import TOKENS, Api, bearer, workload
+
+GPU = "nvidia.com/gpu"
 
 EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
 SCENARIOS = EXAMPLES / "scenarios"
@@ -48,7 +57,7 @@ async def cli(
     """``muster ARGV`` in a thread (the CLI is synchronous; intake serves on this loop)."""
     server = str(api.http.make_url("")).rstrip("/")
     full = ([f"--token={TOKENS[token]}"] if token else []) + list(argv)
-    if argv[0] in ("apply", "get", "describe", "delete", "cancel", "provreq"):
+    if argv[0] in ("apply", "get", "describe", "delete", "cancel", "provreq", "explain"):
         full += ["--server", server]
 
     def go() -> tuple[int, str, str]:
@@ -235,6 +244,79 @@ async def test_describe(api_: Api) -> None:
     assert "Spec:" in out and "Pending (first 20" in out and "team-a/trainer" in out
     code, out, _ = await cli(api_, "describe", "lq", "lq", "-n", "team-a")
     assert "pendingWorkloads: 1" in out
+
+
+async def queue_decides(api: Api) -> None:
+    """One decision of the queue's decider over the store, appended as its service would
+    (this intake runs alone)."""
+    runner = await admin.rebuild(api.store, QueueDecider())
+    news = runner.decide()
+    await api.store.append(runner.appends(news), producer="queue", recorded_at=time.time())
+
+
+async def test_explain_now_and_at_a_past_time(api_: Api) -> None:
+    """``muster explain --at``: why w2 waited, asked after it was admitted (kueue.md
+    §1.3 quota; §1.14 conditions): the shortfall then, with its numbers."""
+    ids = {}
+    for name, gpus in (("w1", 6), ("w2", 4)):
+        body = workload(name, podSets=[{"name": "w", "count": gpus, "requests": {GPU: 1}}])
+        resp = await api_.http.post("/v1/workloads", json=body, headers=bearer("team-a"))
+        ids[name] = (await resp.json())["id"]
+    await queue_decides(api_)  # w1 reserves 6 of 8 GPUs, w2 waits for 2 more
+    waited_at = await api_.head()
+    moment = (await api_.store.read_all(waited_at - 1))[0].occurred_at
+    finish = qev.WorkloadFinished(
+        workload_id=ids["w1"], outcome="Succeeded", reason="Succeeded", message="done"
+    )
+    await api_.store.append(
+        runner_free(finish, moment + 5.0), producer="queue", recorded_at=time.time()
+    )
+    await queue_decides(api_)  # w2 fits now
+
+    code, out, err = await cli(api_, "explain", ids["w2"])
+    assert code == 0, err
+    assert "Status:        QuotaReserved" in out
+    assert ["QuotaReserved", "True", "QuotaReserved"] in [
+        line.split()[:3] for line in out.splitlines()
+    ]
+    for at in (f"@{waited_at}", str(waited_at), rfc3339(moment + 1.0)):
+        code, out, err = await cli(api_, "explain", ids["w2"], "--at", at)
+        assert code == 0, err
+        assert "Status:        Pending" in out and "Reason:        WaitingForQuota" in out
+        assert "position 0 in the ClusterQueue" in out
+        shortfall = out.split("Quota shortfall:")[1].splitlines()[2].split()
+        assert shortfall == [GPU, "f", "4", "8", "6", "2"]
+        assert "ClusterQueue None" not in out and "None" not in out
+    code, out, err = await cli(api_, "explain", ids["w2"], "--at", f"@{waited_at}", "-o", "json")
+    assert json.loads(out)["position"] == waited_at
+    code, out, err = await cli(api_, "explain", ids["w2"], "--at", "yesterday")
+    assert code == 1 and out == "" and len(err.splitlines()) == 1 and "--at" in err
+    code, out, err = await cli(api_, "explain", ids["w2"], "--at", "@999999")
+    assert code == 1 and len(err.splitlines()) == 1 and "(at)" in err
+    code, out, err = await cli(api_, "explain", ids["w2"], token="team-b")
+    assert code == 1 and "may not read in namespace team-a" in err
+    # describe shows the same conditions, with absolute times, and no raw None.
+    code, out, err = await cli(api_, "describe", ids["w2"])
+    assert code == 0, err
+    assert "Conditions:" in out and "None" not in out
+    assert ["QuotaReserved", "True", "QuotaReserved"] in [
+        line.split()[:3] for line in out.splitlines()
+    ]
+    code, out, err = await cli(api_, "get", "wl", ids["w2"], "-o", "yaml")
+    conditions = {c["type"]: c for c in yaml.safe_load(out)["conditions"]}
+    assert conditions["QuotaReserved"]["status"] == "True"
+    assert conditions["QuotaReserved"]["lastTransitionTime"].endswith("Z")
+
+
+def runner_free(event: qev.WorkloadFinished, at: float) -> list[Any]:
+    """The finish of a workload, as the queue appends it (any version of its stream)."""
+    new = NewEvent(
+        stream_id=qev.ADMISSION_STREAM,
+        event=event,
+        occurred_at=at,
+        correlation_id=event.workload_id,
+    )
+    return [StreamAppend(qev.ADMISSION_STREAM, None, [new])]
 
 
 async def test_delete(api_: Api, tmp_path: Path) -> None:

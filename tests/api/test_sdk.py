@@ -136,6 +136,9 @@ async def test_get_list_pages_and_cancel(api_: Api) -> None:
         one = await c.get(ids[0])
         assert one.status == "Pending" and one.queue is not None
         assert one.queue.position_in_local_queue is not None
+        # Kueue's status.conditions and RFC 3339 times (docs/api.md, "Conditions").
+        assert one.conditions is not None and one.submitted_time is not None
+        assert {c["type"] for c in one.conditions} >= {"QuotaReserved"}
         cancelled = await c.cancel(ids[0])
         assert cancelled.cancel_requested and cancelled.id == ids[0]
         with pytest.raises(NotFound) as missing:

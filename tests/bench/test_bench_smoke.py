@@ -54,6 +54,12 @@ def test_replay() -> None:
     assert "rebuilt state == in-memory fold: yes" in out
 
 
+def test_explain() -> None:
+    # About 100 workloads; snapshots every 500 events: the answers from them equal a full fold.
+    out = run_bench("explain", "--events", "2000", "--every", "500")
+    assert "events folded" in out
+
+
 def test_kueue_baseline_virtual() -> None:
     # 180 workloads, both configurations (preemption, then minAdmitDuration).
     run_bench("kueue_baseline", "--scale", "0.01")

@@ -221,6 +221,33 @@ async def test_pending_workloads_visibility(
     one = await (await client.get(f"/v1/workloads/{ids[4]}")).json()
     assert one["queue"]["positionInClusterQueue"] == 5
     assert one["queue"]["reason"] == "WaitingForQuota"
+    # One source for the current reason: GET, the list, the pending page and explain agree.
+    assert (one["reason"], one["message"]) == (items[5]["reason"], items[5]["message"])
+    listed = {w["id"]: w for w in (await (await client.get("/v1/workloads")).json())["items"]}
+    assert listed[ids[4]]["reason"] == "WaitingForQuota"
+    assert listed[ids[3]]["reason"] == "Admissible"
+    why = await (await client.get(f"/v1/workloads/{ids[4]}/explain")).json()
+    assert (why["reason"], why["message"]) == (one["reason"], one["message"])
+    assert why["queue"]["positionInClusterQueue"] == 5
+    (short,) = why["shortfall"]
+    assert (short["resource"], short["flavor"], short["missing"]) == ("nvidia.com/gpu", "f", "2")
+    (cond,) = one["conditions"]
+    assert (cond["type"], cond["status"], cond["reason"]) == (
+        "QuotaReserved",
+        "False",
+        "WaitingForQuota",
+    )
+    assert one["conditions"] == why["conditions"]
+    assert cond["lastTransitionTime"].endswith("Z") and one["submittedTime"].endswith("Z")
+    # At a past position (before it was submitted) and at bad input: 400 naming `at`.
+    first = await (await client.get(f"/v1/workloads/{ids[4]}/events")).json()
+    before = first["events"][0]["position"] - 1
+    then = await (await client.get(f"/v1/workloads/{ids[4]}/explain?at=@{before}")).json()
+    assert (then["status"], then["reason"], then["position"]) == ("Unknown", "NotSubmitted", before)
+    for bad_at in ("yesterday", "", "@99999999"):
+        bad_resp = await client.get(f"/v1/workloads/{ids[4]}/explain", params={"at": bad_at})
+        assert bad_resp.status == 400
+        assert (await bad_resp.json())["error"]["field"] == "at"
     assert (await client.get("/v1/clusterqueues/nope/pendingworkloads")).status == 404
     assert (await client.get("/v1/namespaces/team/localqueues/x/pendingworkloads")).status == 404
     bad = await client.get("/v1/clusterqueues/cq/pendingworkloads?limit=0")
@@ -419,6 +446,8 @@ async def test_gang_members_wait_until_complete_then_form_one_workload(
     assert got["message"] == "gang g has 2 of 3 members"
     mine = await (await client.get(f"/v1/workloads/{first['id']}/events")).json()
     assert [e["type"] for e in mine["events"]] == ["workload.gang_member_submitted"] * 2
+    incomplete = await (await client.get(f"/v1/workloads/{first['id']}/explain")).json()
+    assert (incomplete["status"], incomplete["reason"]) == ("Pending", "GangIncomplete")
     assert not [
         w for w in (await (await client.get("/v1/workloads")).json())["items"] if w["name"] == "g"
     ]
@@ -431,6 +460,14 @@ async def test_gang_members_wait_until_complete_then_form_one_workload(
     # a member waits in its gang's place in the queue
     again_a = await (await client.get(f"/v1/workloads/{first['id']}")).json()
     assert again_a["queue"] == gang["queue"] and again_a["queue"]["positionInClusterQueue"] == 0
+    # explained by its gang's workload, now, and as it was before the gang formed
+    why = await (await client.get(f"/v1/workloads/{first['id']}/explain")).json()
+    assert (why["id"], why["gang"]["workloadId"]) == (gid, gid)
+    assert why["reason"] == gang["reason"] and why["queue"] == {
+        k: gang["queue"][k] for k in ("positionInClusterQueue", "positionInLocalQueue")
+    }
+    then = await client.get(f"/v1/workloads/{first['id']}/explain", params={"at": f"@{head}"})
+    assert (await then.json())["reason"] == "GangIncomplete"
     history = await (await client.get(f"/v1/workloads/{gid}/events")).json()
     assert [e["type"] for e in history["events"]] == ["workload.gang_member_submitted"] * 3 + [
         "workload.submitted"
@@ -487,7 +524,8 @@ async def test_applying_a_pod_group_and_its_pods_forms_the_gang_at_once(
     by_name = {w["name"]: w for w in listed}
     assert by_name["pg"]["pods"] == 2
     assert by_name["p0"]["gang"]["workloadId"] == by_name["pg"]["id"]
-    assert "gang" not in by_name["p2"] and by_name["p2"]["reason"] == "Submitted"
+    # p2 is no gang member: it waits as any workload (its reason the dry run's, computed now).
+    assert "gang" not in by_name["p2"] and by_name["p2"]["reason"] == "Admissible"
     head = await store.head()
     again = await client.post("/v1/apply", data=GANG_APPLY)
     assert [r["result"] for r in (await again.json())["items"]] == ["unchanged"] * 3

@@ -205,6 +205,25 @@ async def test_snapshots_replace_and_load(store: SqlEventStore) -> None:
     assert await store.load_snapshot("queue") == (9, "v1", b"two")
 
 
+async def test_snapshot_history_keeps_several_and_finds_the_newest_before(
+    store: SqlEventStore,
+) -> None:
+    for position, at in ((10, 100.0), (20, 200.0), (30, 300.0)):
+        await store.save_history_snapshot("queue", position, at, "v1", f"s{position}".encode())
+    await store.save_history_snapshot("queue", 20, 200.0, "v1", b"again")  # kept as it was
+    await store.save_history_snapshot("queue", 25, 250.0, "v0", b"old format")
+    assert await store.load_history_snapshot("queue", "v1", position=29) == (20, b"s20")
+    assert await store.load_history_snapshot("queue", "v1", at=299.0) == (20, b"s20")
+    assert await store.load_history_snapshot("queue", "v1") == (30, b"s30")
+    assert await store.load_history_snapshot("queue", "v1", position=9) is None
+    assert await store.load_history_snapshot("other", "v1") is None
+    await store.save_history_snapshot("queue", 35, 350.0, "v1", b"s35", spacing=10)  # near 30
+    assert await store.load_history_snapshot("queue", "v1", position=39) == (30, b"s30")
+    await store.save_history_snapshot("queue", 40, 400.0, "v1", b"s40", keep=2)
+    assert await store.load_history_snapshot("queue", "v1", position=29) is None
+    assert await store.load_history_snapshot("queue", "v1", position=39) == (30, b"s30")
+
+
 async def test_migrations_are_idempotent(store_url: str) -> None:
     await upgrade_async(store_url)  # the fixture already ran it once
     s = SqlEventStore(store_url)

@@ -29,6 +29,9 @@ def _muster(*args: str, stdin: str = "") -> subprocess.CompletedProcess[str]:
         (("replay", "--store-url", "sqlite:///{missing}"), "", "no store at"),
         (("replay", "--store-url", "sqlite:///{empty}"), "", "no such table"),
         (("replay", "--store-url", "nonsense://"), "", "muster"),
+        (("replay", "--store-url", "sqlite:///{empty}", "--until", "soon"), "", "--until"),
+        # Checked before any request: no server listens there.
+        (("explain", "w", "--at", "yesterday", "--server", "http://127.0.0.1:9"), "", "--at"),
     ],
 )
 def test_an_error_is_one_line(tmp_path: Path, args: tuple[str, ...], stdin: str, says: str) -> None:

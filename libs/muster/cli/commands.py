@@ -35,7 +35,9 @@ from muster.core.queueing.decider import QueueDecider
 from muster.core.sim import figures as sim_figures
 from muster.core.sim import harness as sim_harness
 from muster.core.sim.summary import summarize
+from muster.core.timepoint import parse_at
 from muster.core.verify import verify_decisions
+from muster.core.views.conditions import rfc3339
 from muster.runtime import admin
 from muster.store import SqlEventStore
 from muster_client import ApiError, AsyncClient
@@ -283,9 +285,12 @@ def _until(raw: str | None) -> tuple[int | None, float | None]:
     try:
         value = float(raw)
     except ValueError:
-        raise CliError(
-            f"--until {raw!r}: give a position (integer) or a time (epoch seconds)"
-        ) from None
+        # As explain --at takes it: RFC 3339, relative (-5m) or @position.
+        try:
+            at = parse_at(raw, time.time(), "--until")
+        except InvalidInput as exc:
+            raise CliError(str(exc)) from None
+        return at.position, at.time
     return (int(value), None) if value.is_integer() and value < 1e9 else (None, value)
 
 
@@ -305,7 +310,7 @@ def _print_usage(state: Any, position: int, took: float) -> None:
                             format_quantity(rq.name, rq.nominal_quota),
                         )
                     )
-    print(f"replayed to position {position} in {took:.3f}s")
+    print(f"replayed to position {position} (time {rfc3339(state.now)}) in {took:.3f}s")
     print(table(["CLUSTERQUEUE", "FLAVOR", "RESOURCE", "USED", "NOMINAL"], rows))
     counts: dict[str, int] = {}
     for wl in state.workloads.values():

@@ -231,6 +231,20 @@ def build_parser() -> argparse.ArgumentParser:
     desc.add_argument("--namespace", "-n")
     desc.add_argument("--server", default=server)
 
+    explain = sub.add_parser(
+        "explain",
+        help="a workload's state and why, now or at a past moment",
+        description="The workload's status, reason (quota shortfall with numbers, flavors "
+        "tried, position in its queues, placement, admission checks and provisioning, "
+        "evictions and who preempted it) and Kueue's conditions, rebuilt by intake from the "
+        "log. --at TIME: an RFC 3339 time (2026-11-26T10:03:00Z), relative to now (-5m, -2h) "
+        "or a log position (@12345, or a bare integer).",
+    )
+    explain.add_argument("id", metavar="WORKLOAD", help="the workload's ID")
+    explain.add_argument("--at", metavar="TIME", help="RFC 3339, -5m, or @POSITION")
+    explain.add_argument("-o", "--output", choices=["text", "json", "yaml"], default="text")
+    explain.add_argument("--server", default=server)
+
     dele = sub.add_parser(
         "delete",
         help="cancel workloads or delete ProvisioningRequests (like kubectl delete)",
@@ -306,7 +320,11 @@ def build_parser() -> argparse.ArgumentParser:
 
     rp = sub.add_parser("replay", help="rebuild state from the store and print queue usage")
     rp.add_argument("--store-url")
-    rp.add_argument("--until", help="a global position, or a time (seconds since the epoch)")
+    rp.add_argument(
+        "--until",
+        help="a global position (12345 or @12345), a time in seconds since the epoch, an "
+        "RFC 3339 time (2026-11-26T10:03:00Z) or one relative to now (-5m)",
+    )
     rp.add_argument(
         "--verify",
         nargs="*",
@@ -385,6 +403,10 @@ def _dispatch(args: argparse.Namespace, found: Callable[[], state.StackState | N
             )
         case "describe":
             return resources.describe(args.server, args.type, args.name, args.namespace)
+        case "explain":
+            from muster.cli import explain
+
+            return explain.explain(args.server, args.id, args.at, args.output)
         case "delete":
             return resources.delete(
                 args.server, args.type, args.names, args.namespace, args.filenames

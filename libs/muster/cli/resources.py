@@ -24,6 +24,7 @@ from muster.core import inputs
 from muster.core.model import kinds, manifests
 from muster.core.model.documents import FILE_DOCUMENTS, DocumentError, load_documents
 from muster.core.model.fields import InvalidInput
+from muster.core.views.conditions import rfc3339
 from muster_client import ApiError, Workload
 
 OUTPUTS = ("table", "wide", "json", "yaml")
@@ -281,6 +282,15 @@ def _field(label: str, value: Any) -> None:
     print(f"{label + ':':<14}{value}")
 
 
+def conditions_table(conditions: list[dict[str, Any]]) -> str:
+    """Kueue's status.conditions (describe, explain)."""
+    rows = [
+        (c["type"], c["status"], c["reason"], c["lastTransitionTime"], c["message"])
+        for c in conditions
+    ]
+    return table(["TYPE", "STATUS", "REASON", "LAST TRANSITION", "MESSAGE"], rows)
+
+
 def _describe_workload(server: str, view: dict[str, Any]) -> None:
     history = _call("GET", f"{server}/v1/workloads/{view['id']}/events")["events"]
     for label, key in (
@@ -290,11 +300,14 @@ def _describe_workload(server: str, view: dict[str, Any]) -> None:
         ("Queue", "queueName"),
         ("ClusterQueue", "clusterQueue"),
         ("Priority", "priority"),
+        ("Submitted", "submittedTime"),
         ("Status", "status"),
         ("Reason", "reason"),
         ("Message", "message"),
     ):
-        _field(label, view.get(key))
+        value = view.get(key)
+        # Not yet admitted anywhere: say so rather than print None.
+        _field(label, "(not admitted yet)" if value is None and key == "clusterQueue" else value)
     queue = view.get("queue")
     if queue:
         # Computed now by a dry run of the admission cycle: the numbers are current.
@@ -304,11 +317,14 @@ def _describe_workload(server: str, view: dict[str, Any]) -> None:
             f"{queue['positionInLocalQueue']} in LocalQueue",
         )
         _field("Now", f"{queue['reason']}: {queue['message']}")
+    if view.get("conditions"):
+        print("Conditions:")
+        print(indent(conditions_table(view["conditions"])))
     print("Events:")
     start = history[0]["time"] if history else 0.0
     rows = [
         (
-            f"+{e['time'] - start:.1f}s",
+            f"{rfc3339(e['time'])} (+{e['time'] - start:.1f}s)",
             e["type"],
             e["reason"] or "",
             e["producer"],
@@ -316,7 +332,7 @@ def _describe_workload(server: str, view: dict[str, Any]) -> None:
         )
         for e in history
     ]
-    print(indent(table(["AT", "TYPE", "REASON", "FROM", "MESSAGE"], rows)))
+    print(indent(table(["TIME", "TYPE", "REASON", "FROM", "MESSAGE"], rows)))
 
 
 def _describe_object(server: str, k: Kind, obj: dict[str, Any]) -> None:

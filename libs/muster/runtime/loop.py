@@ -27,6 +27,7 @@ from muster.bus.kafka import Doorbell, Publisher
 from muster.core.decider import Decider
 from muster.core.events import Envelope, NewEvent, StreamAppend
 from muster.core.runner import DeciderRunner
+from muster.runtime import history
 from muster.runtime.memory import collection_paused
 from muster.runtime.metrics import ServiceMetrics
 from muster.runtime.relay import RELAY_BATCH, relay_step
@@ -295,9 +296,20 @@ class DeciderLoop:
             self._since_snapshot = 0
             self._snapshot_at = now
             data = self.runner.snapshot()
+            decider = self.runner.decider
             await self.store.save_snapshot(
-                self.name, self.runner.position, self.runner.decider.snapshot_format, data
+                self.name, self.runner.position, decider.snapshot_format, data
             )
+            if getattr(decider, "keeps_history", False):  # explain --at starts from these
+                await self.store.save_history_snapshot(
+                    self.name,
+                    self.runner.position,
+                    self.runner.state.now,
+                    decider.snapshot_format,
+                    data,
+                    keep=history.KEEP,
+                    spacing=history.SNAPSHOT_EVERY,  # one every so many events is enough
+                )
 
 
 def _brief(exc: BaseException) -> str:

@@ -51,3 +51,15 @@ snapshots = Table(
     Column("format", String(64), nullable=False),
     Column("state", LargeBinary, nullable=False),
 )
+
+# A decider's state at several positions (``explain --at`` starts from the newest one at
+# or before its target): an optimisation, deleting rows changes no result.
+snapshot_history = Table(
+    "snapshot_history",
+    metadata,
+    Column("name", String(128), primary_key=True),
+    Column("position", BigInteger, primary_key=True, autoincrement=False),
+    Column("at", Float, nullable=False),
+    Column("format", String(64), nullable=False),
+    Column("state", LargeBinary, nullable=False),
+)

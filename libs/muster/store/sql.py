@@ -34,7 +34,7 @@ from muster.core.events import (
 )
 from muster.store.bell import CHANNEL, FileBell, bell_path
 from muster.store.rows import envelope, planned_rows, values_of
-from muster.store.schema import events, snapshots, tracking
+from muster.store.schema import events, snapshot_history, snapshots, tracking
 from muster.store.sqlite_fast import Busy, LoopConnection
 
 T = TypeVar("T")
@@ -164,6 +164,70 @@ class SqlEventStore:
             )
 
         await self._write(run)
+
+    async def save_history_snapshot(
+        self,
+        name: str,
+        position: int,
+        at: float,
+        fmt: str,
+        state: bytes,
+        *,
+        keep: int = 0,
+        spacing: int = 0,
+    ) -> None:
+        """One more of ``name``'s snapshots by position (one already there is kept); none
+        if another of its format lies within ``spacing`` positions; with ``keep``, only the
+        newest ``keep`` of them stay."""
+
+        def run(conn: Connection) -> None:
+            h = snapshot_history.c
+            if spacing:
+                near = select(h.position).where(
+                    h.name == name,
+                    h.format == fmt,
+                    h.position > position - spacing,
+                    h.position < position + spacing,
+                )
+                if conn.execute(near.limit(1)).first() is not None:
+                    return
+            # Two writers (the queue service, an explain in intake) may race for a position.
+            conn.execute(
+                text(
+                    "INSERT INTO snapshot_history (name, position, at, format, state) "
+                    "VALUES (:n, :p, :a, :f, :s) ON CONFLICT (name, position) DO NOTHING"
+                ),
+                {"n": name, "p": position, "a": at, "f": fmt, "s": state},
+            )
+            if keep:
+                newest = (
+                    select(h.position)
+                    .where(h.name == name)
+                    .order_by(h.position.desc())
+                    .offset(keep - 1)
+                    .limit(1)
+                ).scalar_subquery()
+                conn.execute(snapshot_history.delete().where(h.name == name, h.position < newest))
+
+        await self._write(run)
+
+    async def load_history_snapshot(
+        self, name: str, fmt: str, *, position: int | None = None, at: float | None = None
+    ) -> tuple[int, bytes] | None:
+        """The newest of ``name``'s snapshots in format ``fmt`` at or before ``position``
+        and holding nothing after time ``at``: (its position, its state)."""
+
+        def run(conn: Connection) -> tuple[int, bytes] | None:
+            h = snapshot_history.c
+            query = select(h.position, h.state).where(h.name == name, h.format == fmt)
+            if position is not None:
+                query = query.where(h.position <= position)
+            if at is not None:
+                query = query.where(h.at <= at)
+            row = conn.execute(query.order_by(h.position.desc()).limit(1)).first()
+            return None if row is None else (int(row[0]), bytes(row[1]))
+
+        return await self._read(run)
 
     # -- reading -------------------------------------------------------------
 

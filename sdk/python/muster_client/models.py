@@ -85,6 +85,11 @@ class Workload(_Output):
     gang: GangMembership | None = None
     # Kueue's status.admissionChecks (HTTP only), as the API's JSON.
     admission_checks: list[dict[str, Any]] | None = None
+    # Kueue's status.conditions (type, status, reason, message, lastTransitionTime) and the
+    # times in RFC 3339, as the API's JSON.
+    conditions: list[dict[str, Any]] | None = None
+    submitted_time: str | None = None
+    updated_time: str | None = None
 
 
 class Submitted(_Output):

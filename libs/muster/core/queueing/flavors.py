@@ -13,7 +13,7 @@ one that needs borrowing or preemption, and which of the tried flavors wins.
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 from muster.core.model import matching
 from muster.core.model.queues import ClusterQueueSpec, ResourceFlavorSpec, ResourceGroup
@@ -46,6 +46,7 @@ class Unassignable:
     reason: str  # WaitingForQuota | ExceedsMaxQuota | NoMatchingFlavor | ...
     message: str
     shortfall: dict[str, int] = field(default_factory=dict)
+    tried: tuple[str, ...] = ()  # the flavors looked at, in order (explain shows them)
 
 
 @dataclass(frozen=True, slots=True)
@@ -113,6 +114,7 @@ def assign(
                 outcome.reason,
                 f"couldn't assign flavors to pod set {ps.name}: {outcome.message}",
                 outcome.shortfall,
+                outcome.tried,
             )
         per_resource, labels, tries = outcome
         chosen_flavors[ps.name] = per_resource
@@ -238,7 +240,7 @@ def _pick_flavor(
             break
     if viable:
         return min(viable, key=lambda t: t.rank(fungibility.preference))
-    return _most_telling(problems)
+    return replace(_most_telling(problems), tried=tuple(fq.name for fq in group.flavors))
 
 
 def _flavor_mode(

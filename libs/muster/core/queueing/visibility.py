@@ -27,6 +27,7 @@ class PendingItem:
     position_in_local_queue: int
     reason: str
     message: str
+    verdict: Verdict | None = None  # the dry run's, for explain: flavors, shortfall, victims
 
     def to_json(self) -> dict[str, Any]:
         wl = self.workload
@@ -63,8 +64,9 @@ def pending(state: QueueState) -> list[PendingItem]:
         for position, wl in enumerate(entries):
             lq_position = in_lq.get(wl.local_queue, 0)
             in_lq[wl.local_queue] = lq_position + 1
-            reason, message = _reason(verdicts.get(wl.id))
-            items.append(PendingItem(wl, cq, position, lq_position, reason, message))
+            verdict = verdicts.get(wl.id)
+            reason, message = _reason(verdict)
+            items.append(PendingItem(wl, cq, position, lq_position, reason, message, verdict))
     return items
 
 

@@ -14,7 +14,9 @@ from muster.core.events import queue as qev
 from muster.core.events import workload as wev
 from muster.core.model.queues import PodSetUpdate
 from muster.core.queueing import state as qs
+from muster.core.views import conditions as cond
 from muster.core.views import provisioning
+from muster.core.views.conditions import rfc3339
 
 TERMINAL = frozenset({"Succeeded", "Failed", "Cancelled", "Rejected"})
 
@@ -41,6 +43,8 @@ class WorkloadView:
     gang: str | None = None
     gang_size: int = 0
     gang_id: str | None = None
+    # Kueue's status.conditions, folded by the same code explain runs over a history.
+    conditions: cond.Conditions = field(default_factory=cond.Conditions)
 
     def to_json(self) -> dict[str, Any]:
         out = self._json()
@@ -67,6 +71,9 @@ class WorkloadView:
             "attempt": self.attempt,
             "submittedAt": self.submitted_at,
             "updatedAt": self.updated_at,
+            # The same moments as Kueue shows times (RFC 3339); the numbers stay for clients.
+            "submittedTime": rfc3339(self.submitted_at),
+            "updatedTime": rfc3339(self.updated_at),
             "cancelRequested": self.cancel_requested,
         }
 
@@ -140,6 +147,9 @@ def evolve(state: WorkloadsState, envelope: Envelope) -> WorkloadsState:
     provisioning.fold(state.requests, envelope.event, state.now)
     _apply(envelope.event, state)
     wid = getattr(envelope.event, "workload_id", None)
+    view = state.workloads.get(wid) if isinstance(wid, str) else None
+    if view is not None:
+        cond.fold(view.conditions, envelope.event, envelope.occurred_at)
     if wid in state.gangs and wid in state.workloads:
         _follow(state, wid)
     return state
@@ -302,7 +312,7 @@ class WorkloadsView:
 
     name = "intake"
     categories = frozenset({"config", "workload", "admission", "provisioning", "node"})
-    snapshot_format = "workloads-view-v9"
+    snapshot_format = "workloads-view-v10"
 
     def initial(self) -> WorkloadsState:
         return WorkloadsState()

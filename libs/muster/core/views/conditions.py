@@ -1,0 +1,172 @@
+"""Kueue's ``Workload.status.conditions``, folded from a workload's own events.
+
+One fold serves every view: intake's read model keeps it per workload (GET, describe,
+``get -o yaml``) and ``explain`` runs it over the workload's history up to a past
+moment, so both show the same conditions for the same log prefix.
+
+Types as Kueue has them (kueue.md §1.14): QuotaReserved, Admitted, PodsReady, Evicted,
+Preempted, Finished. As in Kueue's ``SetStatusCondition``, ``lastTransitionTime``
+moves only when a condition's status does, and a new reservation turns Evicted and
+Preempted False ("Previously: ...") instead of dropping them.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from functools import singledispatch
+from typing import Any
+
+from muster.core.events import Event
+from muster.core.events import node as nev
+from muster.core.events import queue as qev
+from muster.core.events import workload as wev
+
+ORDER = ("QuotaReserved", "Admitted", "PodsReady", "Evicted", "Preempted", "Finished")
+
+
+@dataclass(frozen=True, slots=True)
+class Condition:
+    type: str
+    status: str  # "True" | "False", as Kubernetes spells them
+    reason: str
+    message: str
+    at: float  # lastTransitionTime, seconds since the epoch
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "type": self.type,
+            "status": self.status,
+            "reason": self.reason,
+            "message": self.message,
+            "lastTransitionTime": rfc3339(self.at),
+        }
+
+
+@dataclass(slots=True)
+class Conditions:
+    """One workload's conditions and what PodsReady counts: its current attempt's pods."""
+
+    by_type: dict[str, Condition] = field(default_factory=dict)
+    attempt: int = 0
+    pods: int = 0  # pods the attempt runs
+    started: int = 0
+    outcome: str = ""  # Succeeded | Failed | Preempted, once finished
+
+    def ordered(self) -> list[Condition]:
+        return [self.by_type[t] for t in ORDER if t in self.by_type]
+
+    def to_json(self) -> list[dict[str, Any]]:
+        return [c.to_json() for c in self.ordered()]
+
+
+def rfc3339(at: float) -> str:
+    """Seconds since the epoch as RFC 3339 in UTC, to the millisecond when it has any."""
+    moment = datetime.fromtimestamp(at, UTC)
+    spec = "milliseconds" if moment.microsecond else "seconds"
+    return moment.isoformat(timespec=spec).replace("+00:00", "Z")
+
+
+def set_condition(
+    conds: Conditions, type_: str, status: str, reason: str, message: str, now: float
+) -> None:
+    old = conds.by_type.get(type_)
+    at = old.at if old is not None and old.status == status else now
+    conds.by_type[type_] = Condition(type_, status, reason, message, at)
+
+
+def _previously(conds: Conditions, type_: str, now: float) -> None:
+    """A condition that held turns False on a new reservation, keeping what it said."""
+    old = conds.by_type.get(type_)
+    if old is not None and old.status == "True":
+        set_condition(conds, type_, "False", "QuotaReserved", f"Previously: {old.message}", now)
+
+
+def fold(conds: Conditions, event: Event, now: float) -> None:
+    """``event`` of this workload, at logical time ``now``."""
+    _apply(event, conds, now)
+
+
+@singledispatch
+def _apply(event: Event, conds: Conditions, now: float) -> None:
+    pass
+
+
+@_apply.register
+def _(event: wev.WorkloadSubmitted, conds: Conditions, now: float) -> None:
+    conds.pods = event.spec.pod_count
+    set_condition(conds, "QuotaReserved", "False", "Pending", "waiting for the queue", now)
+
+
+@_apply.register
+def _(event: qev.WorkloadPending, conds: Conditions, now: float) -> None:
+    set_condition(conds, "QuotaReserved", "False", event.reason, event.message, now)
+
+
+@_apply.register
+def _(event: qev.QuotaReserved, conds: Conditions, now: float) -> None:
+    set_condition(conds, "QuotaReserved", "True", "QuotaReserved", event.message, now)
+    for type_ in ("Evicted", "Preempted"):
+        _previously(conds, type_, now)
+    if event.pod_counts:
+        conds.pods = sum(event.pod_counts.values())
+
+
+@_apply.register
+def _(event: qev.WorkloadAdmitted, conds: Conditions, now: float) -> None:
+    set_condition(conds, "Admitted", "True", "Admitted", event.message, now)
+    conds.attempt, conds.started = event.attempt, 0
+    if event.placements:
+        conds.pods = len(event.placements)
+    set_condition(conds, "PodsReady", "False", "PodsReady", "waiting for the pods to start", now)
+
+
+@_apply.register
+def _(event: nev.PodStarted, conds: Conditions, now: float) -> None:
+    if event.attempt != conds.attempt:
+        return  # a late report of an earlier attempt's pod
+    conds.started += 1
+    if conds.started >= conds.pods:
+        set_condition(
+            conds, "PodsReady", "True", "PodsReady", f"all {conds.pods} pods running", now
+        )
+
+
+@_apply.register
+def _(event: qev.WorkloadGrown, conds: Conditions, now: float) -> None:
+    if event.attempt == conds.attempt:
+        conds.pods += len(event.pods)
+
+
+@_apply.register
+def _(event: qev.WorkloadShrunk, conds: Conditions, now: float) -> None:
+    if event.attempt == conds.attempt:
+        conds.pods = max(0, conds.pods - len(event.pods))
+
+
+@_apply.register
+def _(event: qev.WorkloadEvicted, conds: Conditions, now: float) -> None:
+    set_condition(conds, "Evicted", "True", event.reason, event.message, now)
+    if event.preemptor is not None:
+        reason = event.preemption_reason or event.reason
+        set_condition(conds, "Preempted", "True", reason, event.message, now)
+    set_condition(conds, "QuotaReserved", "False", event.reason, event.message, now)
+    for type_ in ("Admitted", "PodsReady"):
+        if type_ in conds.by_type:
+            set_condition(conds, type_, "False", event.reason, event.message, now)
+
+
+@_apply.register
+def _(event: qev.WorkloadFinished, conds: Conditions, now: float) -> None:
+    conds.outcome = event.outcome
+    set_condition(conds, "Finished", "True", event.reason or event.outcome, event.message, now)
+
+
+@_apply.register
+def _(event: qev.WorkloadCancelled, conds: Conditions, now: float) -> None:
+    set_condition(conds, "Finished", "True", "Cancelled", event.message, now)
+
+
+@_apply.register
+def _(event: qev.WorkloadRejected, conds: Conditions, now: float) -> None:
+    set_condition(conds, "Finished", "True", event.reason, event.message, now)
