@@ -18,6 +18,7 @@ from services.intake.context import Context
 from services.intake.events import Events
 from services.intake.objects import Objects
 from services.intake.pending import Pending
+from services.intake.report import Report
 from services.intake.requests import Requests
 from services.intake.workloads import Workloads
 
@@ -33,6 +34,7 @@ class Intake:
         self.applies = Applies(self.ctx)
         self.objects = Objects(self.ctx)
         self.admin = Admin(self.ctx)
+        self.report = Report(self.ctx)
 
     @property
     def settings(self) -> Settings:

@@ -14,7 +14,8 @@ from muster.core.events import queue as qev
 from muster.core.events import workload as wev
 from muster.core.model.queues import PodSetUpdate
 from muster.core.queueing import state as qs
-from muster.core.views import provisioning
+from muster.core.views import accounting, provisioning
+from muster.core.views import nodes as node_view
 
 TERMINAL = frozenset({"Succeeded", "Failed", "Cancelled", "Rejected"})
 
@@ -132,12 +133,17 @@ class WorkloadsState:
     queue: qs.QueueState = field(default_factory=qs.QueueState)
     requests: dict[str, provisioning.RequestView] = field(default_factory=dict)
     gangs: dict[str, list[str]] = field(default_factory=dict)  # gang's workload -> members
+    # ``get nodes`` and ``report``: the nodes' states, and each workload's accounting.
+    nodes: dict[str, node_view.NodeRecord] = field(default_factory=dict)
+    usage: dict[str, accounting.Usage] = field(default_factory=dict)
 
 
 def evolve(state: WorkloadsState, envelope: Envelope) -> WorkloadsState:
     advance(state, envelope)
     qs.evolve(state.queue, envelope)
     provisioning.fold(state.requests, envelope.event, state.now)
+    node_view.fold(state.nodes, envelope.event, state.now)
+    accounting.fold(state.usage, envelope)
     _apply(envelope.event, state)
     wid = getattr(envelope.event, "workload_id", None)
     if wid in state.gangs and wid in state.workloads:
@@ -302,7 +308,7 @@ class WorkloadsView:
 
     name = "intake"
     categories = frozenset({"config", "workload", "admission", "provisioning", "node"})
-    snapshot_format = "workloads-view-v9"
+    snapshot_format = "workloads-view-v10"
 
     def initial(self) -> WorkloadsState:
         return WorkloadsState()
