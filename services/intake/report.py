@@ -37,8 +37,9 @@ class Report:
         allowed = visible_namespaces(who)
         scope = frozenset({namespace}) if namespace else allowed
         await self.ctx.loop.step()
-        usage = self.ctx.state.usage.values()
-        found = accounting.report(usage, now, lo, hi, None if scope is None else frozenset(scope))
+        state = self.ctx.state
+        queues = {k: q.cluster_queue for k, q in state.queue.local_queues.items()}
+        found = accounting.report(state.usage.values(), now, lo, hi, scope, queues)
         for row in found["workloads"]:
             row.update({k: rfc3339(row[k]) for k in TIMES})
         found.update(since=rfc3339(lo), until=rfc3339(hi), now=rfc3339(now))

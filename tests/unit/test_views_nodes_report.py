@@ -201,6 +201,7 @@ def test_provisioned_nodes_go_from_provisioning_to_ready_to_gone() -> None:
 def test_instants_as_users_write_them() -> None:
     now = 1_800_000_000.0
     assert parse_instant("-5m", now, "since") == now - 300
+    assert parse_instant("2h", now, "since") == now - 7200  # `--since 2h`: no "-" to escape
     assert parse_instant("2027-01-15T08:00:00Z", now, "since") == 1_800_000_000.0
     assert parse_instant("1800000000", now, "since") == now
     assert rfc3339(now) == "2027-01-15T08:00:00Z"

@@ -8,6 +8,7 @@ Types are named as kubectl names them (singular, plural or short: ``wl``, ``cq``
 from __future__ import annotations
 
 import json
+import os
 import sys
 import time
 from collections.abc import Callable, Sequence
@@ -17,12 +18,15 @@ from typing import Any
 
 import yaml
 
+from muster.cli import nodes
 from muster.cli.http import ApiError, call
+from muster.cli.present import shown
 from muster.cli.tables import table
 from muster.core import inputs
 from muster.core.model import kinds, manifests
 from muster.core.model.documents import FILE_DOCUMENTS, DocumentError, load_documents
 from muster.core.model.fields import InvalidInput
+from muster.core.model.resources import format_quantity
 
 OUTPUTS = ("table", "wide", "json", "yaml")
 
@@ -87,7 +91,7 @@ def _usage(status: dict[str, Any]) -> str:
     parts = []
     for flavor, resources in sorted((status.get("usage") or {}).items()):
         for resource, amount in sorted(resources.items()):
-            parts.append(f"{flavor}/{resource}={amount}")
+            parts.append(f"{flavor}/{resource}={format_quantity(resource, amount)}")
     return ",".join(parts)
 
 
@@ -141,6 +145,7 @@ COLUMNS: dict[str, Callable[[dict[str, Any], bool], list[tuple[str, Any]]]] = {
     "ResourceFlavor": _flavor_columns,
     "PriorityClass": _priority_columns,
     "ProvisioningRequest": _request_columns,
+    "Node": nodes.columns,
 }
 
 
@@ -206,7 +211,8 @@ def _pages(url: str) -> list[dict[str, Any]]:
 
 def render(k: Kind, items: Sequence[dict[str, Any]], output: str, one: bool, all_ns: bool) -> str:
     if output in ("json", "yaml"):
-        doc: Any = items[0] if one else {"apiVersion": "v1", "kind": "List", "items": list(items)}
+        objs = [shown(i) for i in items]
+        doc: Any = objs[0] if one else {"apiVersion": "v1", "kind": "List", "items": objs}
         if output == "json":
             return json.dumps(doc, indent=2, sort_keys=True)
         return yaml.safe_dump(doc, sort_keys=True).rstrip()
@@ -225,6 +231,32 @@ def render(k: Kind, items: Sequence[dict[str, Any]], output: str, one: bool, all
     return table(headers, rows)
 
 
+STATUSES = (
+    "Pending",
+    "QuotaReserved",
+    "Admitted",
+    "Running",
+    "Succeeded",
+    "Failed",
+    "Preempted",
+    "Cancelled",
+    "Rejected",
+)
+
+
+def current_namespace() -> str:
+    """kubectl's current namespace: ``$MUSTER_NAMESPACE``, else ``default``."""
+    return os.environ.get("MUSTER_NAMESPACE") or "default"
+
+
+def status_of(raw: str) -> str:
+    """A status as the API names it, from any case (``pending``, ``quotareserved``)."""
+    found = {s.lower(): s for s in STATUSES}.get(raw.lower())
+    if found is None:
+        raise ResourceError(f"--status {raw!r}: one of {', '.join(STATUSES)} (any case)")
+    return found
+
+
 def get(
     server: str,
     type_name: str,
@@ -235,8 +267,9 @@ def get(
     output: str,
 ) -> int:
     k = kind_of(type_name)
-    ns = None if all_namespaces else namespace
-    items = fetch(server, k, name, ns if (k.namespaced or k.kind == "Workload") else None, status)
+    ns = None if all_namespaces else namespace or current_namespace()
+    wanted = status_of(status) if status else None
+    items = fetch(server, k, name, ns if (k.namespaced or k.kind == "Workload") else None, wanted)
     print(render(k, items, output, one=name is not None, all_ns=not name and ns is None))
     return 0
 
@@ -307,10 +340,10 @@ def _describe_object(server: str, k: Kind, obj: dict[str, Any]) -> None:
         _field("Namespace", obj["namespace"])
     _field("Kind", obj["kind"])
     print("Spec:")
-    print(indent(yaml.safe_dump(obj["spec"], sort_keys=True).rstrip()))
+    print(indent(yaml.safe_dump(shown(obj["spec"]), sort_keys=True).rstrip()))
     if obj.get("status"):
         print("Status:")
-        print(indent(yaml.safe_dump(obj["status"], sort_keys=True).rstrip()))
+        print(indent(yaml.safe_dump(shown(obj["status"]), sort_keys=True).rstrip()))
     if k.kind in ("ClusterQueue", "LocalQueue"):
         url = (
             f"{server}/v1/clusterqueues/{obj['name']}/pendingworkloads?limit=20"

@@ -18,7 +18,7 @@ def rfc3339(seconds: float | None) -> str | None:
 
 def parse_instant(raw: str, now: float, path: str) -> float:
     """Seconds since the epoch from RFC 3339 (UTC when no zone is named), epoch seconds, or
-    ``-<duration>`` before ``now``."""
+    ``-<duration>`` (or ``<duration>`` with a unit) before ``now``."""
     text = raw.strip()
     if text.startswith("-"):
         return now - parse_duration(text[1:], path)
@@ -33,6 +33,11 @@ def parse_instant(raw: str, now: float, path: str) -> float:
     try:
         at = datetime.fromisoformat(text)
     except ValueError:
+        if text[-1:].isalpha():  # "2h": that long ago (a shell eats a leading "-" less)
+            try:
+                return now - parse_duration(text, path)
+            except InvalidInput:
+                pass
         raise InvalidInput(
             path,
             f"{raw!r} is not a time: give RFC 3339 (2026-11-26T10:03:00Z), epoch "

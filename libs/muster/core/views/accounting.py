@@ -111,9 +111,11 @@ def report(
     since: float | None = None,
     until: float | None = None,
     namespaces: frozenset[str] | None = None,
+    queues: Mapping[str, str] | None = None,
 ) -> dict[str, Any]:
     """Rows per workload (submit order) and totals per namespace and per ClusterQueue;
-    ``namespaces``: only these (a tenant's)."""
+    ``namespaces``: only these (a tenant's); ``queues``: LocalQueue ("namespace/name") ->
+    its ClusterQueue, for workloads that have not reserved quota yet."""
     lo = since if since is not None else float("-inf")
     hi = min(until, now) if until is not None else now
     rows = []
@@ -124,7 +126,11 @@ def report(
         late = u.submitted >= until if until is not None else u.submitted > now
         if late or end < lo:
             continue
-        rows.append(_row(u, now, lo, hi))
+        row = _row(u, now, lo, hi)
+        row["clusterQueue"] = row["clusterQueue"] or (queues or {}).get(
+            f"{u.namespace}/{u.queue}", ""
+        )
+        rows.append(row)
     return {
         "since": since,
         "until": until,
