@@ -293,7 +293,7 @@ def describe(server: str, type_name: str, name: str | None, namespace: str | Non
 
 
 def _field(label: str, value: Any) -> None:
-    print(f"{label + ':':<14}{value}")
+    print(f"{label + ':':<14}{'<none>' if value is None else value}")  # kubectl's unset
 
 
 def _describe_workload(server: str, view: dict[str, Any]) -> None:
