@@ -3,8 +3,8 @@ and end times, wait, run time and GPU-hours; totals per namespace (tenant) and p
 ClusterQueue over a time range.
 
 A fold over the log (``fold``) and a pure report over what it kept (``report``); the
-caller gives the time ``now`` that open intervals run to. The definitions follow the
-scheduling figures of ``core/sim/figures.py``:
+caller gives the time ``now`` that open intervals run to. The scheduling figures of
+``muster sim`` (``core/sim/figures.py``) are computed from the same fold:
 
 - start: the first admission; wait: start - submit (the queueing delay);
 - run time: the seconds it held quota, over all its attempts (from QuotaReserved to the
