@@ -427,3 +427,9 @@ spec: {hard: {cpu: "700", memory: 6Ti, nvidia.com/gpu: "4"}}
     }
     code, out, _ = await cli(api_, "describe", "quota", "compute", "-n", "team-a")
     assert "memory: 6Ti" in out
+    code, out, _ = await cli(api_, "get", "quota", "-n", "team-a")
+    assert out.splitlines()[1].split()[:2] == ["compute", "cpu=700,memory=6Ti,nvidia.com/gpu=4"]
+    await _submitted(api_)
+    code, out, _ = await cli(api_, "get", "wl", "-n", "team-a", "-o", "json")
+    (item,) = json.loads(out)["items"]
+    assert item["submittedAt"].endswith("Z")  # RFC 3339, not seconds since the epoch

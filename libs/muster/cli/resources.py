@@ -20,7 +20,7 @@ import yaml
 
 from muster.cli import nodes
 from muster.cli.http import ApiError, call
-from muster.cli.present import shown
+from muster.cli.present import quantities, shown
 from muster.cli.tables import table
 from muster.core import inputs
 from muster.core.model import kinds, manifests
@@ -131,10 +131,19 @@ def _priority_columns(o: dict[str, Any], wide: bool) -> list[tuple[str, Any]]:
     return [("NAME", o["name"]), ("KIND", o["kind"]), ("VALUE", o["spec"].get("value"))]
 
 
+def _quota_columns(o: dict[str, Any], wide: bool) -> list[tuple[str, Any]]:
+    spec = o["spec"]
+    return [
+        ("NAME", o["name"]),
+        ("HARD", quantities(spec.get("hard") or {})),
+        ("ENFORCEMENT", spec.get("enforcement", "")),
+    ]
+
+
 def _named(o: dict[str, Any], wide: bool) -> list[tuple[str, Any]]:
     cols: list[tuple[str, Any]] = [("NAME", o["name"])]
     if wide:
-        cols.append(("SPEC", json.dumps(o["spec"], sort_keys=True)[:120]))
+        cols.append(("SPEC", json.dumps(shown(o["spec"]), sort_keys=True)[:120]))
     return cols
 
 
@@ -146,6 +155,7 @@ COLUMNS: dict[str, Callable[[dict[str, Any], bool], list[tuple[str, Any]]]] = {
     "PriorityClass": _priority_columns,
     "ProvisioningRequest": _request_columns,
     "Node": nodes.columns,
+    "ResourceQuota": _quota_columns,
 }
 
 
@@ -183,14 +193,11 @@ def fetch(
         return _pages(f"{server}/v1/workloads?limit=1000&{query}")
     if k.kind == "ProvisioningRequest":
         if name:
-            return [
-                _call(
-                    "GET", f"{server}/v1/namespaces/{ns or 'default'}/provisioningrequests/{name}"
-                )
-            ]
+            where = f"namespaces/{ns or current_namespace()}"
+            return [_call("GET", f"{server}/v1/{where}/provisioningrequests/{name}")]
         return _pages(f"{server}/v1/provisioningrequests?limit=1000&namespace={ns or ''}")
     if name:
-        where = f"/namespaces/{ns or 'default'}" if k.namespaced else ""
+        where = f"/namespaces/{ns or current_namespace()}" if k.namespaced else ""
         return [_call("GET", f"{server}/v1{where}/{k.plural}/{name}")]
     where = f"/namespaces/{ns}" if k.namespaced and ns else ""
     return _pages(f"{server}/v1{where}/{k.plural}?limit=1000")
