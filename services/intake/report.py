@@ -42,6 +42,9 @@ class Report:
         found = accounting.report(state.usage.values(), now, lo, hi, scope, queues)
         for row in found["workloads"]:
             row.update({k: rfc3339(row[k]) for k in TIMES})
+            view = state.workloads.get(row["id"])
+            if view is not None:  # the status every other view shows (Running, ...)
+                row["status"] = view.status
         found.update(since=rfc3339(lo), until=rfc3339(hi), now=rfc3339(now))
         return found
 

@@ -26,7 +26,8 @@ from muster.core.events import workload as wev
 from muster.core.events.workload import WorkloadSubmitted
 from muster.core.model import manifests, parse
 from muster.core.model.inventory import Gpu
-from tests.api.conftest import TOKENS, Api, workload
+from muster.runtime import admin
+from tests.api.conftest import CLUSTER, TOKENS, Api, workload
 
 EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
 SCENARIOS = EXAMPLES / "scenarios"
@@ -297,7 +298,7 @@ async def test_get_nodes_like_sinfo(api_: Api) -> None:
     labels = {
         "cloud.google.com/gke-nodepool": "a100-pool",
         "topology.kubernetes.io/zone": "us-a",
-        "topology.example/rack": "r1",
+        RACK: "r1",
     }
     gpus = tuple(Gpu(uuid=f"GPU-{i}", model="A100", memory_mib=81920, index=i) for i in range(8))
     for name in ("gpu-0", "gpu-1"):
@@ -311,12 +312,29 @@ async def test_get_nodes_like_sinfo(api_: Api) -> None:
     await _append(
         api_, nev.stream("gpu-1"), nev.NodeLost(node="gpu-1", message="silent"), time.time()
     )
+    # A node the cluster description declares, which no agent has registered yet.
+    declared = {
+        **CLUSTER,
+        "nodes": [{"name": "spare", "allocatable": {GPU: 4}, "labels": {RACK: "r2"}}],
+        "topology": {"levels": [RACK, "kubernetes.io/hostname"]},
+    }
+    await admin.apply_cluster(api_.store, parse.cluster(declared))
     code, out, err = await cli(api_, "get", "nodes", token="team-a")
     assert code == 0, err
     header, *lines = out.splitlines()
     assert header.split() == ["NODE", "POOL", "ZONE", "STATE", "GPUS", "SHARED", "TOPOLOGY"]
-    assert lines[0].split() == ["gpu-0", "a100-pool", "us-a", "Ready", "A100", "0/8", "-", "-"]
+    assert lines[0].split() == [
+        "gpu-0",
+        "a100-pool",
+        "us-a",
+        "Ready",
+        "A100",
+        "0/8",
+        "-",
+        "rack=r1",
+    ]
     assert lines[1].split()[3] == "Lost"
+    assert lines[2].split() == ["spare", "-", "-", "Declared", GPU, "0/4", "-", "rack=r2"]
     code, out, _ = await cli(api_, "get", "no", "gpu-0", "-o", "yaml")
     node = yaml.safe_load(out)
     assert node["spec"]["allocatable"] == {"cpu": "96", "memory": "680Gi", "nvidia.com/gpu": "8"}
@@ -351,6 +369,7 @@ async def _accounted(api: Api) -> str:
 
 
 GPU = "nvidia.com/gpu"
+RACK = "topology.example/rack"
 
 
 async def test_report_in_csv_and_json(api_: Api) -> None:

@@ -307,7 +307,8 @@ class WorkloadsView:
     """A decider that never decides: intake's read model."""
 
     name = "intake"
-    categories = frozenset({"config", "workload", "admission", "provisioning", "node"})
+    # cloud: the declared nodes and the topology (get nodes; the queue fold routes by them)
+    categories = frozenset({"config", "cloud", "workload", "admission", "provisioning", "node"})
     snapshot_format = "workloads-view-v10"
 
     def initial(self) -> WorkloadsState:
