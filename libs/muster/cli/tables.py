@@ -8,6 +8,7 @@ a file, ``NO_COLOR``) the text is plain.
 from __future__ import annotations
 
 import io
+import os
 import sys
 from collections.abc import Sequence
 
@@ -30,7 +31,7 @@ def _style(cell: str) -> str:
 
 
 def table(headers: Sequence[str], rows: Sequence[Sequence[object]]) -> str:
-    colour = sys.stdout.isatty()
+    colour = sys.stdout.isatty() and not os.environ.get("NO_COLOR")  # no-color.org
     t = Table(
         box=None,
         pad_edge=False,
