@@ -25,7 +25,7 @@ _NAMED_KEYS = frozenset(
     }
 )
 # Maps of resource name -> quantity.
-_QUANTITY_MAPS = frozenset({"allocatable", "requests", "hard", "limits", "capacity"})
+_QUANTITY_MAPS = frozenset({"allocatable", "requests", "hard", "limits"})
 # Fields of a quota entry (its ``name`` is the resource).
 _QUOTA_FIELDS = frozenset({"nominal_quota", "borrowing_limit", "lending_limit"})
 _SNAKE = re.compile(r"_([a-z0-9])")
