@@ -27,6 +27,7 @@ from muster.core.model import kinds, manifests
 from muster.core.model.documents import FILE_DOCUMENTS, DocumentError, load_documents
 from muster.core.model.fields import InvalidInput
 from muster.core.model.resources import format_quantity
+from muster.core.views.workloads import STATUSES, status_named
 
 OUTPUTS = ("table", "wide", "json", "yaml")
 
@@ -238,19 +239,6 @@ def render(k: Kind, items: Sequence[dict[str, Any]], output: str, one: bool, all
     return table(headers, rows)
 
 
-STATUSES = (
-    "Pending",
-    "QuotaReserved",
-    "Admitted",
-    "Running",
-    "Succeeded",
-    "Failed",
-    "Preempted",
-    "Cancelled",
-    "Rejected",
-)
-
-
 def current_namespace() -> str:
     """kubectl's current namespace: ``$MUSTER_NAMESPACE``, else ``default``."""
     return os.environ.get("MUSTER_NAMESPACE") or "default"
@@ -258,7 +246,7 @@ def current_namespace() -> str:
 
 def status_of(raw: str) -> str:
     """A status as the API names it, from any case (``pending``, ``quotareserved``)."""
-    found = {s.lower(): s for s in STATUSES}.get(raw.lower())
+    found = status_named(raw)
     if found is None:
         raise ResourceError(f"--status {raw!r}: one of {', '.join(STATUSES)} (any case)")
     return found

@@ -18,6 +18,24 @@ from muster.core.views import accounting, provisioning
 from muster.core.views import nodes as node_view
 
 TERMINAL = frozenset({"Succeeded", "Failed", "Cancelled", "Rejected"})
+# Every status a workload view shows, in lifecycle order (list filters name one of them).
+STATUSES = (
+    "Pending",
+    "QuotaReserved",
+    "Admitted",
+    "Running",
+    "Succeeded",
+    "Failed",
+    "Preempted",
+    "Cancelled",
+    "Rejected",
+)
+_BY_LOWER = {s.lower(): s for s in STATUSES}
+
+
+def status_named(raw: str) -> str | None:
+    """The status ``raw`` names in any case (``pending``, ``QUOTARESERVED``), or None."""
+    return _BY_LOWER.get(raw.lower())
 
 
 @dataclass(slots=True)
