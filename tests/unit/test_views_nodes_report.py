@@ -11,6 +11,7 @@ import pytest
 from muster.core.model import parse
 from muster.core.model.fields import InvalidInput
 from muster.core.model.times import parse_instant, rfc3339
+from muster.core.sim.figures import figures
 from muster.core.sim.harness import Harness, build
 from muster.core.views import accounting
 from muster.core.views.nodes import node_object
@@ -196,6 +197,8 @@ def test_provisioned_nodes_go_from_provisioning_to_ready_to_gone() -> None:
     ]
     h.run()
     assert _nodes(_intake(h)) == {}
+    # Nodes come and go with requests: no fixed capacity to state a utilisation against.
+    assert figures(h.log.envelopes)["utilisation"] is None
 
 
 def test_instants_as_users_write_them() -> None:

@@ -3,7 +3,8 @@
 From the event log alone: job completion time (submission to finish), queueing delay
 (submission to first admission), their percentiles, GPU utilisation over the arrival
 window (GPU-seconds held by admitted workloads / GPUs of the declared nodes x window; GPUs
-and TPU chips alike, held as ``muster report`` counts them: core/views/accounting.py),
+and TPU chips alike, held as ``muster report`` counts them: core/views/accounting.py; none
+for a cluster with node pools, whose capacity is not fixed),
 per-namespace figures with slowdown (JCT over run time) and Jain's fairness index over
 the namespaces' mean slowdowns, and preemption: evictions, GPU-seconds they threw away,
 and the most times one workload was evicted for one preemptor.
@@ -59,7 +60,9 @@ class _Run:
     def fold(self, env: Envelope) -> None:
         ev, at = env.event, env.occurred_at
         if isinstance(ev, pev.CloudConfigured):
-            self.capacity = sum(n.allocatable.get(d, 0) for n in ev.spec.nodes for d in DEVICES)
+            # Pools grow and shrink: a cluster with any has no fixed capacity to divide by.
+            nodes = () if ev.spec.node_pools else ev.spec.nodes
+            self.capacity = sum(n.allocatable.get(d, 0) for n in nodes for d in DEVICES)
         elif isinstance(ev, qev.WorkloadEvicted) and ev.workload_id in self.usage:
             held = self.usage[ev.workload_id].held
             self.evictions += 1
