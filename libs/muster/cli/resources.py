@@ -12,11 +12,14 @@ import os
 import sys
 import time
 from collections.abc import Callable, Sequence
+from contextlib import AbstractContextManager, nullcontext
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import yaml
+from rich.console import Console
+from rich.status import Status
 
 from muster.cli import nodes
 from muster.cli.http import ApiError, call
@@ -207,14 +210,20 @@ def fetch(
 def _pages(url: str) -> list[dict[str, Any]]:
     items: list[dict[str, Any]] = []
     after: str | None = None
-    while True:
-        page = _call("GET", url + (f"&after={after}" if after else ""))
-        items += page["items"]
-        after = page.get("next")
-        if not after:
-            return items
-        if len(items) >= 10_000:
-            print(f"\r  fetched {len(items)}...", end="", file=sys.stderr, flush=True)
+    err = Console(stderr=True)
+    # A spinner with a count on a terminal (it vanishes when done); nothing in a pipe.
+    shown: AbstractContextManager[Status | None] = (
+        err.status("fetching...") if err.is_terminal else nullcontext()
+    )
+    with shown as status:
+        while True:
+            page = _call("GET", url + (f"&after={after}" if after else ""))
+            items += page["items"]
+            after = page.get("next")
+            if not after:
+                return items
+            if status is not None:
+                status.update(f"fetched {len(items)}...")
 
 
 def render(k: Kind, items: Sequence[dict[str, Any]], output: str, one: bool, all_ns: bool) -> str:
