@@ -50,7 +50,7 @@ def _hours_run() -> Harness:
 
 def test_report_per_workload_as_sacct_shows_it() -> None:
     """Slurm sacct: Submit, Start, End, wait (Start - Submit), Elapsed; GPU-hours as
-    sreport's TRES usage (GPUs x hours)."""
+    sreport's TRES usage (GPUs x hours), which Kueue users ask for (kueue.md §4, item 8)."""
     usage = accounting.fold_all(_hours_run().log.envelopes)
     found = accounting.report(usage.values(), now=10 * HOUR)
     rows = {r["name"]: r for r in found["workloads"]}
@@ -96,8 +96,9 @@ def test_report_over_a_range_counts_only_time_inside_it() -> None:
 
 
 def test_a_running_workload_is_charged_up_to_now_and_an_evicted_one_per_attempt() -> None:
-    """Kueue: quota is held from QuotaReserved until the workload ends or is evicted; a
-    preempted attempt's time counts, the wait before the next does not."""
+    """SEMANTICS.md §3 and kueue.md §1.2: quota is held from QuotaReserved until the
+    workload ends or is evicted; a preempted attempt's time counts (SEMANTICS.md §4), the
+    wait before the next does not."""
     cluster = gpu_node_cluster(
         "pre",
         nodes=1,
@@ -136,7 +137,8 @@ def test_existing_node_rows_show_gpus_in_use_and_topology() -> None:
 
 
 def test_shared_gpu_slices_are_counted_per_device() -> None:
-    """HAMi: pods sharing a device (nvidia.com/gpucores below 100) are slices of it."""
+    """peers.md §3.2, HAMi sharing: pods sharing a device (nvidia.com/gpucores below 100)
+    are slices of it."""
     cluster = gpu_node_cluster("hami", nodes=1, gpus=2, nominal=4)
     cluster["nodes"][0]["gpus"] = {"count": 2, "model": "NVIDIA-A100", "memory": "80Gi"}
     cores, memory = "nvidia.com/gpucores", "nvidia.com/gpumem"
@@ -155,7 +157,8 @@ def test_shared_gpu_slices_are_counted_per_device() -> None:
 
 
 def test_provisioned_nodes_go_from_provisioning_to_ready_to_gone() -> None:
-    """GKE DWS: nodes are created for a request, all Ready at once, removed after."""
+    """peers.md §4.3 and SEMANTICS.md §6, GKE DWS: a request's nodes are created for it
+    (Provisioning), all Ready at once, and removed after; never reused."""
     doc = {
         "name": "dws",
         "zones": ["z1"],
