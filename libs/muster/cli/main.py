@@ -6,9 +6,8 @@ import argparse
 import asyncio
 import os
 import sys
-import typing
 from pathlib import Path
-from typing import Any
+from typing import Any, NoReturn
 
 from sqlalchemy.engine import make_url
 from sqlalchemy.exc import ArgumentError, SQLAlchemyError
@@ -43,7 +42,7 @@ def _first_line(exc: BaseException) -> str:
 class _Parser(argparse.ArgumentParser):
     """argparse, with its usage errors on one line like every other error."""
 
-    def error(self, message: str) -> typing.NoReturn:
+    def error(self, message: str) -> NoReturn:
         self.exit(2, f"{self.prog}: {message} (see {self.prog} --help)\n")
 
 

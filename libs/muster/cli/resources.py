@@ -212,10 +212,10 @@ def _pages(url: str) -> list[dict[str, Any]]:
     after: str | None = None
     err = Console(stderr=True)
     # A spinner with a count on a terminal (it vanishes when done); nothing in a pipe.
-    shown: AbstractContextManager[Status | None] = (
+    spinner: AbstractContextManager[Status | None] = (
         err.status("fetching...") if err.is_terminal else nullcontext()
     )
-    with shown as status:
+    with spinner as status:
         while True:
             page = _call("GET", url + (f"&after={after}" if after else ""))
             items += page["items"]
