@@ -20,9 +20,9 @@ from typing import Any
 from muster.core.events import Envelope
 from muster.core.events import provisioning as pev
 from muster.core.events import queue as qev
+from muster.core.model.inventory import ACCELERATORS
 from muster.core.sim.summary import percentile
 from muster.core.views import accounting
-from muster.core.views.nodes import DEVICE_COUNTS as DEVICES
 
 
 def figures(envelopes: Iterable[Envelope]) -> dict[str, Any]:
@@ -62,7 +62,7 @@ class _Run:
         if isinstance(ev, pev.CloudConfigured):
             # Pools grow and shrink: a cluster with any has no fixed capacity to divide by.
             nodes = () if ev.spec.node_pools else ev.spec.nodes
-            self.capacity = sum(n.allocatable.get(d, 0) for n in nodes for d in DEVICES)
+            self.capacity = sum(n.allocatable.get(d, 0) for n in nodes for d in ACCELERATORS)
         elif isinstance(ev, qev.WorkloadEvicted) and ev.workload_id in self.usage:
             held = self.usage[ev.workload_id].held
             self.evictions += 1

@@ -26,7 +26,7 @@ from typing import Any
 from muster.core.events import Envelope
 from muster.core.events import queue as qev
 from muster.core.events import workload as wev
-from muster.core.views.nodes import DEVICE_COUNTS
+from muster.core.model.inventory import ACCELERATORS
 
 BY = ("workload", "namespace", "clusterqueue")
 
@@ -93,7 +93,7 @@ def _outcome(ev: qev.WorkloadFinished | qev.WorkloadCancelled | qev.WorkloadReje
 
 
 def _devices(usage: Mapping[str, Mapping[str, int]]) -> int:
-    return sum(r.get(d, 0) for r in usage.values() for d in DEVICE_COUNTS)
+    return sum(r.get(d, 0) for r in usage.values() for d in ACCELERATORS)
 
 
 def _release(u: Usage, at: float) -> None:

@@ -18,15 +18,13 @@ from typing import Any
 from muster.core.events import Event
 from muster.core.events import node as nev
 from muster.core.events import provisioning as pev
-from muster.core.model.inventory import HOSTNAME, WHOLE_DEVICE, Gpu
+from muster.core.model.inventory import ACCELERATORS, HOSTNAME, Gpu
 from muster.core.placement.book import NodeBook
 from muster.core.queueing.state import WorkloadEntry, pod_set_of
 
 POOL_LABEL = "cloud.google.com/gke-nodepool"
 ZONE_LABEL = "topology.kubernetes.io/zone"
 ACCELERATOR_LABEL = "cloud.google.com/gke-accelerator"
-# Whole accelerator devices a node offers as a count (no device list): GPUs and TPU chips.
-DEVICE_COUNTS = (*WHOLE_DEVICE, "google.com/tpu")
 
 
 @dataclass(slots=True)
@@ -186,7 +184,7 @@ def _accelerators(
             counts[1] += 1
         return [{"model": m, "used": u, "total": t} for m, (u, t) in sorted(per.items())]
     out = []
-    for resource in DEVICE_COUNTS:
+    for resource in ACCELERATORS:
         total = record.allocatable.get(resource, 0)
         if not total:
             continue
