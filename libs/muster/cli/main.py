@@ -248,7 +248,8 @@ def _accounting_parser(sub: Any, server: str) -> None:
         "totals per namespace or ClusterQueue (like sacct and sreport)",
         description="Workloads whose life overlaps [--since, --until) (default: all), with "
         "run time and GPU-hours counted inside the range. Times: RFC 3339 "
-        "(2026-11-26T10:00:00Z), epoch seconds, or -<duration> before now (-2h, -7d). "
+        "(2026-11-26T10:00:00Z), epoch seconds, or a duration before now (2h, 7d; or "
+        "--since=-2h). "
         "Run time is the time a workload held quota, over all its attempts; GPU-hours "
         "its devices x that time (docs/api.md, 'Accounting').",
     )
