@@ -41,6 +41,6 @@ def parse_instant(raw: str, now: float, path: str) -> float:
         raise InvalidInput(
             path,
             f"{raw!r} is not a time: give RFC 3339 (2026-11-26T10:03:00Z), epoch "
-            "seconds, or -<duration> before now (-5m, -2h)",
+            "seconds, or a duration before now (5m, -2h)",
         ) from None
     return (at if at.tzinfo else at.replace(tzinfo=UTC)).timestamp()
