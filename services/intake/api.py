@@ -60,6 +60,7 @@ def routes(
     r.add_delete("/v1/namespaces/{namespace}/provisioningrequests/{name}", _h(delete_request))
     r.add_post("/v1/apply", _h(apply))
     r.add_post("/v1/admin/replay", _h(replay))
+    r.add_get("/v1/report", _h(report))
     for k in KINDS:
         if k.kind == "ProvisioningRequest":
             continue  # its own routes above answer with its conditions
@@ -317,6 +318,16 @@ def _get_object(plural: str) -> Handler:
         return _json(await intake.objects.get(who, plural, m["name"], m.get("namespace")))
 
     return get_object
+
+
+async def report(request: web.Request, intake: Intake, who: Principal) -> web.Response:
+    """Accounting over a time range (``muster report``)."""
+    q = request.query
+    return _json(
+        await intake.report.report(
+            who, q.get("since") or None, q.get("until") or None, q.get("namespace") or None
+        )
+    )
 
 
 async def replay(request: web.Request, intake: Intake, who: Principal) -> web.Response:

@@ -13,6 +13,7 @@ from muster.core.codec import to_plain
 from muster.core.intake.refusal import not_found
 from muster.core.model import kinds
 from muster.core.queueing import quota as qt
+from muster.core.views import nodes as node_view
 from muster.core.views.workloads import WorkloadsState
 from services.intake import paging
 from services.intake.context import Context
@@ -158,6 +159,13 @@ def _request_objects(state: WorkloadsState) -> Iterable[dict[str, Any]]:
         }
 
 
+def _nodes(state: WorkloadsState) -> Iterable[dict[str, Any]]:
+    queue = state.queue
+    levels = queue.book.levels
+    for name in sorted(state.nodes):
+        yield node_view.node_object(state.nodes[name], queue.book, queue.workloads, levels)
+
+
 _READERS: dict[str, Callable[[WorkloadsState], Iterable[dict[str, Any]]]] = {
     "ResourceFlavor": lambda s: (_obj("ResourceFlavor", f) for f in s.queue.flavors.values()),
     "ClusterQueue": _cluster_queues,
@@ -174,8 +182,9 @@ _READERS: dict[str, Callable[[WorkloadsState], Iterable[dict[str, Any]]]] = {
         _obj("ProvisioningRequestConfig", c) for c in s.queue.provisioning_configs.values()
     ),
     "ProvisioningRequest": _request_objects,
+    "Node": _nodes,
 }
 KINDS = tuple(
     ObjectKind(k.kind, k.plural, k.short, k.namespaced, _READERS[k.kind])
-    for k in (*kinds.CONFIG_KINDS, kinds.PROVISIONING_REQUEST)
+    for k in (*kinds.CONFIG_KINDS, kinds.PROVISIONING_REQUEST, kinds.NODE)
 )

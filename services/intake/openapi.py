@@ -310,6 +310,48 @@ def _schemas() -> dict[str, Any]:
             },
             "required": ["items"],
         },
+        "Report": _report(),
+    }
+
+
+def _report() -> dict[str, Any]:
+    time = {"type": ["string", "null"], "format": "date-time"}
+    number = {"type": ["number", "null"]}
+    total = {
+        "type": "object",
+        "properties": {
+            "name": {"type": "string"},
+            "workloads": {"type": "integer"},
+            "finished": {"type": "integer"},
+            "meanWaitSeconds": number,
+            "runSeconds": {"type": "number"},
+            "gpuHours": {"type": "number"},
+        },
+    }
+    row = {
+        "type": "object",
+        "properties": {
+            **{k: {"type": "string"} for k in ("id", "name", "namespace", "queueName")},
+            "clusterQueue": {"type": "string"},
+            "status": {"type": "string"},
+            "attempts": {"type": "integer"},
+            **{k: time for k in ("submitTime", "startTime", "endTime")},
+            "waitSeconds": number,
+            "runSeconds": {"type": "number"},
+            "gpuHours": {"type": "number"},
+        },
+    }
+    return {
+        "type": "object",
+        "properties": {
+            "since": time,
+            "until": time,
+            "now": time,
+            "workloads": {"type": "array", "items": row},
+            "namespaces": {"type": "array", "items": total},
+            "clusterQueues": {"type": "array", "items": total},
+        },
+        "required": ["workloads", "namespaces", "clusterQueues"],
     }
 
 
@@ -560,6 +602,16 @@ def _paths() -> dict[str, Any]:
                     "200": _answer("what each object became", _ref("Applied")),
                     **_errors(400, 409, 413, 422, 429),
                 },
+            }
+        },
+        "/v1/report": {
+            "get": {
+                "summary": "Accounting (muster report): per workload submit, start and end "
+                "times, wait, run time and GPU-hours; totals per namespace and ClusterQueue. "
+                "since/until: RFC 3339, epoch seconds or -<duration> before now; a tenant "
+                "sees its own namespaces",
+                "parameters": [_param("since"), _param("until"), _param("namespace")],
+                "responses": {"200": _answer("the report", _ref("Report")), **_errors(400)},
             }
         },
         "/v1/admin/replay": {

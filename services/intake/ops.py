@@ -19,6 +19,7 @@ from services.intake.events import Events
 from services.intake.explain import Explain
 from services.intake.objects import Objects
 from services.intake.pending import Pending
+from services.intake.report import Report
 from services.intake.requests import Requests
 from services.intake.workloads import Workloads
 
@@ -35,6 +36,7 @@ class Intake:
         self.applies = Applies(self.ctx)
         self.objects = Objects(self.ctx)
         self.admin = Admin(self.ctx)
+        self.report = Report(self.ctx)
 
     @property
     def settings(self) -> Settings:

@@ -24,11 +24,17 @@ from muster.core.intake import cancellations, gangs, submissions
 from muster.core.intake.gangs import GangState
 from muster.core.intake.refusal import not_found
 from muster.core.model.workload import WorkloadSpec
-from muster.core.views.workloads import WorkloadView, admission_checks, submitted_view
+from muster.core.views.workloads import (
+    STATUSES,
+    WorkloadView,
+    admission_checks,
+    status_named,
+    submitted_view,
+)
 from muster.store import ConcurrencyConflict, SqlEventStore
 from services.intake import paging
 from services.intake.context import Context, decided
-from services.intake.errors import Refused
+from services.intake.errors import Refused, refuse
 from services.intake.pending import Pending
 
 
@@ -90,13 +96,18 @@ class Workloads:
         limit: int = 100,
         after: str | None = None,
     ) -> dict[str, Any]:
+        wanted = status_named(status) if status else None
+        if status and wanted is None:
+            raise refuse(
+                "InvalidQuery", f"{status!r} is not one of {', '.join(STATUSES)}", "status"
+            )
         await paging.prepare(self.ctx, who, namespace, limit)
         visible = self.ctx.access.visible
         items = [
             v
             for v in self.ctx.state.workloads.values()
             if (not namespace or v.namespace == namespace)
-            and (not status or v.status == status)
+            and (not wanted or v.status == wanted)
             and visible(who, v.namespace)
         ]
         pending = self.ctx.state.queue.pending

@@ -169,6 +169,7 @@ MATRIX: list[Row] = [
     ),
     ("/v1/apply", "POST", lambda f: "/v1/apply", lambda: POD.replace("NAME", fresh()), OWN),
     ("/v1/admin/replay", "POST", lambda f: "/v1/admin/replay", lambda: {}, (403, 403, 200, 401)),
+    ("/v1/report", "GET", lambda f: "/v1/report?namespace=team-a", None, OWN),
 ]
 EXAMPLE = {"resourceflavors": "f", "clusterqueues": "cq", "localqueues": "lq"}
 for k in KINDS:
@@ -253,10 +254,14 @@ async def test_lists_show_a_tenant_only_its_namespaces(api_: Api) -> None:
     assert resp.status == 201
     b_id = (await resp.json())["id"]
 
-    async def ids(who: str, path: str, key: str = "id") -> set[str]:
+    async def ids(who: str, path: str, key: str = "id", items: str = "items") -> set[str]:
         resp = await api_.http.get(path, headers=bearer(who))
         assert resp.status == 200
-        return {i[key] for i in (await resp.json())["items"]}
+        return {i[key] for i in (await resp.json())[items]}
+
+    # Accounting (sacct): a tenant's report holds its own workloads only.
+    assert await ids("team-b", "/v1/report", items="workloads") == {b_id}
+    assert a.wid in await ids("admin", "/v1/report", items="workloads")
 
     assert a.wid not in await ids("team-b", "/v1/workloads")
     assert b_id in await ids("team-b", "/v1/workloads")

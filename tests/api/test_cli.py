@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import csv
 import io
 import json
 import socket
@@ -19,13 +20,16 @@ import yaml
 
 from muster.cli.main import main
 from muster.core.events import NewEvent, StreamAppend
+from muster.core.events import node as nev
 from muster.core.events import queue as qev
+from muster.core.events import workload as wev
 from muster.core.events.workload import WorkloadSubmitted
-from muster.core.model import manifests
+from muster.core.model import manifests, parse
+from muster.core.model.inventory import Gpu
 from muster.core.queueing.decider import QueueDecider
 from muster.core.views.conditions import rfc3339
 from muster.runtime import admin
-from tests.api.conftest import TOKENS, Api, bearer, workload
+from tests.api.conftest import CLUSTER, TOKENS, Api, bearer, workload
 
 GPU = "nvidia.com/gpu"
 
@@ -57,7 +61,7 @@ async def cli(
     """``muster ARGV`` in a thread (the CLI is synchronous; intake serves on this loop)."""
     server = str(api.http.make_url("")).rstrip("/")
     full = ([f"--token={TOKENS[token]}"] if token else []) + list(argv)
-    if argv[0] in ("apply", "get", "describe", "delete", "cancel", "provreq", "explain"):
+    if argv[0] in ("apply", "get", "describe", "delete", "cancel", "provreq", "explain", "report"):
         full += ["--server", server]
 
     def go() -> tuple[int, str, str]:
@@ -357,3 +361,171 @@ async def test_provreq_lists_describes_and_deletes(api_: Api) -> None:
     assert json.loads(out)["id"] == "default/pi-request"
     code, out, _ = await cli(api_, "provreq", "pi-request", "--delete")
     assert code == 0 and "provisioningrequest default/pi-request deleted" in out
+
+
+async def _append(api: Api, stream: str, event: Any, at: float) -> None:
+    """An event as another service would append it (intake folds it from the log)."""
+    news = [NewEvent(stream_id=stream, event=event, occurred_at=at)]
+    await api.store.append([StreamAppend(stream, None, news)], producer="test", recorded_at=at)
+
+
+async def test_get_nodes_like_sinfo(api_: Api) -> None:
+    """Slurm sinfo -N / kubectl get nodes: pool, zone, state, GPUs used of each model,
+    topology; readable by a tenant (cluster-scoped, as Kueue's ResourceFlavors are)."""
+    labels = {
+        "cloud.google.com/gke-nodepool": "a100-pool",
+        "topology.kubernetes.io/zone": "us-a",
+        RACK: "r1",
+    }
+    gpus = tuple(Gpu(uuid=f"GPU-{i}", model="A100", memory_mib=81920, index=i) for i in range(8))
+    for name in ("gpu-0", "gpu-1"):
+        event = nev.NodeRegistered(
+            node=name,
+            allocatable={"nvidia.com/gpu": 8, "cpu": 96000, "memory": 680 * 2**30},
+            labels=labels,
+            gpus=gpus,
+        )
+        await _append(api_, nev.stream(name), event, time.time())
+    await _append(
+        api_, nev.stream("gpu-1"), nev.NodeLost(node="gpu-1", message="silent"), time.time()
+    )
+    # A node the cluster description declares, which no agent has registered yet.
+    declared = {
+        **CLUSTER,
+        "nodes": [{"name": "spare", "allocatable": {GPU: 4}, "labels": {RACK: "r2"}}],
+        "topology": {"levels": [RACK, "kubernetes.io/hostname"]},
+    }
+    await admin.apply_cluster(api_.store, parse.cluster(declared))
+    code, out, err = await cli(api_, "get", "nodes", token="team-a")
+    assert code == 0, err
+    header, *lines = out.splitlines()
+    assert header.split() == ["NODE", "POOL", "ZONE", "STATE", "GPUS", "SHARED", "TOPOLOGY"]
+    assert lines[0].split() == [
+        "gpu-0",
+        "a100-pool",
+        "us-a",
+        "Ready",
+        "A100",
+        "0/8",
+        "-",
+        "rack=r1",
+    ]
+    assert lines[1].split()[3] == "Lost"
+    assert lines[2].split() == ["spare", "-", "-", "Declared", GPU, "0/4", "-", "rack=r2"]
+    code, out, _ = await cli(api_, "get", "no", "gpu-0", "-o", "yaml")
+    node = yaml.safe_load(out)
+    assert node["spec"]["allocatable"] == {"cpu": "96", "memory": "680Gi", "nvidia.com/gpu": "8"}
+    code, out, _ = await cli(api_, "get", "node", "-o", "wide")
+    assert out.splitlines()[0].split()[-3:] == ["INSTANCE-TYPE", "REQUEST", "ALLOCATABLE"]
+
+
+async def _accounted(api: Api) -> str:
+    """A workload of team-a submitted 2 h ago, admitted after 10 min, 2 GPUs for 30 min."""
+    t0 = time.time() - 7200
+    spec = parse.workload(workload("acct", podSets=[{"count": 2, "requests": {GPU: "1"}}]))
+    wid = "acct-1"
+    stream = wev.stream(wid)
+    await _append(api, stream, wev.WorkloadSubmitted(workload_id=wid, spec=spec), t0)
+    reserved = qev.QuotaReserved(
+        workload_id=wid,
+        cluster_queue="cq",
+        flavors={"main": {GPU: "f"}},
+        usage={"f": {GPU: 2}},
+        node_selectors={},
+        attempt=1,
+        message="reserved",
+    )
+    await _append(api, stream, reserved, t0 + 600)
+    admitted = qev.WorkloadAdmitted(
+        workload_id=wid, cluster_queue="cq", attempt=1, placements={}, message="admitted"
+    )
+    await _append(api, stream, admitted, t0 + 600)
+    done = qev.WorkloadFinished(workload_id=wid, outcome="Succeeded", reason="Done", message="")
+    await _append(api, stream, done, t0 + 2400)
+    return wid
+
+
+GPU = "nvidia.com/gpu"
+RACK = "topology.example/rack"
+
+
+async def test_report_in_csv_and_json(api_: Api) -> None:
+    """Slurm sacct -o Submit,Start,End,Elapsed --parsable and sreport per account."""
+    wid = await _accounted(api_)
+    await _submitted(api_)  # team-a's trainer: pending, no GPU-hours yet
+    code, out, err = await cli(api_, "report", "-n", "team-a", "-o", "json")
+    assert code == 0, err
+    found = json.loads(out)
+    row = next(r for r in found["workloads"] if r["id"] == wid)
+    assert (row["waitSeconds"], row["runSeconds"], row["gpuHours"]) == (600.0, 1800.0, 1.0)
+    assert row["startTime"].endswith("Z") and row["status"] == "Succeeded"
+    assert found["namespaces"][0]["name"] == "team-a"
+    assert found["clusterQueues"][0]["gpuHours"] == 1.0
+    code, out, _ = await cli(api_, "report", "-n", "team-a", "-o", "csv")
+    table = list(csv.DictReader(out.splitlines()))
+    assert {r["name"] for r in table} == {"acct", "trainer"}
+    assert next(r for r in table if r["name"] == "acct")["gpuHours"] == "1.0"
+    code, out, _ = await cli(api_, "report", "-A", "--by", "namespace", "-o", "csv")
+    assert out.splitlines()[0] == "name,workloads,finished,meanWaitSeconds,runSeconds,gpuHours"
+    code, out, _ = await cli(api_, "report", "-n", "team-a")
+    assert out.splitlines()[0].split()[:2] == ["ID", "NAME"]
+    assert "00:30:00" in out and "1.00" in out  # sacct's elapsed, GPU-hours
+    # Over the last hour: the workload ended 80 min ago, so it is left out.
+    code, out, _ = await cli(api_, "report", "-n", "team-a", "--since=-1h", "-o", "json")
+    assert wid not in {r["id"] for r in json.loads(out)["workloads"]}
+    code, out, _ = await cli(api_, "report", "-n", "team-a", "--since", "3h", "-o", "json")
+    assert wid in {r["id"] for r in json.loads(out)["workloads"]}
+    code, _, err = await cli(api_, "report", "-n", "team-b", token="team-a")
+    assert code == 1 and "may not read in namespace team-b" in err
+    code, _, err = await cli(api_, "report", "--since", "yesterday")
+    assert code == 1 and "is not a time" in err and len(err.splitlines()) == 1
+
+
+async def test_get_workloads_defaults_to_one_namespace_and_takes_any_case(
+    api_: Api, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """kubectl: the current namespace unless -A; statuses in any case."""
+    await _submitted(api_)
+    code, out, _ = await cli(api_, "get", "wl")
+    assert out.strip() == "No resources found."  # namespace default has none
+    monkeypatch.setenv("MUSTER_NAMESPACE", "team-a")
+    code, out, _ = await cli(api_, "get", "wl")
+    assert [line.split()[1] for line in out.splitlines()[1:]] == ["trainer"]
+    monkeypatch.delenv("MUSTER_NAMESPACE")
+    code, out, _ = await cli(api_, "get", "wl", "-A", "--status", "pending")
+    assert code == 0 and out.splitlines()[0].split()[0] == "NAMESPACE"
+    assert [line.split()[0] for line in out.splitlines()[1:]] == ["team-a"]
+    _, out, _ = await cli(api_, "get", "wl", "-A", "--status", "RUNNING")
+    assert out.strip() == "No resources found."
+
+
+async def test_yaml_shows_fields_and_quantities_as_manifests_write_them(api_: Api) -> None:
+    """kubectl get -o yaml: camelCase fields, quantities as written (700, 6Ti)."""
+    quota = """apiVersion: v1
+kind: ResourceQuota
+metadata: {name: compute, namespace: team-a}
+spec: {hard: {cpu: "700", memory: 6Ti, nvidia.com/gpu: "4"}}
+"""
+    code, _, err = await cli(api_, "apply", "-f", "-", stdin=quota)
+    assert code == 0, err
+    code, out, _ = await cli(api_, "get", "quota", "compute", "-n", "team-a", "-o", "yaml")
+    assert yaml.safe_load(out)["spec"]["hard"] == {
+        "cpu": "700",
+        "memory": "6Ti",
+        "nvidia.com/gpu": "4",
+    }
+    code, out, _ = await cli(api_, "get", "cq", "cq", "-o", "yaml")
+    spec = yaml.safe_load(out)["spec"]
+    assert spec["queueingStrategy"] == "BestEffortFIFO"
+    assert spec["resourceGroups"][0]["flavors"][0]["resources"][0] == {
+        "name": GPU,
+        "nominalQuota": "8",
+    }
+    code, out, _ = await cli(api_, "describe", "quota", "compute", "-n", "team-a")
+    assert "memory: 6Ti" in out
+    code, out, _ = await cli(api_, "get", "quota", "-n", "team-a")
+    assert out.splitlines()[1].split()[:2] == ["compute", "cpu=700,memory=6Ti,nvidia.com/gpu=4"]
+    await _submitted(api_)
+    code, out, _ = await cli(api_, "get", "wl", "-n", "team-a", "-o", "json")
+    (item,) = json.loads(out)["items"]
+    assert item["submittedAt"].endswith("Z")  # RFC 3339, not seconds since the epoch

@@ -145,6 +145,12 @@ async def test_submit_get_list_and_history(client: TestClient[Any, Any]) -> None
     listed = await (await client.get("/v1/workloads?namespace=team")).json()
     assert [w["id"] for w in listed["items"]] == [created["id"]]
     assert (await (await client.get("/v1/workloads?namespace=other")).json())["items"] == []
+    # A status filter in any case, as kubectl users type it; an unknown one is refused.
+    pending = await (await client.get("/v1/workloads?status=pending")).json()
+    assert [w["id"] for w in pending["items"]] == [created["id"]]
+    assert (await (await client.get("/v1/workloads?status=RUNNING")).json())["items"] == []
+    bad = await client.get("/v1/workloads?status=sleeping")
+    assert bad.status == 400 and (await bad.json())["error"]["field"] == "status"
     history = await (await client.get(f"/v1/workloads/{created['id']}/events")).json()
     assert [e["type"] for e in history["events"]] == ["workload.submitted"]
     assert (await client.get("/v1/workloads/nope")).status == 404

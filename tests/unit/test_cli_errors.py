@@ -32,6 +32,10 @@ def _muster(*args: str, stdin: str = "") -> subprocess.CompletedProcess[str]:
         (("replay", "--store-url", "sqlite:///{empty}", "--until", "soon"), "", "--until"),
         # Checked before any request: no server listens there.
         (("explain", "w", "--at", "yesterday", "--server", "http://127.0.0.1:9"), "", "--at"),
+        (("get", "gizmos"), "", 'resource type "gizmos"'),
+        (("get", "wl", "--status", "bogus"), "", "--status 'bogus': one of Pending"),
+        (("get", "nodes", "--server", "http://127.0.0.1:9"), "", "cannot reach"),
+        (("report", "--server", "http://127.0.0.1:9"), "", "cannot reach"),
     ],
 )
 def test_an_error_is_one_line(tmp_path: Path, args: tuple[str, ...], stdin: str, says: str) -> None:
@@ -43,3 +47,19 @@ def test_an_error_is_one_line(tmp_path: Path, args: tuple[str, ...], stdin: str,
     assert says in done.stderr
     assert len(done.stderr.strip().splitlines()) == 1, done.stderr
     assert not missing.exists()  # reading a store never creates one
+
+
+@pytest.mark.parametrize(
+    ("args", "says"),
+    [
+        ((), "the following arguments are required: COMMAND"),
+        (("get",), "the following arguments are required: TYPE"),
+        (("report", "--by", "pod"), "argument --by: invalid choice: 'pod'"),
+        (("report", "-o", "xml"), "invalid choice: 'xml'"),
+    ],
+)
+def test_a_usage_error_is_one_line_too(args: tuple[str, ...], says: str) -> None:
+    done = _muster(*args)
+    assert done.returncode == 2, done
+    assert says in done.stderr and "--help" in done.stderr
+    assert len(done.stderr.strip().splitlines()) == 1, done.stderr

@@ -8,12 +8,13 @@ import os
 import sys
 from collections.abc import Callable, Mapping
 from pathlib import Path
-from typing import Any
+from typing import Any, NoReturn
 
 from sqlalchemy.engine import make_url
 from sqlalchemy.exc import ArgumentError, SQLAlchemyError
 
 from muster.cli import commands, http, resources, state, up
+from muster.cli import report as accounting
 from muster.core.model.documents import DocumentError, load_documents
 
 DEFAULT_SERVER = "http://127.0.0.1:8080"
@@ -116,8 +117,15 @@ def _first_line(exc: BaseException) -> str:
     return text.splitlines()[0] if text else type(exc).__name__
 
 
+class _Parser(argparse.ArgumentParser):
+    """argparse, with its usage errors on one line like every other error."""
+
+    def error(self, message: str) -> NoReturn:
+        self.exit(2, f"{self.prog}: {message} (see {self.prog} --help)\n")
+
+
 def build_parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(prog="muster", description=__doc__)
+    p = _Parser(prog="muster", description=__doc__)
     p.add_argument(
         "--token",
         help="bearer token for intake (default $MUSTER_TOKEN, else the running `muster up`'s; "
@@ -205,7 +213,7 @@ def build_parser() -> argparse.ArgumentParser:
     types = (
         "workloads (wl), clusterqueues (cq), localqueues (lq), resourceflavors (rf), "
         "cohorts, priorityclasses (pc), resourcequotas (quota), admissionchecks (ac), "
-        "provisioningrequestconfigs (prc), provisioningrequests (provreq)"
+        "provisioningrequestconfigs (prc), provisioningrequests (provreq), nodes (no)"
     )
     get = sub.add_parser(
         "get",
@@ -214,9 +222,13 @@ def build_parser() -> argparse.ArgumentParser:
     )
     get.add_argument("type", metavar="TYPE")
     get.add_argument("name", nargs="?", metavar="NAME", help="a name (a workload's ID)")
-    get.add_argument("--namespace", "-n")
+    get.add_argument(
+        "--namespace", "-n", help="default $MUSTER_NAMESPACE, else default (like kubectl)"
+    )
     get.add_argument("--all-namespaces", "-A", action="store_true")
-    get.add_argument("--status", help="workloads: only this status (Pending, Admitted, ...)")
+    get.add_argument(
+        "--status", help="workloads: only this status, any case (pending, admitted, ...)"
+    )
     get.add_argument("-o", "--output", choices=resources.OUTPUTS, default="table")
     get.add_argument("--server", default=server)
 
@@ -337,7 +349,32 @@ def build_parser() -> argparse.ArgumentParser:
         help="re-derive every logged decision from its log prefix",
     )
     up.add_parsers(sub)
+    _accounting_parser(sub, server)
     return p
+
+
+def _accounting_parser(sub: Any, server: str | None) -> None:
+    """``muster report`` (sacct/sreport)."""
+    rep = sub.add_parser(
+        "report",
+        help="accounting: per workload submit/start/end, wait, run time and GPU-hours; "
+        "totals per namespace or ClusterQueue (like sacct and sreport)",
+        description="Workloads whose life overlaps [--since, --until) (default: all), with "
+        "run time and GPU-hours counted inside the range. Times: RFC 3339 "
+        "(2026-11-26T10:00:00Z), epoch seconds, or a duration before now (2h, 7d; or "
+        "--since=-2h). "
+        "Run time is the time a workload held quota, over all its attempts; GPU-hours "
+        "its devices x that time (docs/api.md, 'Accounting').",
+    )
+    rep.add_argument("--since", metavar="TIME")
+    rep.add_argument("--until", metavar="TIME")
+    rep.add_argument(
+        "--namespace", "-n", help="default $MUSTER_NAMESPACE, else default (like kubectl)"
+    )
+    rep.add_argument("--all-namespaces", "-A", action="store_true")
+    rep.add_argument("--by", choices=accounting.BY, default="workload")
+    rep.add_argument("-o", "--output", choices=accounting.OUTPUTS, default="table")
+    rep.add_argument("--server", default=server)
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -358,6 +395,11 @@ def main(argv: list[str] | None = None) -> None:
     except KeyboardInterrupt:  # Ctrl-C: what was started is stopped on the way out
         print(f"\nmuster {args.command}: interrupted", file=sys.stderr)
         code = 130
+    except Exception as exc:  # one line, not a traceback; MUSTER_DEBUG=1 shows it
+        if os.environ.get("MUSTER_DEBUG"):
+            raise
+        print(f"muster {args.command}: {type(exc).__name__}: {_first_line(exc)}", file=sys.stderr)
+        code = 1
     raise SystemExit(code)
 
 
@@ -421,6 +463,16 @@ def _dispatch(args: argparse.Namespace, found: Callable[[], state.StackState | N
             )
         case "sim":
             return commands.sim(args.cluster, args.workloads, args.until, args.json, args.summary)
+        case "report":
+            namespace = args.namespace or resources.current_namespace()
+            return accounting.report(
+                args.server,
+                args.since,
+                args.until,
+                None if args.all_namespaces else namespace,
+                args.by,
+                args.output,
+            )
         case "replay":
             return asyncio.run(
                 commands.replay(

@@ -9,22 +9,30 @@ from __future__ import annotations
 
 import contextlib
 import json
+import os
 import sys
 import time
 from collections.abc import Callable, Iterator, Sequence
+from contextlib import AbstractContextManager, nullcontext
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import yaml
+from rich.console import Console
+from rich.status import Status
 
+from muster.cli import nodes
 from muster.cli.http import client, split_url
+from muster.cli.present import quantities, shown
 from muster.cli.tables import table
 from muster.core import inputs
 from muster.core.model import kinds, manifests
 from muster.core.model.documents import FILE_DOCUMENTS, DocumentError, load_documents
 from muster.core.model.fields import InvalidInput
+from muster.core.model.resources import format_quantity
 from muster.core.views.conditions import rfc3339
+from muster.core.views.workloads import STATUSES, status_named
 from muster_client import ApiError, Workload
 
 OUTPUTS = ("table", "wide", "json", "yaml")
@@ -90,7 +98,7 @@ def _usage(status: dict[str, Any]) -> str:
     parts = []
     for flavor, resources in sorted((status.get("usage") or {}).items()):
         for resource, amount in sorted(resources.items()):
-            parts.append(f"{flavor}/{resource}={amount}")
+            parts.append(f"{flavor}/{resource}={format_quantity(resource, amount)}")
     return ",".join(parts)
 
 
@@ -130,10 +138,19 @@ def _priority_columns(o: dict[str, Any], wide: bool) -> list[tuple[str, Any]]:
     return [("NAME", o["name"]), ("KIND", o["kind"]), ("VALUE", o["spec"].get("value"))]
 
 
+def _quota_columns(o: dict[str, Any], wide: bool) -> list[tuple[str, Any]]:
+    spec = o["spec"]
+    return [
+        ("NAME", o["name"]),
+        ("HARD", quantities(spec.get("hard") or {})),
+        ("ENFORCEMENT", spec.get("enforcement", "")),
+    ]
+
+
 def _named(o: dict[str, Any], wide: bool) -> list[tuple[str, Any]]:
     cols: list[tuple[str, Any]] = [("NAME", o["name"])]
     if wide:
-        cols.append(("SPEC", json.dumps(o["spec"], sort_keys=True)[:120]))
+        cols.append(("SPEC", json.dumps(shown(o["spec"]), sort_keys=True)[:120]))
     return cols
 
 
@@ -144,6 +161,8 @@ COLUMNS: dict[str, Callable[[dict[str, Any], bool], list[tuple[str, Any]]]] = {
     "ResourceFlavor": _flavor_columns,
     "PriorityClass": _priority_columns,
     "ProvisioningRequest": _request_columns,
+    "Node": nodes.columns,
+    "ResourceQuota": _quota_columns,
 }
 
 
@@ -197,14 +216,11 @@ def fetch(
         return _pages(f"{server}/v1/workloads?limit=1000&{query}")
     if k.kind == "ProvisioningRequest":
         if name:
-            return [
-                _call(
-                    "GET", f"{server}/v1/namespaces/{ns or 'default'}/provisioningrequests/{name}"
-                )
-            ]
+            where = f"namespaces/{ns or current_namespace()}"
+            return [_call("GET", f"{server}/v1/{where}/provisioningrequests/{name}")]
         return _pages(f"{server}/v1/provisioningrequests?limit=1000&namespace={ns or ''}")
     if name:
-        where = f"/namespaces/{ns or 'default'}" if k.namespaced else ""
+        where = f"/namespaces/{ns or current_namespace()}" if k.namespaced else ""
         return [_call("GET", f"{server}/v1{where}/{k.plural}/{name}")]
     where = f"/namespaces/{ns}" if k.namespaced and ns else ""
     return _pages(f"{server}/v1{where}/{k.plural}?limit=1000")
@@ -213,19 +229,26 @@ def fetch(
 def _pages(url: str) -> list[dict[str, Any]]:
     items: list[dict[str, Any]] = []
     after: str | None = None
-    while True:
-        page = _call("GET", url + (f"&after={after}" if after else ""))
-        items += page["items"]
-        after = page.get("next")
-        if not after:
-            return items
-        if len(items) >= 10_000:
-            print(f"\r  fetched {len(items)}...", end="", file=sys.stderr, flush=True)
+    err = Console(stderr=True)
+    # A spinner with a count on a terminal (it vanishes when done); nothing in a pipe.
+    spinner: AbstractContextManager[Status | None] = (
+        err.status("fetching...") if err.is_terminal else nullcontext()
+    )
+    with spinner as status:
+        while True:
+            page = _call("GET", url + (f"&after={after}" if after else ""))
+            items += page["items"]
+            after = page.get("next")
+            if not after:
+                return items
+            if status is not None:
+                status.update(f"fetched {len(items)}...")
 
 
 def render(k: Kind, items: Sequence[dict[str, Any]], output: str, one: bool, all_ns: bool) -> str:
     if output in ("json", "yaml"):
-        doc: Any = items[0] if one else {"apiVersion": "v1", "kind": "List", "items": list(items)}
+        objs = [shown(i) for i in items]
+        doc: Any = objs[0] if one else {"apiVersion": "v1", "kind": "List", "items": objs}
         if output == "json":
             return json.dumps(doc, indent=2, sort_keys=True)
         return yaml.safe_dump(doc, sort_keys=True).rstrip()
@@ -244,6 +267,19 @@ def render(k: Kind, items: Sequence[dict[str, Any]], output: str, one: bool, all
     return table(headers, rows)
 
 
+def current_namespace() -> str:
+    """kubectl's current namespace: ``$MUSTER_NAMESPACE``, else ``default``."""
+    return os.environ.get("MUSTER_NAMESPACE") or "default"
+
+
+def status_of(raw: str) -> str:
+    """A status as the API names it, from any case (``pending``, ``quotareserved``)."""
+    found = status_named(raw)
+    if found is None:
+        raise ResourceError(f"--status {raw!r}: one of {', '.join(STATUSES)} (any case)")
+    return found
+
+
 def get(
     server: str,
     type_name: str,
@@ -254,8 +290,9 @@ def get(
     output: str,
 ) -> int:
     k = kind_of(type_name)
-    ns = None if all_namespaces else namespace
-    items = fetch(server, k, name, ns if (k.namespaced or k.kind == "Workload") else None, status)
+    ns = None if all_namespaces else namespace or current_namespace()
+    wanted = status_of(status) if status else None
+    items = fetch(server, k, name, ns if (k.namespaced or k.kind == "Workload") else None, wanted)
     print(render(k, items, output, one=name is not None, all_ns=not name and ns is None))
     return 0
 
@@ -279,7 +316,7 @@ def describe(server: str, type_name: str, name: str | None, namespace: str | Non
 
 
 def _field(label: str, value: Any) -> None:
-    print(f"{label + ':':<14}{value}")
+    print(f"{label + ':':<14}{'<none>' if value is None else value}")  # kubectl's unset
 
 
 def conditions_table(conditions: list[dict[str, Any]]) -> str:
@@ -341,10 +378,10 @@ def _describe_object(server: str, k: Kind, obj: dict[str, Any]) -> None:
         _field("Namespace", obj["namespace"])
     _field("Kind", obj["kind"])
     print("Spec:")
-    print(indent(yaml.safe_dump(obj["spec"], sort_keys=True).rstrip()))
+    print(indent(yaml.safe_dump(shown(obj["spec"]), sort_keys=True).rstrip()))
     if obj.get("status"):
         print("Status:")
-        print(indent(yaml.safe_dump(obj["status"], sort_keys=True).rstrip()))
+        print(indent(yaml.safe_dump(shown(obj["status"]), sort_keys=True).rstrip()))
     if k.kind in ("ClusterQueue", "LocalQueue"):
         url = (
             f"{server}/v1/clusterqueues/{obj['name']}/pendingworkloads?limit=20"

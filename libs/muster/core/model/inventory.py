@@ -19,6 +19,9 @@ HOSTNAME = "kubernetes.io/hostname"
 # are handed out device by device (UUIDs), not as a plain count.
 WHOLE_DEVICE = ("nvidia.com/gpu", "metax-tech.com/gpu", "amd.com/gpu")
 # Shared-device resources (HAMi / MetaX sGPU / Volcano vGPU): counted per device.
+# Whole accelerator devices as a count, whatever the node lists: GPUs and TPU chips (what
+# ``get nodes`` shows used of and ``report`` counts GPU-hours of).
+ACCELERATORS = (*WHOLE_DEVICE, "google.com/tpu")
 SHARED_COUNT = ("metax-tech.com/sgpu", "volcano.sh/vgpu-number")
 CORES = ("metax-tech.com/vcore", "nvidia.com/gpucores", "volcano.sh/vgpu-cores")
 MEMORY_GIB = ("metax-tech.com/vmemory",)

@@ -38,7 +38,9 @@ CONFIG_KINDS = (
     ResourceKind("AdmissionCheck", "admissionchecks", ("ac",), False),
     ResourceKind("ProvisioningRequestConfig", "provisioningrequestconfigs", ("prc",), False),
 )
-ALL = (WORKLOAD, *CONFIG_KINDS, PROVISIONING_REQUEST)
+# The nodes (existing and provisioned), read-only: ``get nodes``.
+NODE = ResourceKind("Node", "nodes", ("no",), False)
+ALL = (WORKLOAD, *CONFIG_KINDS, PROVISIONING_REQUEST, NODE)
 _BY_NAME = {n: k for k in ALL for n in k.names}
 
 

@@ -2,7 +2,9 @@
 
 From the event log alone: job completion time (submission to finish), queueing delay
 (submission to first admission), their percentiles, GPU utilisation over the arrival
-window (GPU-seconds held by admitted workloads / GPUs of the declared nodes x window),
+window (GPU-seconds held by admitted workloads / GPUs of the declared nodes x window; GPUs
+and TPU chips alike, held as ``muster report`` counts them: core/views/accounting.py; none
+for a cluster with node pools, whose capacity is not fixed),
 per-namespace figures with slowdown (JCT over run time) and Jain's fairness index over
 the namespaces' mean slowdowns, and preemption: evictions, GPU-seconds they threw away,
 and the most times one workload was evicted for one preemptor.
@@ -18,10 +20,9 @@ from typing import Any
 from muster.core.events import Envelope
 from muster.core.events import provisioning as pev
 from muster.core.events import queue as qev
-from muster.core.events import workload as wev
+from muster.core.model.inventory import ACCELERATORS
 from muster.core.sim.summary import percentile
-
-GPU = "nvidia.com/gpu"
+from muster.core.views import accounting
 
 
 def figures(envelopes: Iterable[Envelope]) -> dict[str, Any]:
@@ -34,20 +35,24 @@ def figures(envelopes: Iterable[Envelope]) -> dict[str, Any]:
 
 @dataclass
 class _Job:
+    """A workload's figures, from its accounting (``core/views/accounting.py``)."""
+
     namespace: str
     submitted: float
-    gpus: int = 0  # while it holds quota
-    held_since: float | None = None
-    admitted: float | None = None
-    finished: float | None = None
-    ran: float = 0.0  # seconds holding quota, over all its attempts
+    admitted: float | None
+    finished: float | None
+    ran: float  # seconds holding quota, over all its attempts
+
+    @staticmethod
+    def of(u: accounting.Usage) -> _Job:
+        ran = sum(b - a for a, b, _ in u.spans)
+        return _Job(u.namespace, u.submitted, u.started, u.ended, ran)
 
 
 @dataclass
 class _Run:
-    jobs: dict[str, _Job] = field(default_factory=dict)
-    capacity: int = 0  # GPUs of the declared nodes
-    gpu_seconds: list[tuple[float, float, int]] = field(default_factory=list)  # held
+    usage: dict[str, accounting.Usage] = field(default_factory=dict)
+    capacity: int = 0  # accelerator devices of the declared nodes
     evictions: int = 0
     lost_gpu_seconds: float = 0.0  # held by attempts that preemption ended
     per_pair: dict[tuple[str, str], int] = field(default_factory=dict)  # (preemptor, victim)
@@ -55,78 +60,61 @@ class _Run:
     def fold(self, env: Envelope) -> None:
         ev, at = env.event, env.occurred_at
         if isinstance(ev, pev.CloudConfigured):
-            self.capacity = sum(n.allocatable.get(GPU, 0) for n in ev.spec.nodes)
-        elif isinstance(ev, wev.WorkloadSubmitted):
-            self.jobs[ev.workload_id] = _Job(ev.spec.namespace, at)
-        elif isinstance(ev, qev.QuotaReserved) and ev.workload_id in self.jobs:
-            job = self.jobs[ev.workload_id]
-            job.gpus = sum(r.get(GPU, 0) for r in ev.usage.values())
-            job.held_since = at
-        elif isinstance(ev, qev.WorkloadAdmitted) and ev.workload_id in self.jobs:
-            job = self.jobs[ev.workload_id]
-            job.admitted = at if job.admitted is None else job.admitted
-        elif isinstance(ev, qev.WorkloadEvicted) and ev.workload_id in self.jobs:
-            held = self._release(ev.workload_id, at)
+            # Pools grow and shrink: a cluster with any has no fixed capacity to divide by.
+            nodes = () if ev.spec.node_pools else ev.spec.nodes
+            self.capacity = sum(n.allocatable.get(d, 0) for n in nodes for d in ACCELERATORS)
+        elif isinstance(ev, qev.WorkloadEvicted) and ev.workload_id in self.usage:
+            held = self.usage[ev.workload_id].held
             self.evictions += 1
             if ev.preemptor is not None:
-                self.lost_gpu_seconds += held
+                self.lost_gpu_seconds += (at - held[0]) * held[1] if held is not None else 0.0
                 pair = (ev.preemptor, ev.workload_id)
                 self.per_pair[pair] = self.per_pair.get(pair, 0) + 1
-        elif isinstance(ev, qev.WorkloadShrunk | qev.WorkloadGrown) and ev.workload_id in self.jobs:
-            # Fewer or more pods in the same attempt: what it holds from now on.
-            job = self.jobs[ev.workload_id]
-            if job.held_since is not None:
-                self._release(ev.workload_id, at)
-                job.gpus = sum(r.get(GPU, 0) for r in ev.usage.values())
-                job.held_since = at
-        elif (
-            isinstance(ev, qev.WorkloadFinished | qev.WorkloadCancelled | qev.WorkloadRejected)
-            and ev.workload_id in self.jobs
-        ):
-            self._release(ev.workload_id, at)
-            self.jobs[ev.workload_id].finished = at
+        accounting.fold(self.usage, env)
 
-    def _release(self, wid: str, at: float) -> float:
-        job = self.jobs[wid]
-        if job.held_since is None:
-            return 0.0
-        self.gpu_seconds.append((job.held_since, at, job.gpus))
-        job.ran += at - job.held_since
-        held = (at - job.held_since) * job.gpus
-        job.held_since = None
-        return held
+    @property
+    def jobs(self) -> dict[str, _Job]:
+        return {wid: _Job.of(u) for wid, u in self.usage.items()}
+
+    @property
+    def gpu_seconds(self) -> list[tuple[float, float, int]]:
+        """Every interval a workload held devices: (from, to, devices)."""
+        return [span for u in self.usage.values() for span in u.spans]
 
     def report(self) -> dict[str, Any]:
-        done = [j for j in self.jobs.values() if j.finished is not None]
-        waits = [j.admitted - j.submitted for j in self.jobs.values() if j.admitted is not None]
+        jobs = self.jobs
+        done = [j for j in jobs.values() if j.finished is not None]
+        waits = [j.admitted - j.submitted for j in jobs.values() if j.admitted is not None]
         jcts = [j.finished - j.submitted for j in done if j.finished is not None]
+        namespaces = self._namespaces(jobs)
         return {
-            "jobs": len(self.jobs),
+            "jobs": len(jobs),
             "finished": len(done),
             "jct_seconds": _spread(jcts),
             "wait_seconds": _spread(waits),
-            "utilisation": self._utilisation(),
-            "namespaces": self._namespaces(),
-            "jain_slowdown": _jain([ns["slowdown"] for ns in self._namespaces().values()]),
+            "utilisation": self._utilisation(jobs),
+            "namespaces": namespaces,
+            "jain_slowdown": _jain([ns["slowdown"] for ns in namespaces.values()]),
             "evictions": self.evictions,
             "preemption_lost_gpu_seconds": round(self.lost_gpu_seconds, 1),
             "max_evictions_per_victim_per_preemptor": max(self.per_pair.values(), default=0),
         }
 
-    def _utilisation(self) -> float | None:
+    def _utilisation(self, jobs: dict[str, _Job]) -> float | None:
         """GPU-seconds held inside the arrival window over what the nodes offer in it."""
-        if not self.capacity or not self.jobs:
+        if not self.capacity or not jobs:
             return None
-        start = min(j.submitted for j in self.jobs.values())
-        end = max(j.submitted for j in self.jobs.values())
+        start = min(j.submitted for j in jobs.values())
+        end = max(j.submitted for j in jobs.values())
         if end <= start:
             return None
         held = sum(max(0.0, min(b, end) - max(a, start)) * g for a, b, g in self.gpu_seconds)
         return round(held / (self.capacity * (end - start)), 4)
 
-    def _namespaces(self) -> dict[str, dict[str, Any]]:
+    @staticmethod
+    def _namespaces(every: dict[str, _Job]) -> dict[str, dict[str, Any]]:
         by_ns: dict[str, list[_Job]] = {}
-        for job in self.jobs.values():
+        for job in every.values():
             by_ns.setdefault(job.namespace, []).append(job)
         out = {}
         for ns, jobs in sorted(by_ns.items()):

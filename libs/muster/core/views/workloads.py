@@ -14,11 +14,30 @@ from muster.core.events import queue as qev
 from muster.core.events import workload as wev
 from muster.core.model.queues import PodSetUpdate
 from muster.core.queueing import state as qs
+from muster.core.views import accounting, provisioning
 from muster.core.views import conditions as cond
-from muster.core.views import provisioning
+from muster.core.views import nodes as node_view
 from muster.core.views.conditions import rfc3339
 
 TERMINAL = frozenset({"Succeeded", "Failed", "Cancelled", "Rejected"})
+# Every status a workload view shows, in lifecycle order (list filters name one of them).
+STATUSES = (
+    "Pending",
+    "QuotaReserved",
+    "Admitted",
+    "Running",
+    "Succeeded",
+    "Failed",
+    "Preempted",
+    "Cancelled",
+    "Rejected",
+)
+_BY_LOWER = {s.lower(): s for s in STATUSES}
+
+
+def status_named(raw: str) -> str | None:
+    """The status ``raw`` names in any case (``pending``, ``QUOTARESERVED``), or None."""
+    return _BY_LOWER.get(raw.lower())
 
 
 @dataclass(slots=True)
@@ -139,12 +158,17 @@ class WorkloadsState:
     queue: qs.QueueState = field(default_factory=qs.QueueState)
     requests: dict[str, provisioning.RequestView] = field(default_factory=dict)
     gangs: dict[str, list[str]] = field(default_factory=dict)  # gang's workload -> members
+    # ``get nodes`` and ``report``: the nodes' states, and each workload's accounting.
+    nodes: dict[str, node_view.NodeRecord] = field(default_factory=dict)
+    usage: dict[str, accounting.Usage] = field(default_factory=dict)
 
 
 def evolve(state: WorkloadsState, envelope: Envelope) -> WorkloadsState:
     advance(state, envelope)
     qs.evolve(state.queue, envelope)
     provisioning.fold(state.requests, envelope.event, state.now)
+    node_view.fold(state.nodes, envelope.event, state.now)
+    accounting.fold(state.usage, envelope)
     _apply(envelope.event, state)
     wid = getattr(envelope.event, "workload_id", None)
     view = state.workloads.get(wid) if isinstance(wid, str) else None
@@ -311,8 +335,9 @@ class WorkloadsView:
     """A decider that never decides: intake's read model."""
 
     name = "intake"
-    categories = frozenset({"config", "workload", "admission", "provisioning", "node"})
-    snapshot_format = "workloads-view-v10"
+    # cloud: the declared nodes and the topology (get nodes; the queue fold routes by them)
+    categories = frozenset({"config", "cloud", "workload", "admission", "provisioning", "node"})
+    snapshot_format = "workloads-view-v11"
 
     def initial(self) -> WorkloadsState:
         return WorkloadsState()
