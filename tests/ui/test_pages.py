@@ -9,11 +9,9 @@ workload without a reload. Screenshots are kept in ``tests/ui/artifacts/``.
 from __future__ import annotations
 
 import asyncio
-import os
 import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any
 
 import pytest
@@ -22,11 +20,10 @@ from muster.cli.http import call
 from muster.core.model import parse
 from muster.runtime import admin
 from muster.runtime.stack import Stack
+from tests.ui.browser import ARTIFACTS, CHROMIUM, browser_or_skip, expect
 
 pytestmark = [pytest.mark.e2e, pytest.mark.browser]
 
-CHROMIUM = "/usr/bin/chromium"
-ARTIFACTS = Path(__file__).parent / "artifacts"
 GPU = "nvidia.com/gpu"
 QUOTA = [
     {"name": GPU, "nominalQuota": 4},
@@ -140,27 +137,9 @@ def _wait(what: str, check: Callable[[], Any], timeout: float = 90.0) -> Any:
         time.sleep(0.2)
 
 
-def _browser_or_skip() -> None:
-    """Skip where chromium or Playwright is missing locally; in CI (CI=true) fail instead,
-    so the browser tests really run there (.ci/run installs chromium)."""
-    missing = []
-    if not os.path.exists(CHROMIUM):
-        missing.append(f"chromium ({CHROMIUM}; apt-get install chromium)")
-    try:
-        import playwright  # noqa: F401
-    except ImportError:
-        missing.append("playwright (pip install -e '.[dev]')")
-    if not missing:
-        return
-    why = "the browser tests need " + " and ".join(missing)
-    if os.environ.get("CI") == "true":
-        pytest.fail(why + "; CI must run them")
-    pytest.skip(why)
-
-
 @pytest.fixture(scope="module")
 def scene(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Scene]:
-    _browser_or_skip()
+    browser_or_skip()
     env = {"MUSTER_HEARTBEAT_SECONDS": "0.2"}
     with Stack(tmp_path_factory.mktemp("ui-stack"), poll_seconds=0.3, extra_env=env) as stack:
         asyncio.run(
@@ -216,13 +195,6 @@ def _open(page: Any, scene: Scene, route: str) -> None:
     page.wait_for_selector("#main table, #main .card, #main h1")
 
 
-def expect(target: Any) -> Any:
-    """Playwright's assertions (imported late: the module loads, and skips, without it)."""
-    from playwright.sync_api import expect as assertions
-
-    return assertions(target)
-
-
 def test_overview_shows_queues_usage_and_borrowing(scene: Scene, page: Any) -> None:
     """kueue.md §1.3 (cohorts, borrowing): after the reclaim, prod holds its nominal 4
     GPUs with urgent's 3 and notebook's share; research's train-big was preempted and
@@ -250,6 +222,7 @@ def test_pending_page_shows_positions_and_reasons(scene: Scene, page: Any) -> No
     for item in items:
         expect(table).to_contain_text(item["name"])
         expect(table).to_contain_text(item["reason"])
+        expect(table).to_contain_text(item["message"])
     assert "train-big" in {i["name"] for i in items}
 
 

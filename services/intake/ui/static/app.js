@@ -18,7 +18,7 @@ async function get(path) {
   const resp = await fetch(url, { headers: headers() });
   const body = await resp.json().catch(() => ({}));
   if (!resp.ok) {
-    const why = body.message || body.error || resp.statusText;
+    const why = (body.error && body.error.message) || resp.statusText;
     throw new Error(resp.status === 401 ? `${why} — enter a token above` : why);
   }
   return body;
@@ -271,7 +271,7 @@ $("#time-form").addEventListener("submit", async (e) => {
   e.preventDefault();
   try {
     const d = await fetch(`/v1/ui/clock?time=${encodeURIComponent($("#time-input").value)}`, { headers: headers() }).then((r) => r.json());
-    if (d.at === undefined) throw new Error(d.message || "not a time");
+    if (d.at === undefined) throw new Error((d.error && d.error.message) || "not a time");
     setHash(ui.page, ui.arg, d.at);
   } catch (err) {
     $("#banner").hidden = false;
