@@ -40,9 +40,14 @@ async def test_tenants_see_their_own_workloads_and_need_a_token(api_: Api) -> No
     await _get(api_, "/v1/ui/workloads", None, 401)
     names = {w["name"] for w in (await _get(api_, "/v1/ui/workloads", "team-a"))["items"]}
     assert names == {"mine"}
-    await _get(api_, f"/v1/ui/workloads/{a['id']}", "team-b", 404)
+    await _get(api_, f"/v1/ui/workloads/{a['id']}", "team-b", 403)
     admin = {w["name"] for w in (await _get(api_, "/v1/ui/workloads", "admin"))["items"]}
     assert admin == {"mine", "theirs"}
+    # Live mode's stream: a tenant's holds its own workloads' events and nothing else.
+    events = (await _get(api_, "/v1/ui/events", "team-a"))["events"]
+    assert {e["workloadId"] for e in events} == {a["id"]}
+    everything = (await _get(api_, "/v1/ui/events", "admin"))["events"]
+    assert any(e["type"].startswith("config.") for e in everything)
     # ClusterQueues are cluster-scoped: every tenant sees them (as `muster get cq`).
     cqs = (await _get(api_, "/v1/ui/queues", "team-b"))["clusterQueues"]
     assert [q["name"] for q in cqs] == ["cq"]

@@ -10,6 +10,7 @@ cluster-scoped, as in ``muster get``. The static files carry no data and need no
 from __future__ import annotations
 
 import contextlib
+import math
 from collections.abc import AsyncIterator, Awaitable, Callable
 from datetime import datetime
 from pathlib import Path
@@ -18,8 +19,9 @@ from typing import Any
 import orjson
 from aiohttp import web
 
-from muster.core.access.policy import visible_namespaces
+from muster.core.access.policy import Action, visible_namespaces
 from muster.core.access.tokens import Principal
+from muster.core.events import Envelope
 from muster.core.intake.refusal import not_found
 from muster.core.queueing import visibility
 from muster.core.views.workloads import WorkloadsState
@@ -30,6 +32,7 @@ from services.intake.ui import pages
 from services.intake.ui.history import History
 
 STATIC = Path(__file__).parent / "static"
+MAX_POSITION = 2**62
 HISTORY = web.AppKey("ui-history", History)
 Handler = Callable[[web.Request, Intake, Principal], Awaitable[web.StreamResponse]]
 Wrap = Callable[[Handler], Callable[[web.Request], Awaitable[web.StreamResponse]]]
@@ -53,7 +56,7 @@ def routes(app: web.Application, intake: Intake, wrap: Wrap) -> None:
         "/v1/ui/provisioningrequests",
         wrap(_page(lambda s, v: {"items": pages.requests(s, v)})),
     )
-    r.add_get("/v1/ui/watch", wrap(watch))
+    r.add_get("/v1/ui/events", wrap(events))
 
 
 async def _to_index(_: web.Request) -> web.StreamResponse:
@@ -79,15 +82,7 @@ async def _position(request: web.Request, intake: Intake) -> int | None:
     """The past position asked for (``at`` or ``time``), or None: now."""
     q = request.query
     if q.get("at"):
-        try:
-            at = int(q["at"])
-            if at < 0:
-                raise ValueError
-        except ValueError:
-            raise refuse(
-                "InvalidQuery", "at must be a log position (an integer >= 0)", "at"
-            ) from None
-        return at
+        return _bounded(request, "at", 0)
     if q.get("time"):
         return await request.app[HISTORY].position_at(_time(q["time"]))
     return None
@@ -96,12 +91,16 @@ async def _position(request: web.Request, intake: Intake) -> int | None:
 def _time(raw: str) -> float:
     """RFC 3339 (``2026-11-26T10:03:00Z``) or epoch seconds."""
     try:
-        return float(raw)
+        value = float(raw)
     except ValueError:
         pass
+    else:
+        if math.isfinite(value):
+            return value
     try:
         at = datetime.fromisoformat(raw.replace("Z", "+00:00"))
-    except ValueError:
+        at.timestamp()
+    except (ValueError, OverflowError):
         raise refuse(
             "InvalidQuery", "time must be RFC 3339 (2026-11-26T10:03:00Z) or epoch seconds", "time"
         ) from None
@@ -168,9 +167,9 @@ async def workload(request: web.Request, intake: Intake, who: Principal) -> web.
     wid = request.match_info["id"]
     async with _state(request, intake) as (state, position):
         view = state.workloads.get(wid)
-        if view is None or not intake.access.visible(who, view.namespace):
-            # As the API: not found, whether absent then or another tenant's.
+        if view is None:
             raise Refused(not_found(f"workload {wid} at position {position}"))
+        intake.access.require(who, Action.READ, view.namespace, view.queue_name)  # as GET
         body = pages.clock(state, position) | {"workload": pages.workload(state, view)}
         history = view.gang_id or wid  # a gang member's history is its gang's
     events = await intake.ctx.loop.store.read_correlated(history)
@@ -178,27 +177,39 @@ async def workload(request: web.Request, intake: Intake, who: Principal) -> web.
     return _json(body)
 
 
-async def watch(request: web.Request, intake: Intake, who: Principal) -> web.StreamResponse:
-    """Live mode's one stream: the positions of new events the caller may see, as the
-    queue watches stream them (newline-delimited JSON), so a page knows to refresh. One
-    stream for every page: a browser opens at most six connections to a host."""
-    try:
-        after = int(request.query.get("after", "0"))
-    except ValueError:
-        raise refuse("InvalidQuery", "after must be a log position", "after") from None
+async def events(request: web.Request, intake: Intake, who: Principal) -> web.StreamResponse:
+    """Every event the caller may see after a position: its namespaces' workloads' and,
+    for a caller that sees every namespace, the rest (configuration, nodes, standalone
+    requests). ``?watch=1``: newline-delimited JSON following new ones, as the other
+    watches; live mode's one stream for every page (a browser opens at most six
+    connections to a host, too few for one watch per ClusterQueue)."""
+    after = _bounded(request, "after", 0)
     sees_all = visible_namespaces(who) is None
 
-    def keep(env: Any) -> bool:
+    def keep(env: Envelope) -> bool:
         view = intake.ctx.state.workloads.get(env.correlation_id or "")
         if view is not None:
             return intake.access.visible(who, view.namespace)
-        return sees_all  # configuration, nodes, standalone requests
+        return sees_all
 
     await intake.ctx.loop.step()
+    if request.query.get("watch", "").lower() not in ("1", "true", "yes"):
+        limit = min(max(_bounded(request, "limit", 1000), 1), 1000)
+        found = await intake.events._fetch(Scope(), keep, after, limit)
+        return _json({"events": [event_json(e) for e in found]})
     stream = intake.events._follow(Scope(), keep, after, True)
     response = web.StreamResponse(headers={"Content-Type": "application/x-ndjson"})
     await response.prepare(request)
     async for event in stream:
-        line = {k: event[k] for k in ("position", "time", "type", "workloadId")}
-        await response.write(orjson.dumps(line) + b"\n")
+        await response.write(orjson.dumps(event) + b"\n")
     return response
+
+
+def _bounded(request: web.Request, name: str, default: int) -> int:
+    try:
+        value = int(request.query.get(name, default))
+        if not 0 <= value <= MAX_POSITION:
+            raise ValueError
+    except ValueError:
+        raise refuse("InvalidQuery", f"{name} must be an integer from 0 to 2^62", name) from None
+    return value

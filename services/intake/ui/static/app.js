@@ -223,7 +223,7 @@ async function render() {
 // caller may see happens: the workload's own event watch on its page, the UI's watch
 // (every event the caller may see) elsewhere. Past moments follow nothing.
 function follow() {
-  const want = ui.at === null ? (ui.page === "workload" ? `/v1/workloads/${encodeURIComponent(ui.arg)}/events?watch=1` : "/v1/ui/watch?") : null;
+  const want = ui.at === null ? (ui.page === "workload" ? `/v1/workloads/${encodeURIComponent(ui.arg)}/events?watch=1` : "/v1/ui/events?watch=1") : null;
   if (ui.stream && ui.stream.url === want) return;
   if (ui.stream) ui.stream.abort.abort();
   ui.stream = null;
