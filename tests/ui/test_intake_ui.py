@@ -69,8 +69,30 @@ async def test_a_past_position_shows_the_log_as_it_was(api_: Api) -> None:
     # A time: the last position before the first event after it.
     at = (await _get(api_, f"/v1/ui/clock?time={first['submittedAt']}", "admin"))["at"]
     assert at >= 1 and at < before + 1
+    # A day ago: only the configuration (applied at time 1.0 here), no workload yet.
+    assert (await _get(api_, "/v1/ui/workloads?time=-1d", "admin"))["items"] == []
     await _get(api_, "/v1/ui/workloads?at=-1", "admin", 400)
     await _get(api_, "/v1/ui/clock?time=yesterday", "admin", 400)
+
+
+async def test_moving_forward_equals_rebuilding_from_the_start(api_: Api) -> None:
+    """The kept state folded forward shows at each position what a fresh rebuild does."""
+    for i in range(3):
+        await _submit(api_, f"w{i}", "team-a")
+    resp = await api_.http.post(
+        f"/v1/workloads/{(await _submit(api_, 'gone', 'team-a'))['id']}/cancel",
+        headers=bearer("team-a"),
+    )
+    assert resp.status == 202
+    head = (await _get(api_, "/v1/ui/clock", "admin"))["head"]
+    forward = [await _get(api_, f"/v1/ui/workloads?at={p}", "admin") for p in range(head + 1)]
+    for p in reversed(range(head + 1)):  # each earlier one rebuilt from the start
+        assert await _get(api_, f"/v1/ui/workloads?at={p}", "admin") == forward[p]
+    assert len(forward[-1]["items"]) == 4
+    assert {w["status"] for w in forward[-1]["items"] if w["name"] == "gone"} <= {
+        "Cancelled",
+        "Pending",
+    }
 
 
 async def test_the_page_asks_for_a_token_and_shows_what_it_may_see(api_: Api) -> None:

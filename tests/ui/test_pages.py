@@ -12,6 +12,7 @@ import asyncio
 import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
+from datetime import UTC, datetime
 from typing import Any
 
 import pytest
@@ -284,6 +285,14 @@ def test_time_slider_shows_the_past(scene: Scene, page: Any) -> None:
     page.locator("#live").click()
     page.get_by_role("link", name="Workloads").click()
     expect(page.get_by_test_id("workloads")).to_contain_text("urgent")
+    # A time typed in: a moment before urgent's submission hides it again.
+    submitted = scene.status("urgent")["submittedAt"]
+    before = datetime.fromtimestamp(submitted - 0.001, UTC).isoformat().replace("+00:00", "Z")
+    page.fill("#time-input", before)
+    page.get_by_role("button", name="Go to time").click()
+    expect(page.locator("#moment")).to_contain_text("As of position")
+    expect(page.get_by_test_id("workloads")).not_to_contain_text("urgent")
+    expect(page.get_by_test_id("workloads")).to_contain_text("wait-quota")
 
 
 def test_live_mode_shows_a_new_workload_without_reload(scene: Scene, page: Any) -> None:

@@ -11,6 +11,8 @@ from __future__ import annotations
 
 import contextlib
 import math
+import re
+import time
 from collections.abc import AsyncIterator, Awaitable, Callable
 from datetime import datetime
 from pathlib import Path
@@ -88,8 +90,15 @@ async def _position(request: web.Request, intake: Intake) -> int | None:
     return None
 
 
+RELATIVE = re.compile(r"^-(\d+(?:\.\d+)?)([smhd])$")
+UNIT = {"s": 1, "m": 60, "h": 3600, "d": 86400}
+
+
 def _time(raw: str) -> float:
-    """RFC 3339 (``2026-11-26T10:03:00Z``) or epoch seconds."""
+    """RFC 3339 (``2026-11-26T10:03:00Z``), epoch seconds, or ago (``-5m``, ``-2h``)."""
+    ago = RELATIVE.match(raw.strip())
+    if ago:
+        return time.time() - float(ago[1]) * UNIT[ago[2]]
     try:
         value = float(raw)
     except ValueError:
@@ -102,7 +111,9 @@ def _time(raw: str) -> float:
         at.timestamp()
     except (ValueError, OverflowError):
         raise refuse(
-            "InvalidQuery", "time must be RFC 3339 (2026-11-26T10:03:00Z) or epoch seconds", "time"
+            "InvalidQuery",
+            "time must be RFC 3339 (2026-11-26T10:03:00Z), epoch seconds or ago (-5m)",
+            "time",
         ) from None
     if at.tzinfo is None:
         raise refuse("InvalidQuery", "time needs a zone (Z or +01:00)", "time")
