@@ -28,7 +28,7 @@ from muster.core.intake.refusal import not_found
 from muster.core.queueing import visibility
 from muster.core.views.workloads import WorkloadsState
 from services.intake.errors import Refused, refuse
-from services.intake.events import Scope, event_json
+from services.intake.events import event_json
 from services.intake.ops import Intake
 from services.intake.ui import pages
 from services.intake.ui.history import History
@@ -206,9 +206,9 @@ async def events(request: web.Request, intake: Intake, who: Principal) -> web.St
     await intake.ctx.loop.step()
     if request.query.get("watch", "").lower() not in ("1", "true", "yes"):
         limit = min(max(_bounded(request, "limit", 1000), 1), 1000)
-        found = await intake.events._fetch(Scope(), keep, after, limit)
+        found = await intake.events.everything(keep, after, limit)
         return _json({"events": [event_json(e) for e in found]})
-    stream = intake.events._follow(Scope(), keep, after, True)
+    stream = intake.events.follow_everything(keep, after)
     response = web.StreamResponse(headers={"Content-Type": "application/x-ndjson"})
     await response.prepare(request)
     async for event in stream:
