@@ -293,6 +293,8 @@ def test_time_slider_shows_the_past(scene: Scene, page: Any) -> None:
     expect(page.locator("#moment")).to_contain_text("As of position")
     expect(page.get_by_test_id("workloads")).not_to_contain_text("urgent")
     expect(page.get_by_test_id("workloads")).to_contain_text("wait-quota")
+    moved_to = int(page.locator("#slider").input_value())  # the slider shows where it went
+    assert 0 < moved_to <= scene.before_urgent
 
 
 def test_live_mode_shows_a_new_workload_without_reload(scene: Scene, page: Any) -> None:

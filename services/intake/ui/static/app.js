@@ -188,7 +188,7 @@ function keepMoment() {
 function showMoment(d) {
   $("#live").classList.toggle("on", ui.at === null);
   $("#slider").max = String(Math.max(ui.head, d ? d.position : 0));
-  if (ui.at === null) $("#slider").value = $("#slider").max;
+  $("#slider").value = ui.at === null ? $("#slider").max : String(ui.at);
   const t = d && d.time ? when(d.time) : "";
   $("#moment").textContent = ui.at === null ? `Live · position ${d ? d.position : "…"} · ${t}` : `As of position ${ui.at} · ${t}`;
   const banner = $("#banner");
