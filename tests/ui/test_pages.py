@@ -162,6 +162,9 @@ def scene(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Scene]:
         s.submit(_workload("urgent", "prod", 3, {GPU: 1}))
         _wait("urgent to run", lambda: s.status("urgent")["status"] == "Running")
         _wait("train-big evicted", lambda: s.status("train-big")["status"] == "Pending")
+        _wait(
+            "wait-quota to run in the room", lambda: s.status("wait-quota")["status"] == "Running"
+        )
         yield s
 
 

@@ -42,7 +42,7 @@ def queues(state: WorkloadsState) -> dict[str, Any]:
             "pendingWorkloads": objects[name]["status"]["pendingWorkloads"],
             "admittedWorkloads": objects[name]["status"]["admittedWorkloads"],
             "weightedShare": objects[name]["status"]["fairSharing"]["weightedShare"],
-            "resources": _rows(node),
+            "resources": quota_rows(node),
         }
         for name, node in sorted(tree.queues.items())
     ]
@@ -51,14 +51,14 @@ def queues(state: WorkloadsState) -> dict[str, Any]:
             "name": name,
             "parent": node.parent.name if node.parent else None,
             "members": sorted(c.name for c in node.children),
-            "resources": _rows(node),
+            "resources": quota_rows(node),
         }
         for name, node in sorted(tree.cohorts.items())
     ]
     return {"clusterQueues": cqs, "cohorts": cohorts}
 
 
-def _rows(node: qt.QuotaNode) -> list[dict[str, Any]]:
+def quota_rows(node: qt.QuotaNode) -> list[dict[str, Any]]:
     """One bar per (flavor, resource): nominal, used, borrowed and the most it could hold."""
     rows = []
     for fr in sorted(set(node.quotas) | set(node.subtree) | set(node.usage)):
