@@ -571,6 +571,7 @@ def document() -> dict[str, Any]:
 AT = [
     _param("at", schema={"type": "integer", "minimum": 0}),
     _param("time"),
+    _param("limit", schema={"type": "integer", "minimum": 1, "maximum": 100_000}),
 ]
 
 

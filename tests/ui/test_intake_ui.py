@@ -43,6 +43,8 @@ async def test_tenants_see_their_own_workloads_and_need_a_token(api_: Api) -> No
     await _get(api_, f"/v1/ui/workloads/{a['id']}", "team-b", 403)
     admin = {w["name"] for w in (await _get(api_, "/v1/ui/workloads", "admin"))["items"]}
     assert admin == {"mine", "theirs"}
+    first = await _get(api_, "/v1/ui/workloads?limit=1", "admin")
+    assert (len(first["items"]), first["total"]) == (1, 2)
     # Live mode's stream: a tenant's holds its own workloads' events and nothing else.
     events = (await _get(api_, "/v1/ui/events", "team-a"))["events"]
     assert {e["workloadId"] for e in events} == {a["id"]}

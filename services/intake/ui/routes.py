@@ -35,6 +35,8 @@ from services.intake.ui.history import History
 
 STATIC = Path(__file__).parent / "static"
 MAX_POSITION = 2**62
+LIST_LIMIT = 500  # rows a list shows unless asked for more (?limit=, at most MAX_LIST)
+MAX_LIST = 100_000
 HISTORY = web.AppKey("ui-history", History)
 Handler = Callable[[web.Request, Intake, Principal], Awaitable[web.StreamResponse]]
 Wrap = Callable[[Handler], Callable[[web.Request], Awaitable[web.StreamResponse]]]
@@ -52,6 +54,7 @@ def routes(app: web.Application, intake: Intake, wrap: Wrap) -> None:
     r.add_get("/v1/ui/queues", wrap(_page(lambda s, v: pages.queues(s))))
     r.add_get("/v1/ui/pending", wrap(pending))
     r.add_get("/v1/ui/workloads", wrap(_page(lambda s, v: {"items": pages.workloads(s, v)})))
+    # (a list's page answers the first ``limit`` items and the ``total``)
     r.add_get("/v1/ui/workloads/{id}", wrap(workload))
     r.add_get("/v1/ui/nodes", wrap(_page(lambda s, v: {"nodes": pages.nodes(s, v)})))
     r.add_get(
@@ -134,9 +137,10 @@ async def _state(request: web.Request, intake: Intake) -> AsyncIterator[tuple[Wo
 
 def _page(render: Page) -> Handler:
     async def page(request: web.Request, intake: Intake, who: Principal) -> web.Response:
+        limit = _limit(request)
         async with _state(request, intake) as (state, position):
             body = pages.clock(state, position) | render(state, _visible(intake, who))
-        return _json(body)
+        return _json(_first(body, limit))
 
     return page
 
@@ -165,13 +169,14 @@ async def clock(request: web.Request, intake: Intake, who: Principal) -> web.Res
 
 async def pending(request: web.Request, intake: Intake, who: Principal) -> web.Response:
     visible = _visible(intake, who)
+    limit = _limit(request)
     async with _state(request, intake) as (state, position):
         if state is intake.ctx.state:  # now: the visibility API's own (cached) dry run
             items = intake.pending.cache.at(intake.ctx.loop).items
         else:
             items = visibility.pending(state.queue)
         body = pages.clock(state, position) | {"items": pages.pending(items, visible)}
-    return _json(body)
+    return _json(_first(body, limit))
 
 
 async def workload(request: web.Request, intake: Intake, who: Principal) -> web.Response:
@@ -214,6 +219,20 @@ async def events(request: web.Request, intake: Intake, who: Principal) -> web.St
     async for event in stream:
         await response.write(orjson.dumps(event) + b"\n")
     return response
+
+
+def _limit(request: web.Request) -> int:
+    return min(max(_bounded(request, "limit", LIST_LIMIT), 1), MAX_LIST)
+
+
+def _first(body: dict[str, Any], limit: int) -> dict[str, Any]:
+    """A list's first ``limit`` items and how many there are: a page shows the newest
+    (workloads) or the front of the queue (pending), not a hundred thousand rows."""
+    items = body.get("items")
+    if isinstance(items, list):
+        body["total"] = len(items)
+        body["items"] = items[:limit]
+    return body
 
 
 def _bounded(request: web.Request, name: str, default: int) -> int:

@@ -38,6 +38,8 @@ function table(cols, rows, testid) {
   return `<table data-testid="${testid}"><thead><tr>${head}</tr></thead><tbody>${body}${empty}</tbody></table>`;
 }
 
+const more = (d) => (d.total > d.items.length ? `<p class="muted">showing the first ${d.items.length} of ${d.total}</p>` : "");
+
 function bar(row) {
   const t = row.text;
   const scale = Math.max(row.potential, row.usage, row.nominal, 1);
@@ -79,7 +81,7 @@ const pages = {
 
   async pending() {
     const d = await get("/v1/ui/pending");
-    return [d, `<h1>Pending workloads</h1>${table([
+    return [d, `<h1>Pending workloads</h1>${more(d)}${table([
       ["ClusterQueue", (i) => esc(i.clusterQueue)],
       ["Position", (i) => esc(i.positionInClusterQueue)],
       ["Workload", (i) => wlink(i.id, i.name)],
@@ -93,7 +95,7 @@ const pages = {
 
   async workloads() {
     const d = await get("/v1/ui/workloads");
-    return [d, `<h1>Workloads</h1>${table([
+    return [d, `<h1>Workloads</h1>${more(d)}${table([
       ["Workload", (w) => wlink(w.id, w.name)],
       ["Namespace", (w) => esc(w.namespace)],
       ["LocalQueue", (w) => esc(w.queueName)],
