@@ -236,13 +236,19 @@ def test_workload_page_shows_timeline_conditions_and_pods(scene: Scene, page: An
     timeline = page.get_by_test_id("timeline")
     for kind in ("workload.submitted", "admission.quota_reserved", "admission.evicted"):
         expect(timeline).to_contain_text(kind)
-    expect(page.get_by_test_id("conditions")).to_contain_text("QuotaReserved")
+    conditions = page.get_by_test_id("conditions")
+    expect(conditions.locator("tr", has_text="Evicted")).to_contain_text("True")
+    expect(conditions.locator("tr", has_text="QuotaReserved")).to_contain_text("False")
     expect(page.get_by_test_id("workload-status")).to_contain_text("Pending")
     _open(page, scene, f"workload/{scene.ids['urgent']}")
     pods = page.get_by_test_id("pods")
     expect(pods).to_contain_text("main-0")
     expect(pods).to_contain_text("gpu-")  # the node each pod is placed on
     expect(pods).to_contain_text("Running")
+    started = page.get_by_test_id("timeline").locator("li", has_text="node.pod_started")
+    expect(started.first).to_contain_text("on gpu-")
+    reserved = page.get_by_test_id("conditions").locator("tr", has_text="QuotaReserved")
+    expect(reserved).to_contain_text("Quota reserved in ClusterQueue prod")
 
 
 def test_nodes_page_shows_gpus_and_shared_slices(scene: Scene, page: Any) -> None:

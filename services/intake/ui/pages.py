@@ -122,32 +122,52 @@ def workload(state: WorkloadsState, view: WorkloadView) -> dict[str, Any]:
 
 
 def _conditions(view: WorkloadView, entry: WorkloadEntry | None) -> list[dict[str, Any]]:
-    """Kueue's workload conditions as far as intake's state tells them."""
+    """Kueue's workload conditions as far as intake's state tells them: one that holds
+    gives its own reason, one that does not the workload's current reason."""
     run = entry.run if entry is not None else None
     holds = entry is not None and entry.holds_quota
+    cq = view.cluster_queue or ""
     out = [
-        _condition("QuotaReserved", holds, view, run.reserved_at if run and holds else None),
+        _condition(
+            "QuotaReserved",
+            f"Quota reserved in ClusterQueue {cq}" if holds else None,
+            view,
+            run.reserved_at if run and holds else None,
+        ),
         _condition(
             "Admitted",
-            view.status in ("Admitted", "Running"),
+            f"Admitted by ClusterQueue {cq}" if view.status in ("Admitted", "Running") else None,
             view,
             run.admitted_at if run else None,
         ),
-        _condition("PodsReady", bool(run and holds and run.pods_ready), view, None),
+        _condition(
+            "PodsReady",
+            f"all {view.pods} pods running" if run and holds and run.pods_ready else None,
+            view,
+            None,
+        ),
     ]
-    if entry is not None and entry.evictions:
-        out.append(_condition("Evicted", view.reason == "Evicted", view, None))
+    if entry is not None and entry.evictions and not holds and view.status not in TERMINAL:
+        # Kueue keeps Evicted until the workload is admitted again.
+        said = view.message if view.reason == "Evicted" else entry.backoff_reason
+        message = f"evicted {entry.evictions} time(s)" + (f": {said}" if said else "")
+        out.append(_condition("Evicted", message, view, None))
     if view.status in TERMINAL:
-        out.append(_condition("Finished", True, view, view.updated_at))
+        out.append(
+            {**_condition("Finished", view.message, view, view.updated_at), "reason": view.reason}
+        )
     return out
 
 
-def _condition(kind: str, true: bool, view: WorkloadView, at: float | None) -> dict[str, Any]:
+def _condition(
+    kind: str, holds: str | None, view: WorkloadView, at: float | None
+) -> dict[str, Any]:
+    """``holds``: the condition's message when it is True; None when it is False."""
     return {
         "type": kind,
-        "status": "True" if true else "False",
-        "reason": view.reason,
-        "message": view.message,
+        "status": "True" if holds is not None else "False",
+        "reason": kind if holds is not None else view.reason,
+        "message": holds if holds is not None else view.message,
         "lastTransitionTime": at if at is not None else view.updated_at,
     }
 

@@ -121,7 +121,7 @@ const pages = {
     const checks = (w.admissionChecks || []).map((c) => `<li>${esc(c.name)}: <b>${esc(c.state)}</b> ${esc(c.message)}</li>`).join("");
     const requests = (w.provisioningRequests || []).map(request).join("");
     const events = d.events.map((e) => `<li><span class="muted">${when(e.time)} · #${e.position}</span>
-      <span class="type">${esc(e.type)}</span> ${e.reason ? `<b>${esc(e.reason)}</b>` : ""} ${esc(e.message || "")}</li>`).join("");
+      <span class="type">${esc(e.type)}</span> ${e.reason ? `<b>${esc(e.reason)}</b>` : ""} ${esc(e.message || "")}${where(e.data)}</li>`).join("");
     return [d, `<h1>${esc(w.name)} <span class="muted">${esc(w.namespace)}/${esc(w.id)}</span></h1>
       <div class="card" data-testid="workload-status">${status(w.status)} · <b>${esc(w.reason)}</b> — ${esc(w.message)}
         <div class="muted">LocalQueue ${esc(w.queueName)} · ClusterQueue ${esc(w.clusterQueue || "—")} ·
@@ -153,6 +153,13 @@ const pages = {
     const d = await get("/v1/ui/provisioningrequests");
     return [d, `<h1>Provisioning requests</h1>${d.items.map(request).join("") || '<p class="muted">none</p>'}`];
   },
+};
+
+// The pod and node an event names (a pod started, failed or was evicted there).
+const where = (data) => {
+  const pod = data && typeof data.pod === "string" ? ` <code>${esc(data.pod)}</code>` : "";
+  const node = data && typeof data.node === "string" ? ` on ${esc(data.node)}` : "";
+  return pod + node;
 };
 
 function request(r) {
