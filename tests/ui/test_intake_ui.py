@@ -115,6 +115,11 @@ async def test_the_page_asks_for_a_token_and_shows_what_it_may_see(api_: Api) ->
             table = page.get_by_test_id("workloads")
             await expect(table).to_contain_text("a-job")
             await expect(table).not_to_contain_text("b-job")
+            await expect(page.locator("#token")).to_have_attribute(
+                "placeholder", "token in use (empty: forget it)"
+            )
+            stored = await page.evaluate("sessionStorage.getItem('muster-token')")
+            assert stored == "tok-a"  # this tab only, sent as a Bearer token
             ARTIFACTS.mkdir(exist_ok=True)
             await page.screenshot(path=str(ARTIFACTS / "token_team_a_workloads.png"))
         finally:

@@ -288,13 +288,22 @@ $("#time-form").addEventListener("submit", async (e) => {
     $("#banner").textContent = err.message;
   }
 });
+function showToken() {
+  const set = sessionStorage.getItem("muster-token");
+  $("#token").placeholder = set ? "token in use (empty: forget it)" : "token (when auth is on)";
+}
+
 $("#token-form").addEventListener("submit", (e) => {
   e.preventDefault();
-  sessionStorage.setItem("muster-token", $("#token").value);
+  const token = $("#token").value.trim();
+  if (token) sessionStorage.setItem("muster-token", token);
+  else sessionStorage.removeItem("muster-token");
   $("#token").value = "";
+  showToken();
   if (ui.stream) ui.stream.abort.abort();
   ui.stream = null;
   render();
 });
 window.addEventListener("hashchange", render);
+showToken();
 render();
