@@ -54,7 +54,6 @@ def routes(app: web.Application, intake: Intake, wrap: Wrap) -> None:
     r.add_get("/v1/ui/queues", wrap(_page(lambda s, v: pages.queues(s))))
     r.add_get("/v1/ui/pending", wrap(pending))
     r.add_get("/v1/ui/workloads", wrap(_page(lambda s, v: {"items": pages.workloads(s, v)})))
-    # (a list's page answers the first ``limit`` items and the ``total``)
     r.add_get("/v1/ui/workloads/{id}", wrap(workload))
     r.add_get("/v1/ui/nodes", wrap(_page(lambda s, v: {"nodes": pages.nodes(s, v)})))
     r.add_get(
