@@ -21,6 +21,7 @@ from services.intake.errors import Refused, refuse
 from services.intake.events import Scope
 from services.intake.objects import KINDS
 from services.intake.ops import Intake
+from services.intake.ui.routes import routes as ui_routes
 
 INTAKE = web.AppKey("intake", Intake)
 Handler = Callable[[web.Request, Intake, Principal], Awaitable[web.StreamResponse]]
@@ -61,6 +62,7 @@ def routes(
     r.add_post("/v1/apply", _h(apply))
     r.add_post("/v1/admin/replay", _h(replay))
     r.add_get("/v1/report", _h(report))
+    ui_routes(app, intake, _h)  # the web UI at /ui/ and the JSON it reads at /v1/ui/
     for k in KINDS:
         if k.kind == "ProvisioningRequest":
             continue  # its own routes above answer with its conditions

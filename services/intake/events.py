@@ -52,6 +52,18 @@ class Events:
         keep = self._check_scope(who, scope)
         return self._follow(self._gang_of(scope), keep, after, follow)
 
+    async def everything(
+        self, keep: Callable[[Envelope], bool], after: int = 0, limit: int = WATCH_BATCH
+    ) -> list[Envelope]:
+        """Every event ``keep`` passes after a position (the web UI's, across scopes)."""
+        return await self._fetch(Scope(), keep, after, limit)
+
+    def follow_everything(
+        self, keep: Callable[[Envelope], bool], after: int = 0
+    ) -> AsyncIterator[dict[str, Any]]:
+        """``everything``, then each new one as intake folds it."""
+        return self._follow(Scope(), keep, after, True)
+
     def _gang_of(self, scope: Scope) -> Scope:
         """A gang member's history is its gang's (the member has no stream of its own)."""
         view = self.ctx.state.workloads.get(scope.workload_id or "")

@@ -627,6 +627,7 @@ def _paths() -> dict[str, Any]:
             }
         },
     }
+    paths.update(_ui_paths())
     for k in KINDS:
         if k.kind == "ProvisioningRequest":
             continue
@@ -670,4 +671,38 @@ def document() -> dict[str, Any]:
         },
         "security": [{"bearer": []}],
         "paths": _paths(),
+    }
+
+
+AT = [
+    _param("at", schema={"type": "integer", "minimum": 0}),
+    _param("time"),
+    _param("limit", schema={"type": "integer", "minimum": 1, "maximum": 100_000}),
+]
+
+
+def _ui_paths() -> dict[str, Any]:
+    """The web UI's JSON (services/intake/ui): each page now, or as it was at a past log
+    position (``at``) or time (``time``: RFC 3339 or epoch seconds), rebuilt from the log."""
+
+    def page(summary: str, params: tuple[dict[str, Any], ...] = (), *errors: int) -> dict[str, Any]:
+        return {
+            "get": {
+                "summary": summary + " (?at=POSITION or ?time=RFC3339: as it was then)",
+                "parameters": [*params, *AT],
+                "responses": {"200": _answer(summary, {"type": "object"}), **_errors(400, *errors)},
+            }
+        }
+
+    return {
+        "/v1/ui/clock": page("The log's head and intake's position; with time, its position"),
+        "/v1/ui/queues": page("ClusterQueues and cohorts: quota, usage, borrowing per resource"),
+        "/v1/ui/pending": page("Pending workloads with positions and current reasons"),
+        "/v1/ui/workloads": page("Workloads the caller may see, newest first"),
+        "/v1/ui/workloads/{id}": page(
+            "A workload: conditions, pods and nodes, requests, events", (_param("id", "path"),), 404
+        ),
+        "/v1/ui/nodes": page("Nodes with their GPUs and the shares pods hold of them"),
+        "/v1/ui/provisioningrequests": page("ProvisioningRequests with their conditions"),
+        "/v1/ui/events": _events_op("Every event the caller may see", []),
     }

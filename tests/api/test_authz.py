@@ -208,7 +208,18 @@ for k in KINDS:
                 (200, 200, 200, 401) if name != "absent" else (404, 404, 404, 401),
             )
         )
-PUBLIC = {"/openapi.json", "/healthz", "/metrics", "/state"}
+# The web UI's JSON: cluster-scoped pages for every tenant (their workloads filtered), a
+# workload's page as GET /v1/workloads/{id}.
+ALL = (200, 200, 200, 401)
+MATRIX += [
+    (f"/v1/ui/{page}", "GET", lambda f, p=page: f"/v1/ui/{p}", None, ALL)
+    for page in ("clock", "queues", "pending", "workloads", "nodes", "provisioningrequests")
+]
+MATRIX += [
+    ("/v1/ui/workloads/{id}", "GET", lambda f: f"/v1/ui/workloads/{f.wid}", None, OWN),
+    ("/v1/ui/events", "GET", lambda f: "/v1/ui/events?after=0", None, ALL),
+]
+PUBLIC = {"/openapi.json", "/healthz", "/metrics", "/state", "/ui", "/ui/", "/ui/static"}
 
 
 def test_every_route_is_in_the_matrix(api_: Api) -> None:

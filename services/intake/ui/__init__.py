@@ -1,0 +1,2 @@
+"""The web UI intake serves at ``/ui/``: pages over intake's read model, now or at any
+past position of the log."""
