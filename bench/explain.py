@@ -4,7 +4,7 @@ without history snapshots.
 The log is bench.replay's (the simulation harness over examples/cluster.yaml, every
 workload run to its end, copied row for row into a fresh SQLite store). Then, in one
 process, what ``GET /v1/workloads/{id}/explain?at=`` does: rebuild the queue's state at
-the target (``runtime.history.queue_state_at``), read the workload's history, explain it
+the target (``runtime.history.state_at``), read the workload's history, explain it
 (``core.explain``, the visibility dry run included). Timed:
 
 * cold:   no snapshot: a fold from the start (what every explain --at cost before);
@@ -45,7 +45,7 @@ async def explain_at(
 ) -> Any:
     """What the endpoint does: (answer, seconds, events folded, snapshot used, workload)."""
     started = time.perf_counter()
-    rebuilt = await history.queue_state_at(store, at, snapshots=snapshots, every=every)
+    rebuilt = await history.state_at(store, at, snapshots=snapshots, every=every)
     state = rebuilt.runner.state
     wid = wid or _subject(state)
     found = explain(state, wid, await store.read_correlated(wid), rebuilt.runner.position)
@@ -73,7 +73,7 @@ async def measure(url: str, every: int) -> list[str]:
         print(f"  cold (no snapshot, fold from the start) {cold_s * 1000:8.1f} ms  "
               f"({cold_n:,} events folded)")
         started = time.perf_counter()
-        await history.queue_state_at(store, At(position=head), every=every)
+        await history.state_at(store, At(position=head), every=every)
         print(f"  build: one fold writing a snapshot every {every:,} events "
               f"{time.perf_counter() - started:6.2f} s (not part of an explain)")
         hot, hot_s, hot_n, snap, _ = await explain_at(store, At(position=middle), wid, every)

@@ -50,7 +50,7 @@ class Explain:
                 "at",
             )
         async with self._lock:
-            rebuilt = await history.queue_state_at(self.ctx.loop.store, point, kept=self._kept)
+            rebuilt = await history.state_at(self.ctx.loop.store, point, kept=self._kept)
             self._kept = rebuilt.runner
             position = rebuilt.runner.position
             events = await self._history(queued)

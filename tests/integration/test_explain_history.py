@@ -54,11 +54,11 @@ async def test_from_snapshots_equals_a_full_rebuild(
     store: SqlEventStore, log: list[Envelope]
 ) -> None:
     head = log[-1].position
-    first = await history.queue_state_at(store, At(position=head), every=500, batch=100)
+    first = await history.state_at(store, At(position=head), every=500, batch=100)
     assert first.from_snapshot is None and first.runner.position == head
     for target in (head // 3, head // 2 + 7, head - 1):
         full = await admin.rebuild(store, QueueDecider(), until_position=target)
-        fast = await history.queue_state_at(store, At(position=target), every=500, batch=100)
+        fast = await history.state_at(store, At(position=target), every=500, batch=100)
         assert fast.from_snapshot is not None and fast.from_snapshot <= target
         assert fast.folded < 600  # from the snapshot, not from the start
         assert fast.runner.position == full.position
@@ -69,10 +69,10 @@ async def test_from_snapshots_equals_a_full_rebuild(
 async def test_a_time_cuts_where_replay_until_cuts(
     store: SqlEventStore, log: list[Envelope]
 ) -> None:
-    await history.queue_state_at(store, At(position=log[-1].position), every=500, batch=100)
+    await history.state_at(store, At(position=log[-1].position), every=500, batch=100)
     moment = log[len(log) // 2].occurred_at + 0.5
     full = await admin.rebuild(store, QueueDecider(), until_time=moment)
-    fast = await history.queue_state_at(store, At(time=moment), every=500, batch=100)
+    fast = await history.state_at(store, At(time=moment), every=500, batch=100)
     assert fast.from_snapshot is not None
     assert fast.runner.position == full.position
     assert qs.summary(fast.runner.state) == qs.summary(full.state)
@@ -80,7 +80,7 @@ async def test_a_time_cuts_where_replay_until_cuts(
 
 
 async def test_without_snapshots_nothing_is_written(store: SqlEventStore) -> None:
-    rebuilt = await history.queue_state_at(store, At(position=2000), snapshots=False, batch=100)
+    rebuilt = await history.state_at(store, At(position=2000), snapshots=False, batch=100)
     assert rebuilt.from_snapshot is None and rebuilt.runner.position == 2000
     assert await store.load_history_snapshot("queue", QueueDecider.snapshot_format) is None
 
@@ -97,7 +97,7 @@ async def test_the_queue_service_keeps_its_snapshots_by_position(
     assert loop.runner.position == head
     found = await store.load_history_snapshot("queue", QueueDecider.snapshot_format)
     assert found is not None and found[0] == head
-    rebuilt = await history.queue_state_at(store, At(position=head))
+    rebuilt = await history.state_at(store, At(position=head))
     assert rebuilt.from_snapshot == head and rebuilt.folded == 0
     full = await admin.rebuild(store, QueueDecider())
     assert qs.summary(rebuilt.runner.state) == qs.summary(full.state)
@@ -111,13 +111,13 @@ async def test_a_kept_state_goes_on_forward_and_equals_a_full_rebuild(
     head = log[-1].position
     kept = None
     for target in (head // 4, head // 2, head // 2, head - 3):
-        got = await history.queue_state_at(store, At(position=target), kept=kept, batch=100)
+        got = await history.state_at(store, At(position=target), kept=kept, batch=100)
         assert got.reused == (kept is not None)
         full = await admin.rebuild(store, QueueDecider(), until_position=target)
         assert got.runner.position == full.position
         assert qs.summary(got.runner.state) == qs.summary(full.state)
         kept = got.runner
-    back = await history.queue_state_at(store, At(position=head // 3), kept=kept, batch=100)
+    back = await history.state_at(store, At(position=head // 3), kept=kept, batch=100)
     assert not back.reused and back.runner is not kept
     assert (
         back.runner.position

@@ -1,5 +1,6 @@
-"""The queue's state at a past point of the log, fast: from the newest history snapshot at
-or before it, then the log's events up to it (``explain --at``).
+"""A decider's state at a past point of the log, fast: from the newest history snapshot at
+or before it, then the log's events up to it (the queue's for ``explain --at``, intake's
+read model for the web UI's time slider).
 
 The snapshots come from two places: the queue service keeps one history row each time
 it snapshots (``DeciderLoop``), and a fold here that passes ``SNAPSHOT_EVERY`` events
@@ -17,6 +18,7 @@ import asyncio
 from dataclasses import dataclass
 from typing import Any
 
+from muster.core.decider import Decider
 from muster.core.queueing.decider import QueueDecider
 from muster.core.runner import DeciderRunner
 from muster.core.timepoint import At
@@ -46,21 +48,23 @@ def reusable(kept: DeciderRunner[Any] | None, at: At) -> bool:
     return bool(kept.state.now <= at.time)
 
 
-async def queue_state_at(
+async def state_at(
     store: SqlEventStore,
     at: At,
     *,
+    decider: Decider[Any] | None = None,
     snapshots: bool = True,
     every: int = SNAPSHOT_EVERY,
     batch: int = REPLAY_BATCH,
     kept: DeciderRunner[Any] | None = None,
 ) -> Rebuilt:
-    """The queue's state at ``at``: every event up to its position, or (a time) up to the
-    first event that occurred after it, as ``replay --until`` cuts. ``snapshots``: start
+    """``decider``'s state (the queue's by default) at ``at``: every event up to its
+    position, or (a time) up to the first event that occurred after it, as ``replay
+    --until`` cuts. ``snapshots``: start
     from and write history snapshots (False: fold from the start, write nothing).
     ``kept``: a state this caller rebuilt before (a time slider moving forward); it goes
     on from it, changing it, when it is before ``at`` and no snapshot is nearer."""
-    decider = QueueDecider()
+    decider = decider or QueueDecider()
     runner: DeciderRunner[Any] = DeciderRunner(decider)
     start = None
     found = None

@@ -1,11 +1,12 @@
 """Intake's read model as it was at a past position of the log, for the UI's time slider.
 
-The state is rebuilt by folding the store from the beginning with the same view intake
-folds live (``WorkloadsView``), never from a snapshot, as ``muster replay --until``
-does. One rebuilt state is kept and folded forward: moving the slider later folds only
-what lies between; moving it earlier starts again from the beginning. A caller renders
-what it needs while it holds the state (``at`` is a context manager holding the lock),
-so no other request folds it further meanwhile.
+The state is rebuilt by ``runtime/history.py`` with the same view intake folds live
+(``WorkloadsView``), from the newest history snapshot at or before the position, as
+``explain --at`` rebuilds the queue's. One rebuilt state is kept and folded forward:
+moving the slider later folds only what lies between; moving it earlier starts again
+from a snapshot or the beginning. A caller renders what it needs while it holds the
+state (``at`` is a context manager holding the lock), so no other request folds it
+further meanwhile.
 """
 
 from __future__ import annotations
@@ -16,12 +17,12 @@ from collections.abc import AsyncIterator
 from typing import Any
 
 from muster.core.runner import DeciderRunner
+from muster.core.timepoint import At
 from muster.core.views.workloads import WorkloadsState, WorkloadsView
-from muster.runtime.memory import collection_paused
+from muster.runtime import history
 from muster.store import SqlEventStore
 
-# Events read and folded at a time: a fold holds intake's event loop (about 25 ms for
-# 2,000 events), so other requests get their turn between batches.
+# Events read at a time while looking for the position of a moment.
 BATCH = 2_000
 
 
@@ -29,31 +30,19 @@ class History:
     def __init__(self, store: SqlEventStore) -> None:
         self.store = store
         self._runner: DeciderRunner[Any] | None = None
-        self._until = 0  # the position the kept state is the state at
         self._lock = asyncio.Lock()
 
     @contextlib.asynccontextmanager
     async def at(self, position: int) -> AsyncIterator[WorkloadsState]:
         """The read model as it was right after ``position`` (held until the block ends)."""
         async with self._lock:
-            runner = self._runner
-            if runner is None or position < self._until:
-                runner = self._runner = DeciderRunner(WorkloadsView())
-            await self._fold(runner, position)
-            self._until = position
-            state = runner.state
+            rebuilt = await history.state_at(
+                self.store, At(position=position), decider=WorkloadsView(), kept=self._runner
+            )
+            self._runner = rebuilt.runner
+            state = rebuilt.runner.state
             assert isinstance(state, WorkloadsState)
             yield state
-
-    async def _fold(self, runner: DeciderRunner[Any], until: int) -> None:
-        with collection_paused():
-            while True:
-                envs = await self.store.read_all(
-                    runner.position, categories=runner.categories, limit=BATCH, until=until
-                )
-                runner.fold(envs)
-                if len(envs) < BATCH:
-                    return
 
     async def position_at(self, when: float) -> int:
         """The last position before the first event that occurred after ``when`` (as
