@@ -63,3 +63,16 @@ def test_a_usage_error_is_one_line_too(args: tuple[str, ...], says: str) -> None
     assert done.returncode == 2, done
     assert says in done.stderr and "--help" in done.stderr
     assert len(done.stderr.strip().splitlines()) == 1, done.stderr
+
+
+def test_a_relative_time_after_a_time_option_is_its_value() -> None:
+    """``--at -5m`` (README, "The CLI"): argparse would read ``-5m`` as an option of its
+    own; it is the option's value, for --at, --since and --until alike."""
+    from muster.cli.main import _relative_times, build_parser
+
+    assert _relative_times(["explain", "w", "--at", "-5m"]) == ["explain", "w", "--at=-5m"]
+    assert build_parser().parse_args(_relative_times(["explain", "w", "--at", "-5m"])).at == "-5m"
+    args = build_parser().parse_args(_relative_times(["report", "--since", "-2h", "-A"]))
+    assert (args.since, args.all_namespaces) == ("-2h", True)
+    # Anything else after an option is left alone.
+    assert _relative_times(["get", "wl", "-n", "x", "--at"]) == ["get", "wl", "-n", "x", "--at"]

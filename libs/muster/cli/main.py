@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import os
+import re
 import sys
 from collections.abc import Callable, Mapping
 from pathlib import Path
@@ -377,7 +378,24 @@ def _accounting_parser(sub: Any, server: str | None) -> None:
     rep.add_argument("--server", default=server)
 
 
+# Options that take a time, which may be relative to now: "-5m" reads to argparse as an
+# option of its own, so ``--at -5m`` is passed on as ``--at=-5m``.
+TIME_OPTIONS = frozenset({"--at", "--since", "--until"})
+RELATIVE = re.compile(r"^-\d+(\.\d+)?[smhd]?$")
+
+
+def _relative_times(argv: list[str]) -> list[str]:
+    out: list[str] = []
+    for arg in argv:
+        if out and out[-1] in TIME_OPTIONS and RELATIVE.match(arg):
+            out[-1] = f"{out[-1]}={arg}"
+        else:
+            out.append(arg)
+    return out
+
+
 def main(argv: list[str] | None = None) -> None:
+    argv = _relative_times(sys.argv[1:] if argv is None else argv)
     args = build_parser().parse_args(argv)
     found = _Found()
     if "server" in vars(args):  # a command that talks to intake
