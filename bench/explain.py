@@ -57,7 +57,9 @@ def _subject(state: Any) -> str:
     """A workload pending at that point (the interesting question), else the newest."""
     if state.pending:
         return str(min(state.pending, key=lambda w: state.workloads[w].order))
-    return str(max(state.workloads, key=lambda w: state.workloads[w].order))
+    if state.workloads:
+        return str(max(state.workloads, key=lambda w: state.workloads[w].order))
+    return str(next(reversed(state.ended)))  # all ended: the last to end
 
 
 async def measure(url: str, every: int) -> list[str]:

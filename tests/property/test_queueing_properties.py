@@ -760,7 +760,7 @@ def test_lifecycle_and_preemption_rules(sc: Scenario) -> None:
 
     queue = queue_runner(h).state
     for _, wid, _ in sc.workloads:
-        status = queue.workloads[wid].status
+        status = queue.status_of(wid)
         if wid not in ends:
             assert status in ("Pending", "QuotaReserved", "Admitted"), (wid, status)
             assert (wid in holding) == (status != "Pending"), (wid, status)

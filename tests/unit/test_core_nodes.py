@@ -152,7 +152,7 @@ def test_non_zero_exit_code_fails_the_pod_and_the_workload() -> None:
     assert (fin.outcome, fin.reason) == ("Failed", "PodFailed")
     assert fin.message == "pod w-0 failed: Error (exit code 3)"
     queue = h.runners[0]
-    assert queue.state.workloads["bad"].status == "Finished"
+    assert queue.state.status_of("bad") == "Finished"
     # Its nodes go away like a success's.
     assert len(of(h, nev.NodeRemoved)) == 2
 

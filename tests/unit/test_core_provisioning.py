@@ -339,7 +339,7 @@ def test_pod_set_no_pool_can_serve_is_rejected() -> None:
     assert rejected.message == f"NoSuitableNodePool: {failed.message}"
     assert of(h, pev.NodesCreating) == []
     queue = next(r for r in h.runners if r.decider.name == "queue")
-    assert queue.state.workloads["wide"].status == "Rejected"
+    assert queue.state.status_of("wide") == "Rejected"
     assert all(q == 0 for res in queue.state.usage["cq"].values() for q in res.values())
 
 

@@ -459,7 +459,7 @@ def test_usage_is_charged_while_running_and_released_on_finish() -> None:
     }
     h.run()
     assert all(q == 0 for res in _usage(h).values() for q in res.values())
-    statuses = {w.id: w.status for w in queue_state(h).workloads.values()}
+    statuses = {w: queue_state(h).status_of(w) for w in ("a", "b")}
     assert statuses == {"a": "Finished", "b": "Finished"}
 
 
@@ -481,7 +481,7 @@ def test_usage_is_released_on_cancel_and_the_next_workload_gets_it() -> None:
         env.occurred_at for env, ev in of(h, pev.NodesDeleted) if ev.request_id == "running.1"
     ]
     assert deleted == [50.0]
-    assert queue_state(h).workloads["running"].status == "Cancelled"
+    assert queue_state(h).status_of("running") == "Cancelled"
 
 
 def test_cancelled_pending_workload_is_never_admitted() -> None:
@@ -501,14 +501,14 @@ def test_cancelled_pending_workload_is_never_admitted() -> None:
     # The quota it would have taken goes to the next one.
     assert at(h, qev.QuotaReserved, "after") == [100.0]
     st = queue_state(h)
-    assert st.workloads["victim"].status == "Cancelled"
+    assert st.status_of("victim") == "Cancelled"
     assert "victim" not in st.pending
 
 
 def test_cancel_after_finish_changes_nothing() -> None:
     h = run(cluster_doc(), [(0, workload_doc("done", gpus=8, duration=10))], cancels=[(50, "done")])
     assert of(h, qev.WorkloadCancelled) == []
-    assert queue_state(h).workloads["done"].status == "Finished"
+    assert queue_state(h).status_of("done") == "Finished"
 
 
 def test_unknown_local_queue() -> None:

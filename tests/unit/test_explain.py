@@ -19,6 +19,7 @@ from muster.core.explain import Explanation, explain
 from muster.core.model import parse
 from muster.core.model.fields import InvalidInput
 from muster.core.queueing.decider import QueueDecider
+from muster.core.queueing.state import QueueState, evolve
 from muster.core.runner import DeciderRunner
 from muster.core.sim.harness import Harness, build
 from muster.core.timepoint import At, parse_at
@@ -138,6 +139,37 @@ def test_admitted_shows_its_flavors_and_nodes() -> None:
     assert running.status == "Running" and conditions(running)["PodsReady"][0] == "True"
     done = at(h, "a", h.log.envelopes[-1].position)
     assert done.status == "Succeeded" and conditions(done)["Finished"] == ("True", "Succeeded")
+
+
+def test_an_ended_workload_is_explained_as_when_the_queue_kept_its_entry() -> None:
+    """The queue's state drops a workload's entry when it ends (``QueueState.ended`` keeps
+    how it ended); explain rebuilds the entry from the workload's own events, so at every
+    point after an end the answer equals the one from a state that kept every entry:
+    status, flavors, nodes, and an eviction's preemptor named though it ended too."""
+    cluster = gpu_node_cluster(
+        "c", nodes=1, gpus=8, nominal=8, preemption={"withinClusterQueue": "LowerPriority"}
+    )
+    h = run(cluster, [gpu_job("low", 0, 1, 8, 100), gpu_job("high", 5, 1, 8, 10, priority=10)])
+    ends = [e.position for e in h.log.envelopes if isinstance(e.event, qev.WorkloadFinished)]
+    assert len(ends) == 2
+    for position in (*ends, h.log.envelopes[-1].position):
+        upto = [e for e in h.log.envelopes if e.position <= position]
+        pruned: DeciderRunner[Any] = DeciderRunner(QueueDecider())
+        pruned.fold(upto)
+        kept = QueueState(keep_ended=True)
+        for env in upto:
+            evolve(kept, env)
+        assert set(pruned.state.ended) == {
+            w for w, wl in kept.workloads.items() if wl.status == "Finished"
+        }
+        assert not set(pruned.state.ended) & set(pruned.state.workloads)
+        for wid in ("low", "high"):
+            history = [e for e in h.log.envelopes if e.correlation_id == wid]
+            got = explain(pruned.state, wid, history, position).to_json()
+            assert got == explain(kept, wid, history, position).to_json()
+    done = at(h, "low", h.log.envelopes[-1].position)
+    assert done.status == "Succeeded" and done.flavors == {"w": {GPU: "gpu"}} and done.nodes
+    assert [e.preemptor_name for e in done.evictions] == ["team/high"]
 
 
 def test_provisioning_waiting_for_regional_quota_shows_the_check() -> None:

@@ -493,7 +493,7 @@ def test_unknown_priority_class_is_rejected() -> None:
     assert rejected.reason == "WorkloadPriorityClassNotFound"
     assert "nope" in rejected.message
     assert reserved(events) == []
-    assert sim.state.workloads["lost"].status == "Rejected"
+    assert sim.state.status_of("lost") == "Rejected"
 
 
 def test_global_default_priority_class_applies_to_workloads_without_one() -> None:
@@ -550,7 +550,7 @@ def test_namespace_quota_with_reject_enforcement_rejects() -> None:
     (rejected,) = of(events, qev.WorkloadRejected, "second")
     assert rejected.reason == "NamespaceQuotaExceeded"
     assert rejected.message.startswith("exceeded quota: gpu-quota, requested: nvidia.com/gpu=1")
-    assert sim.state.workloads["second"].status == "Rejected"
+    assert sim.state.status_of("second") == "Rejected"
 
 
 # -- stop policies ------------------------------------------------------------------------

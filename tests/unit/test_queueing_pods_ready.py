@@ -142,7 +142,7 @@ def test_backoff_doubles_and_the_limit_rejects() -> None:
     (rejected,) = of(events, qev.WorkloadRejected)
     assert rejected.reason == "RequeuingLimitExceeded"
     assert "evicted 2 times" in rejected.message
-    assert s.state.workloads["job"].status == "Rejected"
+    assert s.state.status_of("job") == "Rejected"
 
 
 def test_backoff_is_capped() -> None:
@@ -187,7 +187,7 @@ def test_quota_held_for_nodes_that_never_come_times_out_from_the_reservation() -
     s = sim(backoffLimitCount=0)
     s.submit("job", 2)
     assert of(s.settle(), qev.QuotaReserved)
-    assert s.state.workloads["job"].status == "QuotaReserved"
+    assert s.state.status_of("job") == "QuotaReserved"
     assert s.decider.next_deadline(s.state) == TIMEOUT
     at(s, TIMEOUT - 1)
     assert not of(s.settle(), qev.WorkloadEvicted)
@@ -198,7 +198,7 @@ def test_quota_held_for_nodes_that_never_come_times_out_from_the_reservation() -
     assert "quota reserved, its 2 pods' nodes not ready after 60s" in evicted.message
     (rejected,) = of(events, qev.WorkloadRejected)
     assert rejected.reason == "RequeuingLimitExceeded"
-    assert not s.state.workloads["job"].holds_quota
+    assert s.state.status_of("job") == "Rejected"  # ended: holds no quota
     assert s.decider.next_deadline(s.state) is None
 
 

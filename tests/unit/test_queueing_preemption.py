@@ -576,7 +576,7 @@ def test_a_queue_may_end_what_it_preempts() -> None:
     assert (ended.workload_id, ended.outcome, ended.reason) == ("spare", "Preempted", "Preempted")
     assert ended.message == evicted.message
     assert reserved(events) == ["urgent"]
-    assert sim.state.workloads["spare"].status == "Finished"
+    assert sim.state.status_of("spare") == "Finished"
     assert "spare" not in sim.state.pending
     # The default requeues it.
     sim = classes_queue()

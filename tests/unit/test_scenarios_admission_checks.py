@@ -20,6 +20,7 @@ from muster.core.events import node as nev
 from muster.core.events import provisioning as pev
 from muster.core.events import queue as qev
 from muster.core.events import workload as wev
+from muster.core.explain import ended_entry
 from muster.core.intake import admission_checks as check_words
 from muster.core.intake.refusal import Refusal
 from muster.core.model import manifests, parse
@@ -147,7 +148,13 @@ def of(h: Harness, cls: type[E]) -> list[tuple[Envelope, E]]:
 
 
 def queue_entry(h: Harness) -> Any:
-    return next(r for r in h.runners if r.decider.name == "queue").state.workloads["train"]
+    """The workload's entry; once it ended, as explain rebuilds it from its own events
+    (the queue's state keeps only how it ended)."""
+    state = next(r for r in h.runners if r.decider.name == "queue").state
+    if "train" in state.workloads:
+        return state.workloads["train"]
+    own = [env for env in h.log.envelopes if env.correlation_id == "train"]
+    return ended_entry(state, "train", own)
 
 
 # -- all Ready -------------------------------------------------------------------------

@@ -190,7 +190,7 @@ def test_s1_job_running_past_max_run_duration_is_evicted_and_deactivated() -> No
     assert len(of(h, nev.PodStopped)) == 1 and of(h, nev.PodSucceeded) == []
     ((_, rejected),) = of(h, qev.WorkloadRejected)
     assert rejected.reason == "Deactivated"
-    assert queue(h).workloads["sample-job"].status == "Rejected"
+    assert queue(h).status_of("sample-job") == "Rejected"
     assert of(h, qev.QuotaReserved)[1:] == []  # never requeued
     assert provisioner(h).in_use == {("dws-pool", ZA): 0}
 
@@ -314,7 +314,7 @@ def test_s2r_at_max_run_duration_nodes_and_pods_are_preempted_and_the_workload_e
     ((eenv, evicted),) = of(h, qev.WorkloadEvicted)
     assert (eenv.occurred_at, evicted.reason) == (renv.occurred_at, "CapacityRevoked")
     assert of(h, nev.PodSucceeded) == []
-    assert queue(h).workloads["pi"].status == "Rejected"
+    assert queue(h).status_of("pi") == "Rejected"
     assert of(h, pev.ProvisioningBookingExpired) == []  # consumed within the window
 
 
@@ -323,7 +323,7 @@ def test_a_consumer_without_its_request_stays_unschedulable() -> None:
     ((_, pending),) = of(h, qev.WorkloadPending)
     assert pending.reason == "ProvisioningRequestNotFound"
     assert pending.message.startswith("ProvisioningRequest default/pi-request doesn't exist")
-    assert queue(h).workloads["pi"].status == "Pending"
+    assert queue(h).status_of("pi") == "Pending"
 
 
 def test_standalone_nodes_are_removed_once_unneeded_after_their_pods_finish() -> None:

@@ -32,6 +32,7 @@ from muster.core.model.workload import (
 )
 from muster.core.queueing import quota as qt
 from muster.core.queueing.decider import QueueDecider
+from muster.core.queueing.state import status_counts
 from muster.core.sim import figures as sim_figures
 from muster.core.sim import harness as sim_harness
 from muster.core.sim.summary import summarize
@@ -312,10 +313,7 @@ def _print_usage(state: Any, position: int, took: float) -> None:
                     )
     print(f"replayed to position {position} (time {rfc3339(state.now)}) in {took:.3f}s")
     print(table(["CLUSTERQUEUE", "FLAVOR", "RESOURCE", "USED", "NOMINAL"], rows))
-    counts: dict[str, int] = {}
-    for wl in state.workloads.values():
-        counts[wl.status] = counts.get(wl.status, 0) + 1
-    print(table(["STATUS", "WORKLOADS"], sorted(counts.items())))
+    print(table(["STATUS", "WORKLOADS"], sorted(status_counts(state).items())))
 
 
 async def _verify_service(store: SqlEventStore, url: str) -> bool:

@@ -17,6 +17,7 @@ from typing import Any
 from muster.core.events import Envelope
 from muster.core.events import queue as qev
 from muster.core.model.resources import format_quantity
+from muster.core.queueing import state as qs
 from muster.core.queueing.flavors import Assignment, Unassignable
 from muster.core.queueing.state import QueueState, WorkloadEntry
 from muster.core.queueing.visibility import PendingItem, pending
@@ -147,6 +148,8 @@ def explain(
     (intake caches the dry run); computed here otherwise."""
     events = [e for e in history if e.position <= position]
     wl = state.workloads.get(wid)
+    if wl is None and wid in state.ended:
+        wl = ended_entry(state, wid, events)
     if wl is None:
         return Explanation(
             wid, position, state.now, "Unknown", "NotSubmitted",
@@ -183,6 +186,30 @@ def explain(
     if wl.holds_quota or wl.status == "Finished":
         return _held(base, wl)
     return base
+
+
+def ended_entry(state: QueueState, wid: str, history: Iterable[Envelope]) -> WorkloadEntry | None:
+    """An ended workload's entry as it was when it ended: the queue's state keeps only
+    how it ended (``QueueState.ended``), so its own events are folded again, against the
+    state's configuration (its priority is its class's value now)."""
+    scratch = QueueState(
+        keep_ended=True,
+        flavors=state.flavors,
+        cluster_queues=state.cluster_queues,
+        local_queues=state.local_queues,
+        cohorts=state.cohorts,
+        priority_classes=state.priority_classes,
+        namespace_quotas=state.namespace_quotas,
+        fair_sharing=state.fair_sharing,
+        wait_for_pods_ready=state.wait_for_pods_ready,
+        admission_checks=state.admission_checks,
+        provisioning_configs=state.provisioning_configs,
+    )
+    for env in history:
+        if env.event.TYPE.startswith("config."):
+            continue  # never a workload's; the shared configuration must not move
+        qs.evolve(scratch, env)
+    return scratch.workloads.get(wid)
 
 
 def _request(view: prov.RequestView) -> dict[str, Any]:
@@ -334,4 +361,7 @@ def _evictions(state: QueueState, events: list[Envelope]) -> list[Eviction]:
 
 def _name(state: QueueState, wid: str | None) -> str | None:
     wl = state.workloads.get(wid or "")
-    return f"{wl.spec.namespace}/{wl.spec.name}" if wl is not None else None
+    if wl is not None:
+        return f"{wl.spec.namespace}/{wl.spec.name}"
+    gone = state.ended.get(wid or "")
+    return f"{gone.local_queue.split('/')[0]}/{gone.name}" if gone is not None else None

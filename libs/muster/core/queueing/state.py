@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from functools import singledispatch
-from typing import Any, Literal
+from typing import Any, Literal, NamedTuple
 
 from muster.core.decider import advance
 from muster.core.events import Envelope, Event
@@ -192,6 +192,16 @@ class Sharding:
     groups: tuple[int, dict[str, str]] = (-1, {})
 
 
+class Ended(NamedTuple):
+    """What the queue keeps of a workload once it ended (its full entry is dropped: the
+    log and intake's read model keep its story): how it ended, and what names it in a
+    counter or an eviction's preemptor."""
+
+    status: Status  # Finished, Cancelled or Rejected
+    local_queue: str  # "namespace/name"
+    name: str
+
+
 @dataclass(slots=True)
 class QueueState:
     now: float = 0.0
@@ -206,7 +216,11 @@ class QueueState:
     admission_checks: dict[str, AdmissionCheckSpec] = field(default_factory=dict)
     provisioning_configs: dict[str, ProvisioningRequestConfigSpec] = field(default_factory=dict)
     requests: dict[str, StandaloneRequest] = field(default_factory=dict)  # standalone
+    # The workloads not ended yet; the ended ones move to ``ended`` (unless
+    # ``keep_ended``: intake's read model keeps them whole for its pages).
     workloads: dict[str, WorkloadEntry] = field(default_factory=dict)
+    ended: dict[str, Ended] = field(default_factory=dict)
+    keep_ended: bool = False
     next_order: int = 0  # queue-order timestamps: submissions, and requeues that reset it
     pending: set[str] = field(default_factory=set)  # waiting for quota
     usage: dict[str, Usage] = field(default_factory=dict)  # cluster queue -> usage
@@ -246,8 +260,30 @@ class QueueState:
     sharding: Sharding = field(default_factory=Sharding)
 
     def cluster_queue_of(self, spec: WorkloadSpec) -> str | None:
-        lq = self.local_queues.get(f"{spec.namespace}/{spec.queue_name}")
+        return self.cluster_queue_of_local(f"{spec.namespace}/{spec.queue_name}")
+
+    def cluster_queue_of_local(self, local_queue: str) -> str | None:
+        lq = self.local_queues.get(local_queue)
         return lq.cluster_queue if lq else None
+
+    def preemptor_queue(self, wid: str | None) -> str | None:
+        """The ClusterQueue a preemptor's LocalQueue points to ("" if none), ended or not;
+        None for an id the queue never saw."""
+        if wid is None:
+            return None
+        wl = self.workloads.get(wid)
+        if wl is not None:
+            return self.cluster_queue_of(wl.spec) or ""
+        gone = self.ended.get(wid)
+        return None if gone is None else self.cluster_queue_of_local(gone.local_queue) or ""
+
+    def status_of(self, wid: str) -> Status | None:
+        """The workload's status, ended or not (None: never submitted)."""
+        wl = self.workloads.get(wid)
+        if wl is not None:
+            return wl.status
+        gone = self.ended.get(wid)
+        return gone.status if gone is not None else None
 
 
 def evolve(state: QueueState, envelope: Envelope) -> QueueState:
@@ -499,6 +535,7 @@ def _(event: wev.WorkloadSubmitted, state: QueueState) -> None:
         queued_at=state.now,
     )
     state.workloads[wl.id] = wl
+    state.ended.pop(wl.id, None)
     state.next_order += 1
     if problem is None and event.spec.consumes is None:
         enqueue(state, wl)
@@ -578,7 +615,9 @@ def _(event: wev.WorkloadCancelRequested, state: QueueState) -> None:
 
 @_apply.register
 def _(event: qev.WorkloadPending, state: QueueState) -> None:
-    wl = state.workloads[event.workload_id]
+    wl = state.workloads.get(event.workload_id)
+    if wl is None:
+        return  # ended
     old = wl.pending_reason[0] if wl.pending_reason else None
     wl.pending_reason = (event.reason, event.message)
     wl.reason_at = state.now
@@ -593,7 +632,9 @@ def _(event: qev.WorkloadPending, state: QueueState) -> None:
 
 @_apply.register
 def _(event: qev.QuotaReserved, state: QueueState) -> None:
-    wl = state.workloads[event.workload_id]
+    wl = state.workloads.get(event.workload_id)
+    if wl is None:
+        return  # ended
     wl.status = "QuotaReserved"
     state.reservations += 1
     placement = event.placement
@@ -675,7 +716,9 @@ def _transition(old: CheckStatus, state_: CheckState, now: float) -> float:
 
 @_apply.register
 def _(event: qev.WorkloadAdmitted, state: QueueState) -> None:
-    wl = state.workloads[event.workload_id]
+    wl = state.workloads.get(event.workload_id)
+    if wl is None:
+        return  # ended
     wl.status = "Admitted"
     wl.pending_reason = None
     if wl.spec.consumes is None:
@@ -695,11 +738,13 @@ def _(event: qev.WorkloadAdmitted, state: QueueState) -> None:
 
 @_apply.register
 def _(event: qev.WorkloadEvicted, state: QueueState) -> None:
-    wl = state.workloads[event.workload_id]
+    wl = state.workloads.get(event.workload_id)
+    if wl is None:
+        return  # ended: nothing to evict
     cq = wl.run.cluster_queue or ""
     _bump(state.stats.evicted, (cq, event.reason))
-    if event.preemptor is not None and event.preemptor in state.workloads:
-        preemptor_cq = state.cluster_queue_of(state.workloads[event.preemptor].spec) or ""
+    preemptor_cq = state.preemptor_queue(event.preemptor)
+    if event.preemptor is not None and preemptor_cq is not None:
         _bump(state.stats.preempted, (event.preemption_reason or event.reason, preemptor_cq))
         if event.preemptor in state.pending:
             state.evicted_for.setdefault(event.preemptor, set()).add(wl.id)
@@ -782,9 +827,7 @@ def _(event: qev.WorkloadShrunk, state: QueueState) -> None:
     wl.run.devices = {p: d for p, d in wl.run.devices.items() if p not in gone}
     wl.run.pods_started -= gone
     wl.run.pods_ready = len(wl.run.pods_started) >= wl.admitted_pods
-    preemptor_cq = ""
-    if event.preemptor in state.workloads:
-        preemptor_cq = state.cluster_queue_of(state.workloads[event.preemptor].spec) or ""
+    preemptor_cq = state.preemptor_queue(event.preemptor) or ""
     _bump(state.stats.preempted, (event.preemption_reason, preemptor_cq))
     if event.preemptor in state.pending:
         state.evicted_for.setdefault(event.preemptor, set()).add(wl.id)
@@ -812,7 +855,10 @@ def _(event: qev.WorkloadGrown, state: QueueState) -> None:
 
 @_apply.register
 def _(event: qev.WorkloadFinished, state: QueueState) -> None:
-    _bump(state.stats.finished, state.workloads[event.workload_id].run.cluster_queue or "")
+    wl = state.workloads.get(event.workload_id)
+    if wl is None:
+        return  # ended already
+    _bump(state.stats.finished, wl.run.cluster_queue or "")
     _end(state, event.workload_id, "Finished")
 
 
@@ -1044,7 +1090,9 @@ def _attempt_of(state: QueueState, rid: str) -> WorkloadEntry | None:
 
 
 def _end(state: QueueState, workload_id: str, status: Status) -> None:
-    wl = state.workloads[workload_id]
+    wl = state.workloads.get(workload_id)
+    if wl is None:
+        return  # ended already
     _unbind(state, wl)
     _release(state, wl)
     wl.status = status
@@ -1053,6 +1101,15 @@ def _end(state: QueueState, workload_id: str, status: Status) -> None:
     state.preemptors.discard(workload_id)
     state.evicted_for.pop(workload_id, None)
     state.backing_off.discard(workload_id)
+    if state.keep_ended:
+        return
+    # Dropped: no decision looks at an ended workload again, and restoring a snapshot
+    # of a long log then costs what is running and waiting, not all that ever ran.
+    state.awaiting_pods.discard(workload_id)
+    state.growers.discard(workload_id)
+    state.notes.regrow(workload_id)
+    del state.workloads[workload_id]
+    state.ended[workload_id] = Ended(status, wl.local_queue, wl.spec.name)
 
 
 def _unbind(state: QueueState, wl: WorkloadEntry) -> None:
@@ -1112,12 +1169,19 @@ def summary(state: QueueState) -> dict[str, Any]:
         for cq, flavors in sorted(state.usage.items())
     }
     usage = {cq: {f: r for f, r in fl.items() if r} for cq, fl in usage.items()}
-    by_status: dict[str, int] = {}
-    for wl in state.workloads.values():
-        by_status[wl.status] = by_status.get(wl.status, 0) + 1
     return {
         "now": state.now,
         "usage": usage,
-        "workloads": dict(sorted(by_status.items())),
+        "workloads": dict(sorted(status_counts(state).items())),
         "pending": len(state.pending),
     }
+
+
+def status_counts(state: QueueState) -> dict[str, int]:
+    """How many workloads are in each status, the ended ones included."""
+    counts: dict[str, int] = {}
+    for wl in state.workloads.values():
+        counts[wl.status] = counts.get(wl.status, 0) + 1
+    for gone in state.ended.values():
+        counts[gone.status] = counts.get(gone.status, 0) + 1
+    return counts

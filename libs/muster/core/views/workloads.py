@@ -155,7 +155,8 @@ class WorkloadsState:
     local_queues: set[str] = field(default_factory=set)  # "namespace/name"
     workloads: dict[str, WorkloadView] = field(default_factory=dict)
     # The queue's own fold, for the visibility API (positions, current reasons).
-    queue: qs.QueueState = field(default_factory=qs.QueueState)
+    # It keeps ended workloads whole (keep_ended): the pages show a finished one's pods.
+    queue: qs.QueueState = field(default_factory=lambda: qs.QueueState(keep_ended=True))
     requests: dict[str, provisioning.RequestView] = field(default_factory=dict)
     gangs: dict[str, list[str]] = field(default_factory=dict)  # gang's workload -> members
     # ``get nodes`` and ``report``: the nodes' states, and each workload's accounting.
@@ -337,7 +338,7 @@ class WorkloadsView:
     name = "intake"
     # cloud: the declared nodes and the topology (get nodes; the queue fold routes by them)
     categories = frozenset({"config", "cloud", "workload", "admission", "provisioning", "node"})
-    snapshot_format = "workloads-view-v11"
+    snapshot_format = "workloads-view-v12"
 
     def initial(self) -> WorkloadsState:
         return WorkloadsState()
