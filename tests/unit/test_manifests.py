@@ -628,8 +628,8 @@ def test_volcano_kueue_labels_win() -> None:
         (None, [task("a", 4)], [None]),
         (4, [task("a", 4)], [None]),
         (3, [task("a", 4)], [3]),
-        # Several tasks: the gang is all pods (only one Kueue pod set may shrink).
-        (2, [task("a", 2), task("b", 2)], [None, None]),
+        # Several tasks at their total: the gang is all pods.
+        (4, [task("a", 2), task("b", 2)], [None, None]),
     ],
 )
 def test_volcano_min_available(
@@ -639,6 +639,16 @@ def test_volcano_min_available(
     if min_available is not None:
         spec["minAvailable"] = min_available
     assert [ps.min_count for ps in one_volcano(spec).pod_sets] == min_counts
+
+
+def test_volcano_min_available_below_several_tasks_is_refused() -> None:
+    """Issue 17: never accepted and ignored. With several tasks only the whole job is a gang
+    (only one pod set may have a minimum), so a minimum below the total is refused by name
+    rather than read as all pods (Volcano would start the job with that many)."""
+    with pytest.raises(InvalidInput) as refused:
+        one_volcano({"minAvailable": 2, "tasks": [task("a", 2), task("b", 2)]})
+    assert refused.value.path.endswith("spec.minAvailable")
+    assert "not supported by muster" in str(refused.value)
 
 
 def test_volcano_min_available_keeps_the_other_pods_waiting() -> None:

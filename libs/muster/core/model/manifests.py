@@ -907,16 +907,24 @@ def _network_tier(network: Obj) -> object:
 
 def _min_available(spec: Obj, pod_sets: list[_PodSet]) -> list[_PodSet]:
     """Volcano's gang minimum (peers.md §2.4): for a job of one task, a ``minCount`` whose
-    surplus pods wait (Volcano keeps them pending and starts them when room appears); with
-    several tasks the gang is all pods (only one pod set may have a minimum)."""
+    surplus pods wait (Volcano keeps them pending and starts them when room appears). With
+    several tasks only the whole job is a gang (only one pod set may have a minimum): a
+    minimum below it is refused rather than read as all pods."""
     min_available = spec.integer("minAvailable", lo=0)
     total = sum(ps.count for ps in pod_sets)
     if min_available and min_available > total:
         raise InvalidInput(
             spec.at("minAvailable"), f"must be at most the tasks' {total} pods, got {min_available}"
         )
-    if not min_available or min_available == total or len(pod_sets) != 1:
+    if not min_available or min_available == total:
         return pod_sets
+    if len(pod_sets) != 1:
+        raise InvalidInput(
+            spec.at("minAvailable"),
+            f"{min_available} below the {total} pods of a job of several tasks is not supported "
+            f"by muster (a job of one task may start with fewer; here give {total} or leave it "
+            "out)",
+        )
     only = replace(pod_sets[0], min_count=min_available, min_count_path=spec.at("minAvailable"))
     return [replace(only, surplus="Wait")]
 

@@ -400,7 +400,9 @@ VOLCANO_SPEC = Shape(
     "Volcano Job spec",
     {
         "tasks": honoured("one pod set each"),
-        "minAvailable": honoured("the gang minimum"),
+        "minAvailable": honoured(
+            "the gang minimum (a job of one task; with several, below the total refused)"
+        ),
         "queue": honoured("the LocalQueue (after Kueue's label)"),
         "priorityClassName": honoured("the priority class (after Kueue's label)"),
         "policies": honoured("failure rules"),
