@@ -422,8 +422,8 @@ async def test_the_cli_submits_through_the_client(api_: Api, tmp_path: Path) -> 
 
 
 async def test_the_clis_old_helpers_still_answer_through_the_client(api_: Api) -> None:
-    """``muster.cli.http.call`` / ``call_status`` (a method and a full URL) stay as thin
-    wrappers over the client for code written against them (the end-to-end tests)."""
+    """``muster.cli.http.call`` (a method and a full URL) is a thin wrapper over the
+    client (the CLI's one-shot calls and the end-to-end tests)."""
     from muster.cli import http
 
     server = base_url(api_)
@@ -431,8 +431,8 @@ async def test_the_clis_old_helpers_still_answer_through_the_client(api_: Api) -
     def go() -> None:
         http.configure(TOKENS["team-a"])
         try:
-            view, status = http.call_status("POST", f"{server}/v1/workloads", workload("old"))
-            assert status == 201 and view["name"] == "old"
+            view = http.call("POST", f"{server}/v1/workloads", workload("old"))
+            assert view["name"] == "old"
             page = http.call("GET", f"{server}/v1/workloads?limit=1&namespace=team-a")
             assert [w["id"] for w in page["items"]] == [view["id"]]
             with pytest.raises(http.ApiError) as missing:

@@ -15,7 +15,7 @@ from typing import Any
 
 import yaml
 
-from muster.cli.resources import ResourceError, _call, conditions_table, indent
+from muster.cli.resources import ResourceError, call, conditions_table, indent
 from muster.cli.tables import table
 from muster.core.model.fields import InvalidInput
 from muster.core.timepoint import parse_at
@@ -28,7 +28,7 @@ def explain(server: str, wid: str, at: str | None, output: str) -> int:
         except InvalidInput as exc:
             raise ResourceError(str(exc)) from None
     query = f"?{urllib.parse.urlencode({'at': at})}" if at is not None else ""
-    body = _call("GET", f"{server}/v1/workloads/{urllib.parse.quote(wid, safe='')}/explain{query}")
+    body = call("GET", f"{server}/v1/workloads/{urllib.parse.quote(wid, safe='')}/explain{query}")
     if output == "json":
         print(json.dumps(body, indent=2, sort_keys=True))
     elif output == "yaml":

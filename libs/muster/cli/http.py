@@ -1,8 +1,8 @@
 """The CLI's way to intake: muster's Python client (``sdk/python``, ``muster_client``) with
 the CLI's bearer token (``--token`` or ``MUSTER_TOKEN``; ``configure`` sets it once).
 
-``call`` and ``call_status`` (a method and a full URL) remain as thin wrappers over the
-client for code written against them; new code uses ``client``.
+``call`` (a method and a full URL) is the one-shot form of a call (the CLI's commands and
+the end-to-end tests); a command making several calls uses ``client``.
 """
 
 from __future__ import annotations
@@ -13,7 +13,7 @@ from urllib.parse import urlsplit
 
 from muster_client import ApiError, Client
 
-__all__ = ["ApiError", "call", "call_status", "client", "configure", "split_url"]
+__all__ = ["ApiError", "call", "client", "configure", "split_url"]
 
 _token: str | None = os.environ.get("MUSTER_TOKEN") or None
 
@@ -46,24 +46,11 @@ def call(
     raw: bytes | None = None,
     content_type: str = "application/json",
 ) -> Any:
-    return call_status(method, url, body, headers, timeout, raw=raw, content_type=content_type)[0]
-
-
-def call_status(
-    method: str,
-    url: str,
-    body: Any = None,
-    headers: dict[str, str] | None = None,
-    timeout: float = 30.0,
-    *,
-    raw: bytes | None = None,
-    content_type: str = "application/json",
-) -> tuple[Any, int]:
-    """The decoded answer and its HTTP status; ``ApiError`` for 4xx and 5xx (after the
-    client's retries), an ``OSError`` when the server cannot be reached. ``raw`` sends
-    bytes as they are (manifests as YAML) instead of ``body`` as JSON."""
+    """The decoded answer; ``ApiError`` for 4xx and 5xx (after the client's retries), an
+    ``OSError`` when the server cannot be reached. ``raw`` sends bytes as they are
+    (manifests as YAML) instead of ``body`` as JSON."""
     server, path = split_url(url)
     with client(server, timeout) as c:
-        return c.request_status(
+        return c.request(
             method, path, json=body, data=raw, content_type=content_type, headers=headers
         )

@@ -9,7 +9,7 @@ import json
 import urllib.parse
 from typing import Any
 
-from muster.cli.resources import ResourceError, _call
+from muster.cli.resources import ResourceError, call
 from muster.cli.tables import table
 
 OUTPUTS = ("table", "csv", "json")
@@ -42,7 +42,7 @@ def fetch(
     server: str, since: str | None, until: str | None, namespace: str | None
 ) -> dict[str, Any]:
     query = {k: v for k, v in (("since", since), ("until", until), ("namespace", namespace)) if v}
-    found: dict[str, Any] = _call("GET", f"{server}/v1/report?{urllib.parse.urlencode(query)}")
+    found: dict[str, Any] = call("GET", f"{server}/v1/report?{urllib.parse.urlencode(query)}")
     return found
 
 

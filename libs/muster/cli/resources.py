@@ -22,7 +22,7 @@ import yaml
 from rich.console import Console
 from rich.status import Status
 
-from muster.cli import nodes
+from muster.cli import http, nodes
 from muster.cli.http import client, split_url
 from muster.cli.present import quantities, shown
 from muster.cli.tables import table
@@ -175,13 +175,13 @@ def kind_of(name: str) -> Kind:
     return Kind(k.kind, k.plural, k.short, k.namespaced, COLUMNS.get(k.kind, _named))
 
 
-def _call(
+def call(
     method: str, url: str, *, raw: bytes | None = None, content_type: str = "application/json"
 ) -> Any:
-    """``method url`` through the client."""
-    server, path = split_url(url)
-    with _reached(server), client(server) as c:
-        return c.request(method, path, data=raw, content_type=content_type)
+    """``method url`` through the client, a refusal or an unreachable server as the
+    command's one-line error."""
+    with _reached(split_url(url)[0]):
+        return http.call(method, url, raw=raw, content_type=content_type)
 
 
 def _cancel(server: str, workload_id: str) -> Workload:
@@ -211,17 +211,17 @@ def fetch(
     ns = namespace
     if k.kind == "Workload":
         if name:
-            return [_call("GET", f"{server}/v1/workloads/{name}")]
+            return [call("GET", f"{server}/v1/workloads/{name}")]
         query = "&".join(f"{q}={v}" for q, v in (("namespace", ns), ("status", status)) if v)
         return _pages(f"{server}/v1/workloads?limit=1000&{query}")
     if k.kind == "ProvisioningRequest":
         if name:
             where = f"namespaces/{ns or current_namespace()}"
-            return [_call("GET", f"{server}/v1/{where}/provisioningrequests/{name}")]
+            return [call("GET", f"{server}/v1/{where}/provisioningrequests/{name}")]
         return _pages(f"{server}/v1/provisioningrequests?limit=1000&namespace={ns or ''}")
     if name:
         where = f"/namespaces/{ns or current_namespace()}" if k.namespaced else ""
-        return [_call("GET", f"{server}/v1{where}/{k.plural}/{name}")]
+        return [call("GET", f"{server}/v1{where}/{k.plural}/{name}")]
     where = f"/namespaces/{ns}" if k.namespaced and ns else ""
     return _pages(f"{server}/v1{where}/{k.plural}?limit=1000")
 
@@ -236,7 +236,7 @@ def _pages(url: str) -> list[dict[str, Any]]:
     )
     with spinner as status:
         while True:
-            page = _call("GET", url + (f"&after={after}" if after else ""))
+            page = call("GET", url + (f"&after={after}" if after else ""))
             items += page["items"]
             after = page.get("next")
             if not after:
@@ -329,7 +329,7 @@ def conditions_table(conditions: list[dict[str, Any]]) -> str:
 
 
 def _describe_workload(server: str, view: dict[str, Any]) -> None:
-    history = _call("GET", f"{server}/v1/workloads/{view['id']}/events")["events"]
+    history = call("GET", f"{server}/v1/workloads/{view['id']}/events")["events"]
     for label, key in (
         ("Name", "name"),
         ("Namespace", "namespace"),
@@ -389,7 +389,7 @@ def _describe_object(server: str, k: Kind, obj: dict[str, Any]) -> None:
             else f"{server}/v1/namespaces/{obj['namespace']}/localqueues/{obj['name']}"
             "/pendingworkloads?limit=20"
         )
-        items = _call("GET", url)["items"]
+        items = call("GET", url)["items"]
         print("Pending (first 20, in admission order):")
         rows = [
             (
@@ -456,7 +456,7 @@ def delete(
                 print(f"{label} deleted (cancel requested; status {cancelled.status})")
             elif k.kind == "ProvisioningRequest":
                 ns = extra or "default"
-                view = _call("DELETE", f"{server}/v1/namespaces/{ns}/provisioningrequests/{name}")
+                view = call("DELETE", f"{server}/v1/namespaces/{ns}/provisioningrequests/{name}")
                 print(f"provisioningrequest {ns}/{name} deleted (status {view['status']})")
             else:
                 raise ResourceError(
@@ -498,7 +498,7 @@ def read_manifests(files: list[str]) -> tuple[str, manifests.Manifests]:
 def apply(server: str, files: list[str]) -> int:
     """Send the manifests to intake, which checks all of them before it appends anything."""
     text, _ = read_manifests(files)
-    rows = _call("POST", f"{server}/v1/apply", raw=text.encode(), content_type="application/yaml")
+    rows = call("POST", f"{server}/v1/apply", raw=text.encode(), content_type="application/yaml")
     items = rows["items"]
     print(table(["KIND", "NAME", "RESULT"], [(r["kind"], r["name"], r["result"]) for r in items]))
     return 0

@@ -84,31 +84,6 @@ class Client:
             )
         )
 
-    def request_status(
-        self,
-        method: str,
-        path: str,
-        *,
-        json: Any = None,
-        data: bytes | None = None,
-        content_type: str = "application/json",
-        params: Mapping[str, str | int] | None = None,
-        headers: Mapping[str, str] | None = None,
-        idempotent: bool | None = None,
-    ) -> tuple[Any, int]:
-        return self._run(
-            self.aio.request_status(
-                method,
-                path,
-                json=json,
-                data=data,
-                content_type=content_type,
-                params=params,
-                headers=headers,
-                idempotent=idempotent,
-            )
-        )
-
     def submit(self, spec: Spec, *, idempotency_key: str | None = None) -> Submitted:
         return self._run(self.aio.submit(spec, idempotency_key=idempotency_key))
 
