@@ -82,9 +82,5 @@ def _member(body: dict[str, Any], view: WorkloadView) -> dict[str, Any]:
             f"{body['position']}: its workload is submitted with its last member"
         )
     if view.gang_id is not None:
-        body["gang"] = {
-            "name": view.gang,
-            "cardinality": view.gang_size,
-            "workloadId": view.gang_id,
-        }
+        body["gang"] = view.gang_json()
     return body

@@ -68,12 +68,12 @@ class WorkloadView:
     def to_json(self) -> dict[str, Any]:
         out = self._json()
         if self.gang is not None:
-            out["gang"] = {
-                "name": self.gang,
-                "cardinality": self.gang_size,
-                "workloadId": self.gang_id,
-            }
+            out["gang"] = self.gang_json()
         return out
+
+    def gang_json(self) -> dict[str, Any]:
+        """A gang member's gang: its name, size and workload."""
+        return {"name": self.gang, "cardinality": self.gang_size, "workloadId": self.gang_id}
 
     def _json(self) -> dict[str, Any]:
         return {
