@@ -11,6 +11,7 @@ from muster.core.access.policy import Action
 from muster.core.access.tokens import Principal
 from muster.core.events import Envelope, encode_payload
 from muster.core.intake.refusal import not_found
+from muster.core.model.times import rfc3339
 from services.intake.context import Context
 from services.intake.errors import Refused
 from services.intake.workloads import own
@@ -147,6 +148,7 @@ def event_json(env: Envelope) -> dict[str, Any]:
     return {
         "position": env.position,
         "time": env.occurred_at,
+        "occurredTime": rfc3339(env.occurred_at),  # the same moment, as every time is shown
         "type": env.type,
         "producer": env.producer,
         "stream": env.stream_id,

@@ -183,7 +183,7 @@ def _schemas() -> dict[str, Any]:
                 "name": {"type": "string"},
                 "state": {"enum": list(CHECK_STATES)},
                 "message": {"type": "string"},
-                "lastTransitionTime": {"type": "number"},
+                "lastTransitionTime": {"type": "string", "format": "date-time"},
                 "podSetUpdates": {"type": "array", "items": _ref("PodSetUpdate")},
             },
             "required": ["name", "state"],
@@ -246,6 +246,7 @@ def _schemas() -> dict[str, Any]:
             "properties": {
                 "position": {"type": "integer"},
                 "time": {"type": "number"},
+                "occurredTime": {"type": "string", "format": "date-time"},
                 "type": {"type": "string"},
                 "producer": {"type": "string"},
                 "stream": {"type": "string"},
@@ -271,7 +272,16 @@ def _schemas() -> dict[str, Any]:
             },
             ("name", "podSets"),
         ),
-        "ProvisioningRequest": {"type": "object", "required": ["id", "status"]},
+        "ProvisioningRequest": {
+            "type": "object",
+            "properties": {
+                "id": {"type": "string"},
+                "status": {"type": "string"},
+                "conditions": {"type": "array", "items": _ref("Condition")},
+                "createdAt": {"type": "string", "format": "date-time"},
+            },
+            "required": ["id", "status"],
+        },
         "Object": {
             "type": "object",
             "properties": {

@@ -12,6 +12,7 @@ import json
 import socket
 import sys
 import time
+from datetime import datetime
 from pathlib import Path
 from typing import Any
 
@@ -21,6 +22,7 @@ import yaml
 from muster.cli.main import main
 from muster.core.events import NewEvent, StreamAppend
 from muster.core.events import node as nev
+from muster.core.events import provisioning as pev
 from muster.core.events import queue as qev
 from muster.core.events import workload as wev
 from muster.core.events.workload import WorkloadSubmitted
@@ -355,10 +357,23 @@ async def test_provreq_lists_describes_and_deletes(api_: Api) -> None:
     code, out, _ = await cli(api_, "provreq")
     assert rows(out)[0][0] == "default"  # NAMESPACE, then the request's name
     assert "pi-request" in out
+    # The provisioner's word on it, as its backend appends it: a condition, Kubernetes-style.
+    rid = "default/pi-request"
+    waiting = pev.ProvisioningWaiting(request_id=rid, reason="Waiting", message="no capacity")
+    await _append(api_, pev.request_stream(rid), waiting, time.time())
     code, out, _ = await cli(api_, "provreq", "pi-request")
     assert "Name:         default/pi-request" in out and "Conditions:" in out
+    row = next(line.split() for line in out.splitlines() if "Provisioned" in line)
+    assert row[:3] == ["Provisioned", "False", "Waiting"] and row[3].endswith("s")  # AGE
     code, out, _ = await cli(api_, "provreq", "default/pi-request", "-o", "json")
-    assert json.loads(out)["id"] == "default/pi-request"
+    shown = json.loads(out)
+    assert shown["id"] == "default/pi-request"
+    # Every time in RFC 3339: the conditions' and the request's own (one format, one type).
+    (cond,) = shown["conditions"]
+    assert cond["lastTransitionTime"].endswith("Z") and shown["createdAt"].endswith("Z")
+    assert datetime.fromisoformat(cond["lastTransitionTime"]).timestamp() == pytest.approx(
+        time.time(), abs=30
+    )
     code, out, _ = await cli(api_, "provreq", "pi-request", "--delete")
     assert code == 0 and "provisioningrequest default/pi-request deleted" in out
 

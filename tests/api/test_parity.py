@@ -485,7 +485,7 @@ async def seed(api: Api) -> dict[str, str]:
 
 
 VOLATILE = {"id", "name", "submittedAt", "updatedAt", "time", "position", "workloadId"}
-VOLATILE |= {"submittedTime", "updatedTime", "lastTransitionTime"}  # times, as above
+VOLATILE |= {"submittedTime", "updatedTime", "lastTransitionTime", "occurredTime"}  # times
 
 
 def normal(value: Any) -> Any:

@@ -392,7 +392,8 @@ async def test_an_external_check_reports_its_state_and_the_workload_shows_it(
     assert resp.status == 200, await resp.text()
     (check,) = (await resp.json())["admissionChecks"]
     assert (check["name"], check["state"], check["message"]) == ("approval", "Ready", "approved")
-    assert check["podSetUpdates"] == [update] and check["lastTransitionTime"] > 0
+    assert check["podSetUpdates"] == [update]
+    assert check["lastTransitionTime"].endswith("Z")  # RFC 3339, as every time shown
     history = await (await client.get(f"/v1/workloads/{wid}/events")).json()
     assert history["events"][-1]["type"] == "workload.admission_check_updated"
 

@@ -9,6 +9,7 @@ workload without a reload. Screenshots are kept in ``tests/ui/artifacts/``.
 from __future__ import annotations
 
 import asyncio
+import re
 import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
@@ -26,6 +27,7 @@ from tests.ui.browser import ARTIFACTS, CHROMIUM, browser_or_skip, expect
 pytestmark = [pytest.mark.e2e, pytest.mark.browser]
 
 GPU = "nvidia.com/gpu"
+RFC3339 = re.compile(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(\.\d{3})?Z")
 QUOTA = [
     {"name": GPU, "nominalQuota": 4},
     {"name": "nvidia.com/gpucores", "nominalQuota": 400},
@@ -249,6 +251,7 @@ def test_workload_page_shows_timeline_conditions_and_pods(scene: Scene, page: An
     expect(started.first).to_contain_text("on gpu-")
     reserved = page.get_by_test_id("conditions").locator("tr", has_text="QuotaReserved")
     expect(reserved).to_contain_text("Quota reserved in ClusterQueue prod")
+    expect(reserved).to_contain_text(RFC3339)  # the time GET gives, as it gives it
 
 
 def test_nodes_page_shows_gpus_and_shared_slices(scene: Scene, page: Any) -> None:
@@ -274,6 +277,9 @@ def test_provisioning_page_shows_conditions(scene: Scene, page: Any) -> None:
     card = page.get_by_test_id("request-default/pi-request")
     expect(card).to_contain_text("Provisioned")
     expect(card).to_contain_text("Accepted")
+    # The same condition type and time format as a workload's (RFC 3339, not epoch seconds).
+    expect(card.locator("tr", has_text="Accepted")).to_contain_text(RFC3339)
+    expect(card).to_contain_text(re.compile(r"created \d{4}-\d\d-\d\dT"))
 
 
 def test_time_slider_shows_the_past(scene: Scene, page: Any) -> None:

@@ -375,7 +375,7 @@ def test_pod_set_updates_of_an_external_check_are_shown() -> None:
         "name": APPROVAL,
         "state": "Ready",
         "message": "Ready by the approver",
-        "lastTransitionTime": 10.0,
+        "lastTransitionTime": "1970-01-01T00:00:10Z",  # RFC 3339, as every time shown
         "podSetUpdates": [
             {"name": "workers", "labels": {"team": "ml"}, "nodeSelector": {"zone": "a"}}
         ],
@@ -391,7 +391,7 @@ def test_last_transition_time_moves_only_with_the_state() -> None:
     assert (approval["state"], approval["message"], approval["lastTransitionTime"]) == (
         "Pending",
         "looking",
-        0.0,
+        "1970-01-01T00:00:00Z",
     )
 
 

@@ -191,6 +191,7 @@ def test_provisioned_nodes_go_from_provisioning_to_ready_to_gone() -> None:
     h.run(until=30)
     (booting,) = _nodes(_intake(h)).values()
     assert booting["status"]["state"] == "Provisioning"
+    assert booting["status"]["since"] == rfc3339(0.0)  # RFC 3339, as every time shown
     assert (booting["spec"]["pool"], booting["spec"]["zone"]) == ("pool", "z1")
     h.run(until=HOUR / 2)
     (ready,) = _nodes(_intake(h)).values()

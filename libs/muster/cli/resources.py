@@ -15,6 +15,7 @@ import time
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import AbstractContextManager, nullcontext
 from dataclasses import dataclass
+from datetime import datetime
 from pathlib import Path
 from typing import Any
 
@@ -49,9 +50,12 @@ class Kind(kinds.ResourceKind):
     columns: Callable[[dict[str, Any], bool], list[tuple[str, Any]]] = lambda o, wide: []
 
 
-def _age(at: float | None) -> str:
+def _age(at: float | str | None) -> str:
+    """How long ago, as kubectl's AGE; ``at`` in seconds or RFC 3339, as the API gives it."""
     if not at:
         return ""
+    if isinstance(at, str):
+        at = datetime.fromisoformat(at).timestamp()
     seconds = max(0, int(time.time() - at))
     if seconds >= 86400:
         return f"{seconds // 86400}d"

@@ -24,6 +24,7 @@ from muster.core.queueing.visibility import PendingItem, pending
 from muster.core.views import conditions as cond
 from muster.core.views import provisioning as prov
 from muster.core.views.conditions import rfc3339
+from muster.core.views.workloads import admission_checks
 
 
 @dataclass(frozen=True, slots=True)
@@ -161,7 +162,7 @@ def explain(
         cond.fold(conds, env.event, env.occurred_at)
         prov.fold(requests, env.event, env.occurred_at)
     latest = list(requests.values())[-1] if requests else None
-    request = _request(latest) if latest is not None else None
+    request = latest.to_json() if latest is not None else None
     if item is None:
         item = pending_item(state, wid)
     status, reason, message = _status(wl, conds, item, latest)
@@ -177,7 +178,7 @@ def explain(
         priority=wl.priority,
         submitted_at=wl.submitted_at,
         conditions=tuple(conds.ordered()),
-        checks=tuple(_checks(wl)),
+        checks=tuple(admission_checks(wl)),
         provisioning=request,
         evictions=tuple(_evictions(state, events)),
     )  # fmt: skip
@@ -210,15 +211,6 @@ def ended_entry(state: QueueState, wid: str, history: Iterable[Envelope]) -> Wor
             continue  # never a workload's; the shared configuration must not move
         qs.evolve(scratch, env)
     return scratch.workloads.get(wid)
-
-
-def _request(view: prov.RequestView) -> dict[str, Any]:
-    out = view.to_json()
-    out["conditions"] = [
-        {**c, "lastTransitionTime": rfc3339(c["lastTransitionTime"])} for c in out["conditions"]
-    ]
-    out["createdAt"] = rfc3339(view.created_at)
-    return out
 
 
 def _request_line(view: prov.RequestView | None) -> str:
@@ -319,13 +311,6 @@ def _shortfall(
 
 def _held(base: Explanation, wl: WorkloadEntry) -> Explanation:
     return replace(base, flavors=dict(wl.run.flavors), nodes=dict(wl.run.placements or {}))
-
-
-def _checks(wl: WorkloadEntry) -> list[dict[str, Any]]:
-    return [
-        {"name": name, "state": c.state, "message": c.message, "lastTransitionTime": rfc3339(c.at)}
-        for name, c in sorted(wl.run.checks.items())
-    ]
 
 
 def _evictions(state: QueueState, events: list[Envelope]) -> list[Eviction]:

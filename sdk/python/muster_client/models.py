@@ -111,6 +111,7 @@ class Event(_Output):
 
     position: int
     time: float = 0.0
+    occurred_time: str = ""  # the same moment in RFC 3339
     type: str = ""
     producer: str = ""
     stream: str = ""

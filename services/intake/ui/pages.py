@@ -12,18 +12,19 @@ from typing import Any
 
 from muster.core.events import provisioning as pev
 from muster.core.model.resources import format_quantity
+from muster.core.model.times import rfc3339
 from muster.core.placement.book import NodeState
 from muster.core.queueing import quota as qt
 from muster.core.queueing import visibility
 from muster.core.queueing.state import WorkloadEntry
-from muster.core.views.workloads import TERMINAL, WorkloadsState, WorkloadView, admission_checks
+from muster.core.views.workloads import WorkloadsState, WorkloadView, admission_checks
 from services.intake.objects import object_kind
 
 Visible = Callable[[str | None], bool]
 
 
 def clock(state: WorkloadsState, position: int) -> dict[str, Any]:
-    return {"position": position, "time": state.now or None}
+    return {"position": position, "time": rfc3339(state.now) if state.now else None}
 
 
 # -- ClusterQueues and cohorts ----------------------------------------------------------
@@ -111,65 +112,14 @@ def workload(state: WorkloadsState, view: WorkloadView) -> dict[str, Any]:
     entry = state.queue.workloads.get(view.gang_id or view.id)
     if entry is not None and entry.run.checks:
         body["admissionChecks"] = admission_checks(entry)
-    if "conditions" not in body:  # GET may carry Kueue's conditions itself
-        body["conditions"] = _conditions(view, entry)
+    # Kueue's conditions as GET shows them: one fold (views/conditions.py) for every view.
+    body["conditions"] = state.workloads.get(view.gang_id or view.id, view).conditions.to_json()
     body["pods"] = _pods(entry) if entry is not None else []
     wanted = {view.id, view.gang_id}
     body["provisioningRequests"] = [
         r.to_json() for r in state.requests.values() if r.workload_id and r.workload_id in wanted
     ]
     return body
-
-
-def _conditions(view: WorkloadView, entry: WorkloadEntry | None) -> list[dict[str, Any]]:
-    """Kueue's workload conditions as far as intake's state tells them: one that holds
-    gives its own reason, one that does not the workload's current reason."""
-    run = entry.run if entry is not None else None
-    holds = entry is not None and entry.holds_quota
-    cq = view.cluster_queue or ""
-    out = [
-        _condition(
-            "QuotaReserved",
-            f"Quota reserved in ClusterQueue {cq}" if holds else None,
-            view,
-            run.reserved_at if run and holds else None,
-        ),
-        _condition(
-            "Admitted",
-            f"Admitted by ClusterQueue {cq}" if view.status in ("Admitted", "Running") else None,
-            view,
-            run.admitted_at if run else None,
-        ),
-        _condition(
-            "PodsReady",
-            f"all {view.pods} pods running" if run and holds and run.pods_ready else None,
-            view,
-            None,
-        ),
-    ]
-    if entry is not None and entry.evictions and not holds and view.status not in TERMINAL:
-        # Kueue keeps Evicted until the workload is admitted again.
-        said = view.message if view.reason == "Evicted" else entry.backoff_reason
-        message = f"evicted {entry.evictions} time(s)" + (f": {said}" if said else "")
-        out.append(_condition("Evicted", message, view, None))
-    if view.status in TERMINAL:
-        out.append(
-            {**_condition("Finished", view.message, view, view.updated_at), "reason": view.reason}
-        )
-    return out
-
-
-def _condition(
-    kind: str, holds: str | None, view: WorkloadView, at: float | None
-) -> dict[str, Any]:
-    """``holds``: the condition's message when it is True; None when it is False."""
-    return {
-        "type": kind,
-        "status": "True" if holds is not None else "False",
-        "reason": kind if holds is not None else view.reason,
-        "message": holds if holds is not None else view.message,
-        "lastTransitionTime": at if at is not None else view.updated_at,
-    }
 
 
 def _pods(entry: WorkloadEntry) -> list[dict[str, Any]]:

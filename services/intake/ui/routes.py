@@ -25,6 +25,7 @@ from muster.core.access.policy import Action, visible_namespaces
 from muster.core.access.tokens import Principal
 from muster.core.events import Envelope
 from muster.core.intake.refusal import not_found
+from muster.core.model.times import rfc3339
 from muster.core.queueing import visibility
 from muster.core.views.workloads import WorkloadsState
 from services.intake.errors import Refused, refuse
@@ -159,8 +160,8 @@ async def clock(request: web.Request, intake: Intake, who: Principal) -> web.Res
         {
             "head": head,
             "position": intake.ctx.loop.runner.position,
-            "time": intake.ctx.state.now or None,
-            "firstTime": first[0].occurred_at if first else None,
+            "time": rfc3339(intake.ctx.state.now) if intake.ctx.state.now else None,
+            "firstTime": rfc3339(first[0].occurred_at) if first else None,
         }
         | ({} if at is None else {"at": at})
     )

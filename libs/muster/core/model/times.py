@@ -5,15 +5,27 @@ from __future__ import annotations
 
 import math
 from datetime import UTC, datetime
+from typing import overload
 
 from muster.core.model.fields import InvalidInput, parse_duration
 
 
+@overload
+def rfc3339(seconds: float) -> str: ...
+@overload
+def rfc3339(seconds: None) -> None: ...
+@overload
+def rfc3339(seconds: float | None) -> str | None: ...
+
+
 def rfc3339(seconds: float | None) -> str | None:
-    """UTC, to the second, as Kubernetes prints timestamps."""
+    """Every time muster shows: RFC 3339 in UTC, as Kubernetes prints timestamps, to the
+    millisecond when it has any (events a few ms apart stay in order)."""
     if seconds is None:
         return None
-    return datetime.fromtimestamp(seconds, UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+    moment = datetime.fromtimestamp(seconds, UTC)
+    spec = "milliseconds" if moment.microsecond >= 1000 else "seconds"
+    return moment.isoformat(timespec=spec).replace("+00:00", "Z")
 
 
 def parse_instant(raw: str, now: float, path: str) -> float:

@@ -11,6 +11,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
+from muster.core.model.times import rfc3339
 from muster.core.queueing.cycle import decide
 from muster.core.queueing.flavors import Assignment
 from muster.core.queueing.state import QueueState, WorkloadEntry
@@ -42,7 +43,7 @@ class PendingItem:
             "positionInLocalQueue": self.position_in_local_queue,
             "reason": self.reason,
             "message": self.message,
-            "queuedAt": wl.queued_at,
+            "queuedAt": rfc3339(wl.queued_at),
             "evictions": wl.evictions,
         }
 

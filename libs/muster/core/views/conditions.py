@@ -13,7 +13,6 @@ Preempted False ("Previously: ...") instead of dropping them.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from datetime import UTC, datetime
 from functools import singledispatch
 from typing import Any
 
@@ -21,17 +20,23 @@ from muster.core.events import Event
 from muster.core.events import node as nev
 from muster.core.events import queue as qev
 from muster.core.events import workload as wev
+from muster.core.model.times import rfc3339
+
+__all__ = ["Condition", "Conditions", "fold", "put", "rfc3339", "set_condition"]
 
 ORDER = ("QuotaReserved", "Admitted", "PodsReady", "Evicted", "Preempted", "Finished")
 
 
 @dataclass(frozen=True, slots=True)
 class Condition:
+    """Kubernetes' ``metav1.Condition``, the one type every muster view shows: a
+    workload's conditions here, a ProvisioningRequest's (``views/provisioning.py``)."""
+
     type: str
     status: str  # "True" | "False", as Kubernetes spells them
     reason: str
     message: str
-    at: float  # lastTransitionTime, seconds since the epoch
+    at: float  # lastTransitionTime, seconds since the epoch; shown in RFC 3339
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -60,19 +65,20 @@ class Conditions:
         return [c.to_json() for c in self.ordered()]
 
 
-def rfc3339(at: float) -> str:
-    """Seconds since the epoch as RFC 3339 in UTC, to the millisecond when it has any."""
-    moment = datetime.fromtimestamp(at, UTC)
-    spec = "milliseconds" if moment.microsecond else "seconds"
-    return moment.isoformat(timespec=spec).replace("+00:00", "Z")
+def put(
+    by_type: dict[str, Condition], type_: str, status: str, reason: str, message: str, now: float
+) -> None:
+    """apimachinery's ``meta.SetStatusCondition``: ``lastTransitionTime`` moves only when
+    the condition's status does; reason and message always take the new values."""
+    old = by_type.get(type_)
+    at = old.at if old is not None and old.status == status else now
+    by_type[type_] = Condition(type_, status, reason, message, at)
 
 
 def set_condition(
     conds: Conditions, type_: str, status: str, reason: str, message: str, now: float
 ) -> None:
-    old = conds.by_type.get(type_)
-    at = old.at if old is not None and old.status == status else now
-    conds.by_type[type_] = Condition(type_, status, reason, message, at)
+    put(conds.by_type, type_, status, reason, message, now)
 
 
 def _previously(conds: Conditions, type_: str, now: float) -> None:

@@ -19,6 +19,7 @@ from muster.core.events import Event
 from muster.core.events import node as nev
 from muster.core.events import provisioning as pev
 from muster.core.model.inventory import ACCELERATORS, HOSTNAME, Gpu
+from muster.core.model.times import rfc3339
 from muster.core.placement.book import NodeBook
 from muster.core.queueing.state import WorkloadEntry, pod_set_of
 
@@ -161,7 +162,7 @@ def node_object(
         },
         "status": {
             "state": record.state,
-            "since": record.since,
+            "since": rfc3339(record.since),
             "topology": {lv: labels[lv] for lv in levels if lv in labels and lv != HOSTNAME},
             "accelerators": accelerators,
             "sharedSlices": _shared_slices(record, book),

@@ -12,25 +12,9 @@ from typing import Any
 
 from muster.core.events import Event
 from muster.core.events import provisioning as pev
+from muster.core.model.times import rfc3339
 from muster.core.model.workload import ProvisioningRequestSpec
-
-
-@dataclass(slots=True)
-class Condition:
-    type: str  # Accepted, Provisioned, Failed, BookingExpired, CapacityRevoked
-    status: str  # "True" | "False"
-    reason: str
-    message: str
-    at: float
-
-    def to_json(self) -> dict[str, Any]:
-        return {
-            "type": self.type,
-            "status": self.status,
-            "reason": self.reason,
-            "message": self.message,
-            "lastTransitionTime": self.at,
-        }
+from muster.core.views.conditions import Condition, put
 
 
 @dataclass(slots=True)
@@ -39,6 +23,7 @@ class RequestView:
     workload_id: str = ""  # "" for a standalone request
     spec: ProvisioningRequestSpec | None = None  # standalone requests only
     created_at: float = 0.0
+    # Accepted, Provisioned, Failed, BookingExpired, CapacityRevoked
     conditions: dict[str, Condition] = field(default_factory=dict)
     zone: str | None = None
     nodes: tuple[str, ...] = ()
@@ -70,7 +55,7 @@ class RequestView:
             "nodes": list(self.nodes),
             "nodesRemoved": self.nodes_removed,
             "deleted": self.deleted,
-            "createdAt": self.created_at,
+            "createdAt": rfc3339(self.created_at),
         }
         if self.workload_id:
             out["workload"] = self.workload_id
@@ -91,7 +76,7 @@ def fold(views: dict[str, RequestView], event: Event, now: float) -> None:
 
 
 def _set(view: RequestView, kind: str, status: str, reason: str, message: str, now: float) -> None:
-    view.conditions[kind] = Condition(kind, status, reason, message, now)
+    put(view.conditions, kind, status, reason, message, now)
 
 
 @singledispatch

@@ -106,7 +106,7 @@ def admission_checks(entry: qs.WorkloadEntry) -> list[dict[str, Any]]:
             "name": name,
             "state": check.state,
             "message": check.message,
-            "lastTransitionTime": check.at,
+            "lastTransitionTime": rfc3339(check.at),
             "podSetUpdates": [_pod_set_update(u) for u in check.pod_set_updates],
         }
         for name, check in sorted(entry.run.checks.items())
@@ -338,7 +338,7 @@ class WorkloadsView:
     name = "intake"
     # cloud: the declared nodes and the topology (get nodes; the queue fold routes by them)
     categories = frozenset({"config", "cloud", "workload", "admission", "provisioning", "node"})
-    snapshot_format = "workloads-view-v12"
+    snapshot_format = "workloads-view-v13"
 
     def initial(self) -> WorkloadsState:
         return WorkloadsState()

@@ -27,7 +27,8 @@ async function get(path) {
 // -- formatting --------------------------------------------------------------------------
 
 const esc = (v) => String(v ?? "").replace(/[&<>"']/g, (c) => `&#${c.charCodeAt(0)};`);
-const when = (t) => (t ? new Date(t * 1000).toISOString().replace("T", " ").replace(/\.\d+Z$/, "Z") : "");
+// Times as the API gives them, RFC 3339 (an event's numeric `time` written the same way).
+const when = (t) => (typeof t === "string" ? t : t ? new Date(t * 1000).toISOString().replace(/\.000Z$/, "Z") : "");
 const status = (s) => `<span class="status ${esc(s)}">${esc(s)}</span>`;
 const wlink = (id, name) => (id ? `<a href="#/workload/${encodeURIComponent(id)}">${esc(name || id)}</a>` : esc(name));
 
@@ -120,7 +121,7 @@ const pages = {
     ], w.pods, "pods");
     const checks = (w.admissionChecks || []).map((c) => `<li>${esc(c.name)}: <b>${esc(c.state)}</b> ${esc(c.message)}</li>`).join("");
     const requests = (w.provisioningRequests || []).map(request).join("");
-    const events = d.events.map((e) => `<li><span class="muted">${when(e.time)} · #${e.position}</span>
+    const events = d.events.map((e) => `<li><span class="muted">${when(e.occurredTime || e.time)} · #${e.position}</span>
       <span class="type">${esc(e.type)}</span> ${e.reason ? `<b>${esc(e.reason)}</b>` : ""} ${esc(e.message || "")}${where(e.data)}</li>`).join("");
     return [d, `<h1>${esc(w.name)} <span class="muted">${esc(w.namespace)}/${esc(w.id)}</span></h1>
       <div class="card" data-testid="workload-status">${status(w.status)} · <b>${esc(w.reason)}</b> — ${esc(w.message)}
