@@ -205,6 +205,19 @@ def handlers(intake: Intake) -> list[grpc.GenericRpcHandler]:
 
         return stream()
 
+    async def explain(req: pb.ExplainRequest, who: Principal) -> pb.Explanation:
+        found = await intake.explain.explain(who, req.id, req.at if req.HasField("at") else None)
+        reply: pb.Explanation = from_json(found, pb.Explanation)
+        reply.detail.update(found)
+        return reply
+
+    async def update_check(req: pb.UpdateAdmissionCheckRequest, who: Principal) -> pb.Workload:
+        # The HTTP body's JSON, as PUT .../admissionchecks/{check} takes it.
+        body = {k: v for k, v in to_json(req).items() if k not in ("id", "check")}
+        return from_json(
+            await intake.workloads.update_check(who, req.id, req.check, body), pb.Workload
+        )
+
     async def apply(req: pb.ApplyRequest, who: Principal) -> pb.ApplyResponse:
         rows = await intake.applies.apply(who, req.manifests)
         return from_json({"items": rows}, pb.ApplyResponse)
@@ -227,6 +240,17 @@ def handlers(intake: Intake) -> list[grpc.GenericRpcHandler]:
         done = await intake.admin.replay(who, req.until_position or None)
         return from_json(done, pb.ReplayResponse)
 
+    async def report(req: pb.ReportRequest, who: Principal) -> pb.AccountingReport:
+        found = await intake.report.report(
+            who, req.since or None, req.until or None, req.namespace or None
+        )
+        return from_json(found, pb.AccountingReport)
+
+    async def list_nodes(req: pb.ListNodesRequest, who: Principal) -> pb.ObjectList:
+        limit = req.limit if req.HasField("limit") else 1000
+        page = await intake.objects.page(who, "nodes", None, limit, req.after or None)
+        return from_json(page, pb.ObjectList)
+
     submissions = {
         "Submit": _unary(intake, pb.SubmitRequest, submit),
         "SubmitBatch": _unary(intake, pb.SubmitBatchRequest, submit_batch),
@@ -234,12 +258,16 @@ def handlers(intake: Intake) -> list[grpc.GenericRpcHandler]:
         "ListWorkloads": _unary(intake, pb.ListWorkloadsRequest, list_workloads),
         "Cancel": _unary(intake, pb.CancelRequest, cancel),
         "Watch": _streaming(intake, pb.WatchRequest, watch),
+        "Explain": _unary(intake, pb.ExplainRequest, explain),
+        "UpdateAdmissionCheck": _unary(intake, pb.UpdateAdmissionCheckRequest, update_check),
     }
     admin = {
         "Apply": _unary(intake, pb.ApplyRequest, apply),
         "GetObject": _unary(intake, pb.ObjectRef, get_object),
         "ListObjects": _unary(intake, pb.ListObjectsRequest, list_objects),
         "Replay": _unary(intake, pb.ReplayRequest, replay),
+        "Report": _unary(intake, pb.ReportRequest, report),
+        "ListNodes": _unary(intake, pb.ListNodesRequest, list_nodes),
     }
     return [
         grpc.method_handlers_generic_handler("muster.v1.Submissions", submissions),

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from typing import Any
+from urllib.parse import quote
 
 import grpc
 from google.protobuf import json_format
@@ -54,6 +55,18 @@ def _body_path(op: str, args: dict[str, Any]) -> tuple[str, str, Any, dict[str, 
             )
         case "replay":
             return "POST", "/v1/admin/replay", {"untilPosition": args.get("until", 0)}, {}
+        case "explain":
+            at = f"?at={quote(args['at'])}" if args.get("at") else ""
+            return "GET", f"/v1/workloads/{args['id']}/explain{at}", None, {}
+        case "update_check":
+            path = f"/v1/workloads/{args['id']}/admissionchecks/{args['check']}"
+            return "PUT", path, args["body"], {}
+        case "report":
+            q = "&".join(f"{k}={quote(v)}" for k, v in args.items())
+            return "GET", f"/v1/report?{q}", None, {}
+        case "nodes":
+            q = "&".join(f"{k}={v}" for k, v in args.items())
+            return "GET", f"/v1/nodes?{q}", None, {}
     raise ValueError(op)
 
 
@@ -141,6 +154,19 @@ async def grpc_call(api: Api, who: str | None, op: str, args: dict[str, Any]) ->
                 reply = await a.Replay(
                     pb.ReplayRequest(until_position=args.get("until", 0)), metadata=meta
                 )
+            case "explain":
+                request = pb.ExplainRequest(id=args["id"], at=args.get("at"))
+                reply = await s.Explain(request, metadata=meta)
+            case "update_check":
+                update = json_format.ParseDict(
+                    {"id": args["id"], "check": args["check"], **args["body"]},
+                    pb.UpdateAdmissionCheckRequest(),
+                )
+                reply = await s.UpdateAdmissionCheck(update, metadata=meta)
+            case "report":
+                reply = await a.Report(pb.ReportRequest(**args), metadata=meta)
+            case "nodes":
+                reply = await a.ListNodes(pb.ListNodesRequest(**args), metadata=meta)
             case _:
                 raise ValueError(op)
     except grpc.aio.AioRpcError as exc:

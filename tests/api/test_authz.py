@@ -344,6 +344,16 @@ GRPC: list[tuple[str, str, Any, tuple[grpc.StatusCode, ...]]] = [
         GRPC_OWN,
     ),
     ("Admin", "Replay", lambda f: pb.ReplayRequest(), (DENIED, DENIED, OK, NOAUTH)),
+    ("Submissions", "Explain", lambda f: pb.ExplainRequest(id=f.wid), GRPC_OWN),
+    (
+        "Submissions",
+        "UpdateAdmissionCheck",  # admin only; the admin is told there is no such check
+        lambda f: pb.UpdateAdmissionCheckRequest(id=f.wid, check="nope", state="Ready"),
+        (DENIED, DENIED, C.NOT_FOUND, NOAUTH),
+    ),
+    ("Admin", "Report", lambda f: pb.ReportRequest(namespace="team-a"), GRPC_OWN),
+    ("Admin", "Report", lambda f: pb.ReportRequest(), (OK, OK, OK, NOAUTH)),  # one's own
+    ("Admin", "ListNodes", lambda f: pb.ListNodesRequest(), (OK, OK, OK, NOAUTH)),
 ]
 
 

@@ -3,6 +3,7 @@ and field, equivalent answers, and no event left behind by any refusal."""
 
 from __future__ import annotations
 
+import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
@@ -10,6 +11,8 @@ from typing import Any
 import grpc
 import pytest
 
+from muster.core.events import NewEvent, StreamAppend
+from muster.core.events import queue as qev
 from tests.api import drive
 from tests.api.conftest import Api, bearer, workload
 
@@ -21,6 +24,13 @@ kind: LocalQueue
 metadata: {{name: lq-{t}, namespace: team-a}}
 spec: {{clusterQueue: cq}}
 """
+EXTERNAL_CHECK = """
+apiVersion: kueue.x-k8s.io/v1beta1
+kind: AdmissionCheck
+metadata: {name: approval}
+spec: {controllerName: example.com/approval}
+"""
+UPDATE = {"name": "main", "annotations": {"example.com/approved-by": "alice"}}
 RF_YAML = """
 apiVersion: kueue.x-k8s.io/v1beta1
 kind: ResourceFlavor
@@ -452,6 +462,130 @@ CASES = [
         C.PERMISSION_DENIED,
         "Forbidden",
     ),
+    # What operators use (explain, report, nodes, an external check's state): the same
+    # answers and refusals over gRPC as over HTTP (docs/api.md, "gRPC").
+    Case("explain", "team-a", "explain", lambda ids, t: {"id": ids["seed"]}, 200, C.OK),
+    Case(
+        "explain at a past position",
+        "team-a",
+        "explain",
+        lambda ids, t: {"id": ids["seed"], "at": f"@{ids['seed-position']}"},
+        200,
+        C.OK,
+    ),
+    Case(
+        "explain at no time",
+        "team-a",
+        "explain",
+        lambda ids, t: {"id": ids["seed"], "at": "yesterday"},
+        400,
+        C.INVALID_ARGUMENT,
+        "InvalidQuery",
+        "at",
+    ),
+    Case(
+        "explain another tenant's",
+        "team-b",
+        "explain",
+        lambda ids, t: {"id": ids["seed"]},
+        403,
+        C.PERMISSION_DENIED,
+        "Forbidden",
+    ),
+    Case(
+        "explain a missing one",
+        "team-a",
+        "explain",
+        lambda ids, t: {"id": "nope"},
+        404,
+        C.NOT_FOUND,
+        "NotFound",
+    ),
+    Case(
+        "report",
+        "team-a",
+        "report",
+        lambda ids, t: {"since": "2026-01-01T00:00:00Z", "until": ids["until"]},
+        200,
+        C.OK,
+    ),
+    Case(
+        "report from no time",
+        "team-a",
+        "report",
+        lambda ids, t: {"since": "yesterday"},
+        400,
+        C.INVALID_ARGUMENT,
+        "InvalidQuery",
+        "since",
+    ),
+    Case(
+        "report of another tenant's namespace",
+        "team-a",
+        "report",
+        lambda ids, t: {"namespace": "team-b"},
+        403,
+        C.PERMISSION_DENIED,
+        "Forbidden",
+    ),
+    Case("nodes", "team-a", "nodes", lambda ids, t: {}, 200, C.OK),
+    Case(
+        "nodes with a bad limit",
+        "team-a",
+        "nodes",
+        lambda ids, t: {"limit": 0},
+        400,
+        C.INVALID_ARGUMENT,
+        "InvalidQuery",
+        "limit",
+    ),
+    Case(
+        "set a check's state",
+        "admin",
+        "update_check",
+        lambda ids, t: {
+            "id": ids["checked"],
+            "check": "approval",
+            "body": {"state": "Ready", "message": "approved", "podSetUpdates": [UPDATE]},
+        },
+        200,
+        C.OK,
+    ),
+    Case(
+        "set a check's state as a tenant",
+        "team-a",
+        "update_check",
+        lambda ids, t: {"id": ids["checked"], "check": "approval", "body": {"state": "Ready"}},
+        403,
+        C.PERMISSION_DENIED,
+        "Forbidden",
+    ),
+    Case(
+        "set the state of a check gating nothing",
+        "admin",
+        "update_check",
+        lambda ids, t: {"id": ids["seed"], "check": "approval", "body": {"state": "Ready"}},
+        409,
+        C.FAILED_PRECONDITION,
+        "CheckNotApplicable",
+    ),
+    Case(
+        "set no state",
+        "admin",
+        "update_check",
+        lambda ids, t: {"id": ids["checked"], "check": "approval", "body": {}},
+        *INVALID,
+        "state",
+    ),
+    Case(
+        "set a missing check's state",
+        "admin",
+        "update_check",
+        lambda ids, t: {"id": ids["checked"], "check": "nope", "body": {"state": "Ready"}},
+        404,
+        C.NOT_FOUND,
+        "NotFound",
+    ),
     Case("replay", "admin", "replay", lambda ids, t: {}, 200, C.OK),
     Case(
         "replay as a tenant",
@@ -466,9 +600,12 @@ CASES = [
 
 
 async def seed(api: Api) -> dict[str, str]:
-    """Workloads the cases refer to, submitted over HTTP by team-a."""
+    """Workloads the cases refer to, submitted over HTTP by team-a; ``checked`` holds quota
+    gated by the external AdmissionCheck ``approval`` (kueue.md §1.8)."""
     ids: dict[str, str] = {}
-    for key in ("seed", "cancel-h", "cancel-g", "cancelled"):
+    resp = await api.http.post("/v1/apply", data=EXTERNAL_CHECK, headers=bearer("admin"))
+    assert resp.status == 200, await resp.text()
+    for key in ("seed", "cancel-h", "cancel-g", "cancelled", "checked"):
         name = key if key == "seed" else f"c-{key}"
         resp = await api.http.post(
             "/v1/workloads",
@@ -481,11 +618,31 @@ async def seed(api: Api) -> dict[str, str]:
     assert resp.status == 202
     first = (await api.store.read_correlated(ids["seed"]))[0]
     ids["seed-position"] = str(first.position)
+    await _reserve(api, ids["checked"], "approval")
+    ids["until"] = f"{time.time():.3f}"  # a report up to here charges the same over both
     return ids
 
 
+async def _reserve(api: Api, wid: str, *checks: str) -> None:
+    """The queue's quota reservation for ``wid``, gated by ``checks``, as the queue appends it."""
+    reserved = qev.QuotaReserved(
+        workload_id=wid,
+        cluster_queue="cq",
+        flavors={"main": {"nvidia.com/gpu": "f"}},
+        usage={"f": {"nvidia.com/gpu": 2}},
+        node_selectors={},
+        attempt=1,
+        message="Quota reserved in ClusterQueue cq",
+        checks=checks,
+    )
+    new = NewEvent(stream_id=qev.ADMISSION_STREAM, event=reserved, occurred_at=time.time())
+    await api.store.append(
+        [StreamAppend(qev.ADMISSION_STREAM, None, [new])], producer="queue", recorded_at=time.time()
+    )
+
+
 VOLATILE = {"id", "name", "submittedAt", "updatedAt", "time", "position", "workloadId"}
-VOLATILE |= {"submittedTime", "updatedTime", "lastTransitionTime", "occurredTime"}  # times
+VOLATILE |= {"submittedTime", "updatedTime", "lastTransitionTime", "occurredTime", "now"}
 
 
 def normal(value: Any) -> Any:
@@ -504,8 +661,14 @@ def normal(value: Any) -> Any:
 
 
 def http_as_grpc(op: str, status: int, body: Any) -> Any:
-    """The HTTP answer in the gRPC response's shape: Submit wraps the workload."""
-    return {"workload": body, "created": status == 201} if op == "submit" else body
+    """The HTTP answer in the gRPC response's shape: Submit wraps the workload; Explain
+    types the top of the answer and carries all of it in ``detail``."""
+    if op == "submit":
+        return {"workload": body, "created": status == 201}
+    if op == "explain":
+        top = ("id", "position", "time", "status", "reason", "message", "conditions")
+        return {k: body[k] for k in top} | {"detail": body}
+    return body
 
 
 @pytest.mark.parametrize("case", CASES, ids=[c.name for c in CASES])

@@ -22,10 +22,15 @@ import pytest
 from aiohttp import web
 from aiohttp.test_utils import TestServer
 
+from muster.core.events import NewEvent, StreamAppend
+from muster.core.events import node as nev
+from muster.core.events import queue as qev
+from muster.core.model.inventory import Gpu
 from muster.store import SqlEventStore
 from muster_client import (
     NO_RETRY,
     AsyncClient,
+    BadRequest,
     Client,
     Conflict,
     Event,
@@ -42,7 +47,7 @@ from muster_client import (
 from muster_client.grpc_client import AsyncGrpcClient
 from muster_client.retry import http_date
 from services.intake import errors as intake_errors
-from tests.api.conftest import TOKENS, Api, serve, workload
+from tests.api.conftest import TOKENS, Api, bearer, serve, workload
 from tests.api.test_cli import cli
 from tests.e2e.tcp_proxy import TcpProxy
 
@@ -290,6 +295,110 @@ async def test_the_same_operations_over_grpc(api_: Api) -> None:
         assert [w.id async for w in g.iter_workloads(page_size=2)] == ids
         assert submitted.type == "workload.submitted" and submitted.workload_id == ids[0]
         assert cancel.type == "workload.cancel_requested" and cancel.position > submitted.position
+
+
+async def test_what_operators_use_answers_alike_over_http_and_grpc(api_: Api) -> None:
+    """docs/api.md, gRPC: Explain (now and at a past point), an external admission check's
+    state (kueue.md §1.8), Report and ListNodes: the same answers and refusals as HTTP, from
+    the same intake operations."""
+    assert (await api_.http.post("/v1/apply", data=EXTERNAL_CHECK, headers=bearer("admin"))).ok
+    gpus = tuple(Gpu(uuid=f"GPU-{i}", model="A100", memory_mib=81920, index=i) for i in range(2))
+    node = nev.NodeRegistered(node="gpu-0", allocatable={"nvidia.com/gpu": 2}, gpus=gpus)
+    await _append(api_, nev.stream("gpu-0"), node)
+    async with (
+        http_client(api_) as h,
+        http_client(api_, "admin") as h_admin,
+        AsyncGrpcClient(api_.grpc_target, TOKENS["team-a"], retry_policy=FAST) as g,
+        AsyncGrpcClient(api_.grpc_target, TOKENS["admin"], retry_policy=FAST) as g_admin,
+    ):
+        wid = (await h.submit(spec("checked", count=2))).workload.id
+        submitted_at = (await h.events(workload_id=wid))[0].position
+        await _append(api_, qev.ADMISSION_STREAM, _reserved(wid, "approval"), correlation=wid)
+
+        now_h, now_g = await h.explain(wid), await g.explain(wid)
+        assert (
+            (now_g.status, now_g.reason)
+            == (now_h.status, now_h.reason)
+            == (
+                "QuotaReserved",
+                "QuotaReserved",
+            )
+        )
+        assert now_g.conditions == now_h.conditions and now_g.detail == now_h.detail
+        assert now_g.detail["admissionChecks"][0]["state"] == "Pending"
+        past_h = await h.explain(wid, at=f"@{submitted_at}")
+        past_g = await g.explain(wid, at=f"@{submitted_at}")
+        assert past_g == past_h and past_g.position == submitted_at
+        assert past_g.status == "Pending"
+        with pytest.raises(BadRequest) as bad:
+            await g.explain(wid, at="yesterday")
+        assert bad.value.field == "at"
+        with pytest.raises(NotFound):
+            await g.explain("missing")
+
+        update = {"name": "main", "annotations": {"example.com/approved-by": "alice"}}
+        with pytest.raises(Forbidden):
+            await g.update_admission_check(wid, "approval", "Ready")
+        with pytest.raises(InvalidInput) as bad_state:
+            await g_admin.update_admission_check(wid, "approval", "Maybe")
+        assert bad_state.value.field == "state"
+        done = await g_admin.update_admission_check(
+            wid, "approval", "Ready", message="approved", pod_set_updates=[update]
+        )
+        (check,) = done.admission_checks or []
+        assert (check["state"], check["message"], check["podSetUpdates"]) == (
+            "Ready",
+            "approved",
+            [update],
+        )
+        assert check["lastTransitionTime"].endswith("Z")
+        assert (await h.get(wid)).admission_checks == done.admission_checks
+        again = await h_admin.update_admission_check(wid, "approval", "Ready", message="still")
+        assert (again.admission_checks or [])[0]["message"] == "still"
+
+        until = f"{time.time():.3f}"  # the same range for both: the same charges
+        report_h = await h.report(since="2026-01-01T00:00:00Z", until=until)
+        report_g = await g.report(since="2026-01-01T00:00:00Z", until=until)
+        assert report_g.workloads == report_h.workloads and [r.id for r in report_g.workloads] == [
+            wid
+        ]
+        assert report_g.namespaces == report_h.namespaces
+        assert report_g.cluster_queues == report_h.cluster_queues
+        with pytest.raises(Forbidden):
+            await g.report(namespace="team-b")
+
+        nodes_h, nodes_g = await h.nodes(), await g.nodes()
+        assert nodes_g == nodes_h and [n["name"] for n in nodes_g] == ["gpu-0"]
+        assert nodes_g[0]["spec"]["allocatable"] == {"nvidia.com/gpu": 2}  # ints, as HTTP
+        assert nodes_g[0]["status"]["accelerators"] == [{"model": "A100", "used": 0, "total": 2}]
+
+
+EXTERNAL_CHECK = """
+apiVersion: kueue.x-k8s.io/v1beta1
+kind: AdmissionCheck
+metadata: {name: approval}
+spec: {controllerName: example.com/approval}
+"""
+
+
+def _reserved(wid: str, *checks: str) -> qev.QuotaReserved:
+    return qev.QuotaReserved(
+        workload_id=wid,
+        cluster_queue="cq",
+        flavors={"main": {"nvidia.com/gpu": "f"}},
+        usage={"f": {"nvidia.com/gpu": 2}},
+        node_selectors={},
+        attempt=1,
+        message="Quota reserved in ClusterQueue cq",
+        checks=checks,
+    )
+
+
+async def _append(api: Api, stream: str, event: Any, correlation: str | None = None) -> None:
+    """An event as another service appends it (intake folds it from the log)."""
+    now = time.time()
+    news = [NewEvent(stream_id=stream, event=event, occurred_at=now, correlation_id=correlation)]
+    await api.store.append([StreamAppend(stream, None, news)], producer="test", recorded_at=now)
 
 
 async def test_a_grpc_watch_resumes_after_a_cut_connection(api_: Api) -> None:

@@ -1,4 +1,5 @@
-"""muster's Python client: submit, batch, get, list, cancel and watch workloads over HTTP
+"""muster's Python client: submit, batch, get, list, cancel, watch and explain workloads,
+set an external admission check's state, read nodes and the accounting report, over HTTP
 (``AsyncClient``, blocking ``Client``) or gRPC (``muster_client.grpc_client``), with typed
 answers, typed errors and retries that honour ``Retry-After``."""
 
@@ -19,9 +20,13 @@ from muster_client.errors import (
 from muster_client.http import AsyncClient
 from muster_client.models import (
     Event,
+    Explanation,
     GangMembership,
     PodSet,
     QueuePosition,
+    Report,
+    ReportRow,
+    ReportTotal,
     Submitted,
     Workload,
     WorkloadPage,
@@ -38,6 +43,7 @@ __all__ = [
     "Client",
     "Conflict",
     "Event",
+    "Explanation",
     "Forbidden",
     "GangMembership",
     "InvalidInput",
@@ -46,6 +52,9 @@ __all__ = [
     "PodSet",
     "QueuePosition",
     "RateLimited",
+    "Report",
+    "ReportRow",
+    "ReportTotal",
     "RetryPolicy",
     "Submitted",
     "TooLarge",

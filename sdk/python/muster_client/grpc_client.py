@@ -1,4 +1,5 @@
-"""The asynchronous client over muster's gRPC API (``muster.v1.Submissions``).
+"""The asynchronous client over muster's gRPC API (``muster.v1.Submissions`` and the
+``muster.v1.Admin`` calls an operator uses: report, nodes).
 
 Needs the ``grpc`` extra and the message classes generated from
 ``proto/muster/api/v1/muster.proto`` (``python -m muster.api.codegen`` in a muster
@@ -14,13 +15,23 @@ from __future__ import annotations
 import asyncio
 import builtins
 import time
-from collections.abc import AsyncGenerator, Awaitable, Callable, Sequence
+from collections.abc import AsyncGenerator, Awaitable, Callable, Mapping, Sequence
 from typing import Any, TypeVar
 
 from muster_client import errors
 from muster_client.errors import MusterError, TransportError
-from muster_client.http import new_key
-from muster_client.models import Event, Spec, Submitted, Workload, WorkloadPage, convert, spec_json
+from muster_client.http import NODES_PAGE, check_body, new_key
+from muster_client.models import (
+    Event,
+    Explanation,
+    Report,
+    Spec,
+    Submitted,
+    Workload,
+    WorkloadPage,
+    convert,
+    spec_json,
+)
 from muster_client.retry import RetryPolicy, parse_retry_after
 
 try:
@@ -87,6 +98,38 @@ def _to_json(msg: Any) -> Any:
     return json_format.MessageToDict(msg, always_print_fields_with_no_presence=True)
 
 
+def _whole(value: Any) -> Any:
+    """A ``google.protobuf.Struct``'s JSON with whole numbers as ints, as the HTTP API
+    writes them (a Struct carries every number as a double)."""
+    if isinstance(value, dict):
+        return {k: _whole(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_whole(v) for v in value]
+    if isinstance(value, float) and value.is_integer():
+        return int(value)
+    return value
+
+
+def _workload(msg: Any) -> Workload:
+    """A Workload message as the HTTP API's JSON gives it: a pod set update names only
+    the maps it sets (proto3 prints an empty map as ``{}``)."""
+    body = _to_json(msg)
+    for check in body.get("admissionChecks") or ():
+        check["podSetUpdates"] = [
+            {k: v for k, v in u.items() if v != {}} for u in check.get("podSetUpdates") or ()
+        ]
+    if not body.get("admissionChecks"):
+        body.pop("admissionChecks", None)  # absent without checks, as over HTTP
+    return convert(body, Workload)
+
+
+def _parse(body: dict[str, Any], message: Any) -> Any:
+    try:
+        return json_format.ParseDict(body, message)
+    except json_format.ParseError as exc:
+        raise errors.api_error(422, "InvalidField", str(exc)) from None
+
+
 def _spec(spec: Spec) -> Any:
     """A spec as the proto's WorkloadSpec (JSON mapping; quantities are strings there)."""
     body = spec_json(spec)
@@ -94,10 +137,7 @@ def _spec(spec: Spec) -> Any:
     for pod_set in body.get("podSets") or ():
         if isinstance(pod_set, dict) and isinstance(pod_set.get("requests"), dict):
             pod_set["requests"] = {k: str(v) for k, v in pod_set["requests"].items()}
-    try:
-        return json_format.ParseDict(body, pb.WorkloadSpec())
-    except json_format.ParseError as exc:
-        raise errors.api_error(422, "InvalidField", str(exc)) from None
+    return _parse(body, pb.WorkloadSpec())
 
 
 class AsyncGrpcClient:
@@ -123,6 +163,7 @@ class AsyncGrpcClient:
             else aio.insecure_channel(target)
         )
         self._stub = rpc.SubmissionsStub(self._channel)
+        self._admin = rpc.AdminStub(self._channel)
 
     async def __aenter__(self) -> AsyncGrpcClient:
         return self
@@ -174,7 +215,7 @@ class AsyncGrpcClient:
 
     async def get(self, workload_id: str) -> Workload:
         answer = await self._call(self._stub.GetWorkload, pb.GetWorkloadRequest(id=workload_id))
-        return convert(_to_json(answer), Workload)
+        return _workload(answer)
 
     async def list(
         self,
@@ -204,7 +245,53 @@ class AsyncGrpcClient:
 
     async def cancel(self, workload_id: str) -> Workload:
         answer = await self._call(self._stub.Cancel, pb.CancelRequest(id=workload_id))
-        return convert(_to_json(answer), Workload)
+        return _workload(answer)
+
+    async def explain(self, workload_id: str, *, at: str | None = None) -> Explanation:
+        """Its state and why, now or ``at`` a past point (RFC 3339, ``-5m``, ``@12345``)."""
+        request = pb.ExplainRequest(id=workload_id, at=at)
+        answer = await self._call(self._stub.Explain, request)
+        body = _to_json(answer)
+        body["detail"] = _whole(json_format.MessageToDict(answer.detail))
+        return convert(body, Explanation)
+
+    async def update_admission_check(
+        self,
+        workload_id: str,
+        check: str,
+        state: str,
+        *,
+        message: str | None = None,
+        attempt: int | None = None,
+        requeue_after_seconds: int | None = None,
+        pod_set_updates: Sequence[Mapping[str, Any]] | None = None,
+    ) -> Workload:
+        """An external admission check's controller sets the check's state (admin)."""
+        body = check_body(state, message, attempt, requeue_after_seconds, pod_set_updates)
+        request = _parse(
+            {"id": workload_id, "check": check, **body}, pb.UpdateAdmissionCheckRequest()
+        )
+        answer = await self._call(self._stub.UpdateAdmissionCheck, request)
+        return _workload(answer)
+
+    async def nodes(self) -> builtins.list[dict[str, Any]]:
+        """Every node (``kind: Node`` objects, as ``muster get nodes`` reads them)."""
+        out: builtins.list[dict[str, Any]] = []
+        after: str | None = None
+        while True:
+            request = pb.ListNodesRequest(limit=NODES_PAGE, after=after)
+            page = await self._call(self._admin.ListNodes, request)
+            out += [_whole(json_format.MessageToDict(item)) for item in page.items]
+            after = page.next if page.HasField("next") else None
+            if not after or not page.items:
+                return out
+
+    async def report(
+        self, *, since: str | None = None, until: str | None = None, namespace: str | None = None
+    ) -> Report:
+        """Accounting over ``[since, until)`` (RFC 3339, epoch seconds or ``-2h``)."""
+        request = pb.ReportRequest(since=since, until=until, namespace=namespace)
+        return convert(_to_json(await self._call(self._admin.Report, request)), Report)
 
     async def events(
         self,

@@ -15,11 +15,22 @@ import msgspec
 
 from muster_client import errors, retry
 from muster_client.errors import TransportError
-from muster_client.models import Event, Spec, Submitted, Workload, WorkloadPage, convert, spec_json
+from muster_client.models import (
+    Event,
+    Explanation,
+    Report,
+    Spec,
+    Submitted,
+    Workload,
+    WorkloadPage,
+    convert,
+    spec_json,
+)
 from muster_client.retry import RetryPolicy
 
 IDEMPOTENT_METHODS = frozenset({"GET", "HEAD", "PUT", "DELETE", "OPTIONS"})
 EVENTS_PAGE = 1000  # the most one page of a history holds
+NODES_PAGE = 1000  # the most one page of objects holds
 
 
 def new_key() -> str:
@@ -45,6 +56,26 @@ def events_path(
     if not slash or not ns or not name or "/" in name:
         raise ValueError("local_queue is namespace/name")
     return f"/v1/namespaces/{quote(ns, safe='')}/localqueues/{quote(name, safe='')}/events"
+
+
+def check_body(
+    state: str,
+    message: str | None,
+    attempt: int | None,
+    requeue_after_seconds: int | None,
+    pod_set_updates: Sequence[Mapping[str, Any]] | None,
+) -> dict[str, Any]:
+    """An admission check's new state as the API takes it (fields left at None unsent)."""
+    body: dict[str, Any] = {"state": state}
+    for key, value in (
+        ("message", message),
+        ("attempt", attempt),
+        ("requeueAfterSeconds", requeue_after_seconds),
+        ("podSetUpdates", [dict(u) for u in pod_set_updates] if pod_set_updates else None),
+    ):
+        if value is not None:
+            body[key] = value
+    return body
 
 
 def _decode(raw: bytes) -> Any:
@@ -271,6 +302,55 @@ class AsyncClient:
         """Ask for the workload's cancellation (it is Cancelled once its pods are gone)."""
         path = f"/v1/workloads/{quote(workload_id, safe='')}/cancel"
         return convert(await self.request("POST", path, idempotent=True), Workload)
+
+    async def explain(self, workload_id: str, *, at: str | None = None) -> Explanation:
+        """Its state and why, now or ``at`` a past point (RFC 3339, ``-5m``, ``@12345``)."""
+        path = f"/v1/workloads/{quote(workload_id, safe='')}/explain"
+        answer = await self.request("GET", path, params={"at": at} if at else None)
+        return convert({**answer, "detail": answer}, Explanation)
+
+    async def update_admission_check(
+        self,
+        workload_id: str,
+        check: str,
+        state: str,
+        *,
+        message: str | None = None,
+        attempt: int | None = None,
+        requeue_after_seconds: int | None = None,
+        pod_set_updates: Sequence[Mapping[str, Any]] | None = None,
+    ) -> Workload:
+        """An external admission check's controller sets the check's state (admin)."""
+        body = check_body(state, message, attempt, requeue_after_seconds, pod_set_updates)
+        path = (
+            f"/v1/workloads/{quote(workload_id, safe='')}/admissionchecks/{quote(check, safe='')}"
+        )
+        return convert(await self.request("PUT", path, json=body), Workload)
+
+    # -- nodes and accounting -----------------------------------------------------------------
+
+    async def nodes(self) -> builtins.list[dict[str, Any]]:
+        """Every node (``kind: Node`` objects, as ``muster get nodes`` reads them)."""
+        out: builtins.list[dict[str, Any]] = []
+        after: str | None = None
+        while True:
+            params: dict[str, str | int] = {"limit": NODES_PAGE} | (
+                {"after": after} if after else {}
+            )
+            page = await self.request("GET", "/v1/nodes", params=params)
+            out += page["items"]
+            after = page.get("next")
+            if not after or not page["items"]:
+                return out
+
+    async def report(
+        self, *, since: str | None = None, until: str | None = None, namespace: str | None = None
+    ) -> Report:
+        """Accounting over ``[since, until)`` (RFC 3339, epoch seconds or ``-2h``)."""
+        params = {
+            k: v for k, v in (("since", since), ("until", until), ("namespace", namespace)) if v
+        }
+        return convert(await self.request("GET", "/v1/report", params=params), Report)
 
     # -- events -------------------------------------------------------------------------------
 

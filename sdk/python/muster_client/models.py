@@ -83,7 +83,7 @@ class Workload(_Output):
     # A pending workload: its positions and the reason it waits right now.
     queue: QueuePosition | None = None
     gang: GangMembership | None = None
-    # Kueue's status.admissionChecks (HTTP only), as the API's JSON.
+    # Kueue's status.admissionChecks, as the API's JSON.
     admission_checks: list[dict[str, Any]] | None = None
     # Kueue's status.conditions (type, status, reason, message, lastTransitionTime) and the
     # times in RFC 3339, as the API's JSON.
@@ -119,6 +119,59 @@ class Event(_Output):
     reason: str | None = None
     message: str | None = None
     data: dict[str, Any] = msgspec.field(default_factory=dict)
+
+
+class Explanation(_Output):
+    """A workload's state and why at a log position (``explain``): ``detail`` is the whole
+    answer as the API's JSON (queue, flavors, shortfall, victims, nodes, admissionChecks,
+    provisioningRequest, evictions; docs/api.md, "Explain")."""
+
+    id: str
+    position: int = 0
+    time: str = ""  # RFC 3339
+    status: str = ""
+    reason: str = ""
+    message: str = ""
+    conditions: list[dict[str, Any]] = msgspec.field(default_factory=list)
+    detail: dict[str, Any] = msgspec.field(default_factory=dict)
+
+
+class ReportRow(_Output):
+    """One workload in ``report``, as sacct shows a job (times in RFC 3339)."""
+
+    id: str
+    name: str = ""
+    namespace: str = ""
+    queue_name: str = ""
+    cluster_queue: str = ""
+    status: str = ""
+    attempts: int = 0
+    submit_time: str | None = None
+    start_time: str | None = None
+    end_time: str | None = None
+    wait_seconds: float | None = None
+    run_seconds: float = 0.0
+    gpu_hours: float = 0.0
+
+
+class ReportTotal(_Output):
+    name: str
+    workloads: int = 0
+    finished: int = 0
+    mean_wait_seconds: float | None = None
+    run_seconds: float = 0.0
+    gpu_hours: float = 0.0
+
+
+class Report(_Output):
+    """Accounting over ``[since, until)``: per workload, per namespace, per ClusterQueue."""
+
+    since: str | None = None
+    until: str | None = None
+    now: str = ""
+    workloads: list[ReportRow] = msgspec.field(default_factory=list)
+    namespaces: list[ReportTotal] = msgspec.field(default_factory=list)
+    cluster_queues: list[ReportTotal] = msgspec.field(default_factory=list)
 
 
 Spec = WorkloadSpec | dict[str, Any]

@@ -12,7 +12,15 @@ from collections.abc import AsyncGenerator, AsyncIterator, Coroutine, Iterator, 
 from typing import Any, TypeVar
 
 from muster_client.http import AsyncClient
-from muster_client.models import Event, Spec, Submitted, Workload, WorkloadPage
+from muster_client.models import (
+    Event,
+    Explanation,
+    Report,
+    Spec,
+    Submitted,
+    Workload,
+    WorkloadPage,
+)
 from muster_client.retry import RetryPolicy
 
 T = TypeVar("T")
@@ -116,6 +124,40 @@ class Client:
 
     def cancel(self, workload_id: str) -> Workload:
         return self._run(self.aio.cancel(workload_id))
+
+    def explain(self, workload_id: str, *, at: str | None = None) -> Explanation:
+        return self._run(self.aio.explain(workload_id, at=at))
+
+    def update_admission_check(
+        self,
+        workload_id: str,
+        check: str,
+        state: str,
+        *,
+        message: str | None = None,
+        attempt: int | None = None,
+        requeue_after_seconds: int | None = None,
+        pod_set_updates: Sequence[Mapping[str, Any]] | None = None,
+    ) -> Workload:
+        return self._run(
+            self.aio.update_admission_check(
+                workload_id,
+                check,
+                state,
+                message=message,
+                attempt=attempt,
+                requeue_after_seconds=requeue_after_seconds,
+                pod_set_updates=pod_set_updates,
+            )
+        )
+
+    def nodes(self) -> builtins.list[dict[str, Any]]:
+        return self._run(self.aio.nodes())
+
+    def report(
+        self, *, since: str | None = None, until: str | None = None, namespace: str | None = None
+    ) -> Report:
+        return self._run(self.aio.report(since=since, until=until, namespace=namespace))
 
     def events(
         self,
