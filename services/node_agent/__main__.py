@@ -19,13 +19,16 @@ def _routines(settings: Settings) -> Sequence[Routine]:
     return [kube_pods] if settings.node_agent_backend == "kubernetes" else []
 
 
-def _decider(settings: Settings) -> NodeAgentDecider:
+def decider(settings: Settings) -> NodeAgentDecider:
+    """The node agent of these settings: node-bound with MUSTER_NODE_NAME, else a shard."""
     return NodeAgentDecider(
         settings.node_agent_shard,
         settings.node_agent_shards,
         simulated=settings.node_agent_backend == "simulated",
+        # A DaemonSet pod (MUSTER_NODE_NAME from spec.nodeName) acts for its own node only.
+        node=settings.node_name,
     )
 
 
 if __name__ == "__main__":
-    main("node-agent", _decider, routines=[announce, heartbeats], routines_for=_routines)
+    main("node-agent", decider, routines=[announce, heartbeats], routines_for=_routines)

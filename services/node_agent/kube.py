@@ -14,8 +14,11 @@ A routine of the node-agent service (``MUSTER_NODE_AGENT_BACKEND=kubernetes``). 
   re-planned rather than repeated).
 
 Only pods on nodes this agent owns (``muster.core.nodes.state.mine``) and that its state
-expects are reported; the pure function decides which. This module only does I/O, logs, and
-retries failures with backoff; it never raises out of :func:`kube_pods` for a cluster problem.
+expects are reported; the pure function decides which. A node-bound agent (a DaemonSet pod,
+``MUSTER_NODE_NAME``) lists and watches only the pods bound to its node (field selector
+``spec.nodeName``), so N agents do not each follow every pod of the cluster. This module only
+does I/O, logs, and retries failures with backoff; it never raises out of :func:`kube_pods` for
+a cluster problem.
 """
 
 from __future__ import annotations
@@ -47,7 +50,10 @@ async def kube_pods(loop: DeciderLoop, settings: Settings) -> None:
     """The routine: connect (retrying), then watch and report until cancelled."""
     client = await connect(settings, log)
     try:
-        await PodWatcher(loop, client, poll_seconds=settings.poll_seconds).run()
+        watcher = PodWatcher(
+            loop, client, poll_seconds=settings.poll_seconds, node=settings.node_name
+        )
+        await watcher.run()
     finally:
         await client.close()
 
@@ -61,10 +67,15 @@ class PodWatcher(Reconciler):
         client: ApiClient,
         *,
         tombstone_seconds: float = 3600.0,
+        node: str = "",
         **kw: Any,
     ) -> None:
         super().__init__(loop, client, log, **kw)
         self.core = CoreV1Api(client)
+        # The API server's selection: muster workloads' pods, on this agent's node if bound.
+        self.selectors: dict[str, Any] = {"label_selector": kube.SELECTOR}
+        if node:
+            self.selectors["field_selector"] = f"spec.nodeName={node}"
         self.tombstone_seconds = tombstone_seconds
         self.pods = Cursor("pods")
         # (namespace, name) -> the pod as last seen (muster workloads' pods only).
@@ -85,7 +96,7 @@ class PodWatcher(Reconciler):
             self._list,
             self.core.list_pod_for_all_namespaces,
             (),
-            {"label_selector": kube.SELECTOR},
+            self.selectors,
             self._replace,
             self._apply,
             backoff,
@@ -95,7 +106,7 @@ class PodWatcher(Reconciler):
         """The pods as JSON: a typed V1PodList would cost a model per container status."""
         # Unread (the client's stubs do not know): an aiohttp response, its status unchecked.
         response: aiohttp.ClientResponse = await self.core.list_pod_for_all_namespaces(
-            label_selector=kube.SELECTOR, _preload_content=False
+            **self.selectors, _preload_content=False
         )  # type: ignore[assignment]
         try:
             data = await response.read()

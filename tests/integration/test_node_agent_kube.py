@@ -102,13 +102,15 @@ class Env(KubeEnv):
         super().__init__(store, api, client)
         self.core = CoreV1Api(client)
 
-    async def start(self) -> PodWatcher:
+    async def start(self, node: str = "") -> PodWatcher:
+        """A watcher over its own loop; ``node``: a node-bound agent (MUSTER_NODE_NAME)."""
         watcher = PodWatcher(
-            await self.loop(NodeAgentDecider(simulated=False)),
+            await self.loop(NodeAgentDecider(simulated=False, node=node)),
             self.client,
             poll_seconds=0.2,
             backoff_first=0.01,
             backoff_cap=0.05,
+            node=node,
         )
         self.running[watcher] = asyncio.create_task(watcher.run())
         await watcher.wait_until(lambda: watcher.pods.synced)
@@ -384,6 +386,31 @@ async def test_two_replicas_record_each_event_once(env: Env) -> None:
         "node.pod_started": 2,
         "node.pod_succeeded": 2,
     }
+
+
+async def test_node_bound_agents_follow_and_report_only_their_nodes_pods(env: Env) -> None:
+    """docs/operations.md: a DaemonSet pod per node (MUSTER_NODE_NAME from spec.nodeName)
+    watches only the pods bound to its node and reports them on that node's stream."""
+    a = await env.start(node="n1")
+    b = await env.start(node="n2")
+    await env.place()
+    await a.wait_until(lambda: list(expected(a)) == [(W, 1, "main-0")])
+    await b.wait_until(lambda: list(expected(b)) == [(W, 1, "main-1")])
+    names = [await env.create(p, n) for p, n in PLACEMENTS.items()]
+    for name in names:
+        await env.set_status(name, running_status())
+    await a.wait_until(lambda: [p.node for p in a.cache.values()] == ["n1"])
+    await b.wait_until(lambda: [p.node for p in b.cache.values()] == ["n2"])
+    for name in names:
+        await env.set_status(name, ended_status(0, "Completed"))
+    await a.wait_until(lambda: not expected(a))
+    await b.wait_until(lambda: not expected(b))
+    await settled(env, a)
+    await settled(env, b)
+    for node in ("n1", "n2"):
+        events = await env.node_events(node)
+        assert [e.type for e in events] == ["node.pod_started", "node.pod_succeeded"]
+        assert {e.producer for e in events} == {f"node-agent-{node}"}
 
 
 async def test_a_pod_deleted_while_running_failed(env: Env) -> None:

@@ -8,6 +8,7 @@ from typing import Any, TypeVar
 
 import pytest
 
+from muster.core import inputs
 from muster.core.decider import Decider
 from muster.core.events import Envelope, Event
 from muster.core.events import node as nev
@@ -20,7 +21,8 @@ from muster.core.nodes.state import beating, evolve, owns
 from muster.core.provisioning.decider import ProvisionerDecider
 from muster.core.queueing.decider import QueueDecider
 from muster.core.sim.harness import Harness, build
-from tests.unit.harness_inputs import envelope, submissions
+from muster.core.verify import verify_decisions
+from tests.unit.harness_inputs import envelope, gpu_job, gpu_node_cluster, submissions
 
 GPU = "nvidia.com/gpu"
 E = TypeVar("E", bound=Event)
@@ -318,3 +320,70 @@ def test_a_deletion_wins_over_a_registration_in_either_order(deleted_first: bool
     assert beating(state) == []
     state = _fold(agent, [*events, decided[0]])
     assert agent.decide(state) == [] and not state.nodes and not state.deleted
+
+
+# -- node-bound agents: a DaemonSet pod per node (MUSTER_NODE_NAME from spec.nodeName) ----
+
+
+def _bound_run(agents: Sequence[Decider[Any]], losses: Iterable[tuple[float, str]] = ()) -> Harness:
+    """Two declared nodes n-0, n-1 of 8 GPUs; four jobs that fill both over time."""
+    cluster = parse.cluster(gpu_node_cluster("bound", nodes=2, gpus=8, nominal=16))
+    jobs = [gpu_job(f"j{i}", 10.0 * i, pods=1 + i % 2, gpus=4, seconds=50) for i in range(4)]
+    deciders: list[Decider[Any]] = [QueueDecider(), ProvisionerDecider(), *agents]
+    h = build(cluster, jobs, deciders=deciders, node_losses=losses)
+    h.run(until=1000)
+    return h
+
+
+def test_a_node_bound_agent_acts_for_its_own_node_only() -> None:
+    """docs/operations.md: each DaemonSet pod is the agent of the node it runs on, as
+    Kubernetes' kubelet is: it registers that node and starts, ends and stops only the pods
+    placed there; two agents over one store run every pod exactly once."""
+    agents = [NodeAgentDecider(node="n-0"), NodeAgentDecider(node="n-1")]
+    assert [a.name for a in agents] == ["node-agent-n-0", "node-agent-n-1"]
+    h = _bound_run(agents)
+    registered = {ev.node: env.producer for env, ev in of(h, nev.NodeRegistered)}
+    assert registered == {"n-0": "node-agent-n-0", "n-1": "node-agent-n-1"}
+    for cls in (nev.PodStarted, nev.PodSucceeded):
+        seen = Counter((ev.workload_id, ev.pod) for _, ev in of(h, cls))
+        assert sum(seen.values()) == 6 and set(seen.values()) == {1}, cls
+        for env, ev in of(h, cls):
+            assert env.producer == f"node-agent-{ev.node}"
+    assert {ev.node for _, ev in of(h, nev.PodStarted)} == {"n-0", "n-1"}  # both did work
+    # The same run as one agent for every node (the embedded, simulated stack's).
+    single = _bound_run([NodeAgentDecider()])
+    keep = (qev.WorkloadAdmitted, qev.WorkloadFinished, nev.PodStarted, nev.PodSucceeded)
+
+    def timeline(run: Harness) -> list[tuple[float, str, str]]:
+        return sorted(
+            (env.occurred_at, env.type, f"{getattr(env.event, 'pod', '')}{env.correlation_id}")
+            for env in run.log.envelopes
+            if isinstance(env.event, keep)
+        )
+
+    assert timeline(h) == timeline(single)
+    # Every decision of either agent replays from the log (a restart reaches the same).
+    for agent in (NodeAgentDecider(node="n-0"), NodeAgentDecider(node="n-1")):
+        checked, mismatches = verify_decisions(h.log.envelopes, agent)
+        assert checked > 0 and mismatches == []
+
+
+def test_a_node_bound_agent_registers_again_only_its_own_lost_node() -> None:
+    """Another node's agent restarting says nothing about this node; this node's agent
+    restarting registers it again (as the hash-sharded agents do for their share)."""
+    agents = [NodeAgentDecider(node="n-0"), NodeAgentDecider(node="n-1")]
+    cluster = parse.cluster(gpu_node_cluster("bound", nodes=2, gpus=8, nominal=16))
+    deciders: list[Decider[Any]] = [QueueDecider(), ProvisionerDecider(), *agents]
+    h = build(cluster, [], deciders=deciders, node_losses=[(5.0, "n-0")])
+    h.schedule(inputs.agent_started("node-agent-n-1", 0, 10.0), producer="node-agent-n-1")
+    h.run(until=20)
+    assert [ev.node for _, ev in of(h, nev.NodeRegistered)] == ["n-0", "n-1"]
+    h.schedule(inputs.agent_started("node-agent-n-0", 0, 30.0), producer="node-agent-n-0")
+    h.run(until=40)
+    again = [(env.producer, ev.node) for env, ev in of(h, nev.NodeRegistered)][2:]
+    assert again == [("node-agent-n-0", "n-0")]
+
+
+def test_a_node_bound_agent_is_not_a_shard() -> None:
+    with pytest.raises(ValueError, match="not one of several shards"):
+        NodeAgentDecider(0, 2, node="n-0")

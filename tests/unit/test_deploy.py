@@ -22,6 +22,7 @@ import pytest
 import yaml
 
 from muster.runtime.settings import DEFAULT_PORTS, ENV_NAMES, SettingsError, load
+from services.node_agent.__main__ import decider as node_agent_decider
 
 ROOT = Path(__file__).resolve().parents[2]
 COMPOSE = ROOT / "docker-compose.yml"
@@ -446,7 +447,14 @@ def test_k8s_node_agent_learns_its_node_from_the_downward_api() -> None:
     container = _single_container(_workload("node-agent"))
     (item,) = [e for e in container["env"] if e["name"] == "MUSTER_NODE_NAME"]
     assert item["valueFrom"] == {"fieldRef": {"fieldPath": "spec.nodeName"}}
-    assert load(_k8s_env(container)).node_name == FIELD_SAMPLES["spec.nodeName"]
+    settings = load(_k8s_env(container))
+    assert settings.node_name == FIELD_SAMPLES["spec.nodeName"]
+    # Each DaemonSet pod is the agent of its own node: not shard 0 of 1 claiming them all.
+    decider = node_agent_decider(settings)
+    assert (decider.node, decider.shards) == (FIELD_SAMPLES["spec.nodeName"], 1)
+    assert decider.name == f"node-agent-{FIELD_SAMPLES['spec.nodeName']}"
+    names = {e["name"] for e in container["env"]}
+    assert not names & {"MUSTER_NODE_AGENT_SHARD", "MUSTER_NODE_AGENT_SHARDS"}
     assert "`MUSTER_NODE_NAME`" in OPERATIONS.read_text()
     assert "spec.nodeName" in OPERATIONS.read_text()
 

@@ -386,7 +386,8 @@ def test_the_backend_setting() -> None:
 
 
 def test_the_service_wires_the_backend() -> None:
-    from services.node_agent.__main__ import _decider, _routines
+    from services.node_agent.__main__ import _routines
+    from services.node_agent.__main__ import decider as _decider
     from services.node_agent.kube import kube_pods
 
     base = {"MUSTER_STORE_URL": "sqlite:///x.db", "MUSTER_KAFKA_BOOTSTRAP": "k:9092"}
@@ -394,6 +395,12 @@ def test_the_service_wires_the_backend() -> None:
     cluster = load(base | {"MUSTER_NODE_AGENT_BACKEND": "kubernetes"})
     assert _routines(simulated) == [] and _decider(simulated).simulated
     assert _routines(cluster) == [kube_pods] and not _decider(cluster).simulated
+    # A DaemonSet pod (MUSTER_NODE_NAME) is its node's agent; without it, all nodes by hash.
+    assert (_decider(simulated).node, _decider(simulated).name) == ("", "node-agent")
+    bound = _decider(load(base | {"MUSTER_NODE_NAME": "gpu-7"}))
+    assert (bound.node, bound.name) == ("gpu-7", "node-agent-gpu-7")
+    with pytest.raises(SettingsError, match="MUSTER_NODE_NAME binds the node agent"):
+        load(base | {"MUSTER_NODE_NAME": "gpu-7", "MUSTER_NODE_AGENT_SHARDS": "2"})
 
 
 def test_runtime_is_not_what_ends_a_pod_on_a_cluster() -> None:

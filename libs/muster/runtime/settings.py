@@ -73,8 +73,9 @@ class Settings:
     # MUSTER_NODE_GRACE_SECONDS: no heartbeat for this long and the queue declares a node lost
     # (Kubernetes' node-monitor-grace-period is 40 s)
     node_grace_seconds: float = 40.0
-    # MUSTER_NODE_NAME: the node this agent runs on; registered from NVML when it has GPUs and
-    # the cluster description does not declare it ("" = declared, simulated nodes only)
+    # MUSTER_NODE_NAME: the node this agent runs on (a DaemonSet pod's spec.nodeName): the agent
+    # acts for that node only, and registers it from NVML when it has GPUs and the cluster
+    # description does not declare it ("" = the nodes by hash over the shards: simulated)
     node_name: str = ""
     # MUSTER_PROVISIONER_BACKEND: simulated (the cloud a CloudConfigured event describes) or
     # kubernetes (ProvisioningRequests served by a real cluster's autoscaler)
@@ -174,6 +175,11 @@ def _check(s: Settings) -> None:
         )
     if s.node_name and not _DNS1123.match(s.node_name):
         raise SettingsError(f"MUSTER_NODE_NAME={s.node_name!r}: not a node name")
+    if s.node_name and s.node_agent_shards != 1:
+        raise SettingsError(
+            "MUSTER_NODE_NAME binds the node agent to its node: leave MUSTER_NODE_AGENT_SHARDS "
+            "unset (it is for agents that split the simulated nodes by hash)"
+        )
     if s.provisioner_backend not in PROVISIONER_BACKENDS:
         raise SettingsError(
             f"MUSTER_PROVISIONER_BACKEND={s.provisioner_backend!r}: use "

@@ -22,17 +22,26 @@ from muster.core.nodes.state import NodeAgentState, Pod, PodKey, evolve
 
 class NodeAgentDecider:
     categories = frozenset({"cloud", "workload", "admission", "provisioning", "node", "timer"})
-    snapshot_format = "node-agent-state-v5"
+    snapshot_format = "node-agent-state-v6"
 
-    def __init__(self, shard: int = 0, shards: int = 1, *, simulated: bool = True) -> None:
+    def __init__(
+        self, shard: int = 0, shards: int = 1, *, simulated: bool = True, node: str = ""
+    ) -> None:
+        """``node``: a node-bound agent (a DaemonSet pod, ``MUSTER_NODE_NAME``) acting for
+        that node only, named ``node-agent-<node>``; else one of ``shards`` by hash."""
         if not 0 <= shard < shards:
             raise ValueError(f"shard {shard} is not in 0..{shards - 1}")
-        self.shard, self.shards = shard, shards
+        if node and shards != 1:
+            raise ValueError("a node-bound agent is not one of several shards")
+        self.shard, self.shards, self.node = shard, shards, node
         self.simulated = simulated
-        self.name = "node-agent" if shards == 1 else f"node-agent-{shard}"
+        if node:
+            self.name = f"node-agent-{node}"
+        else:
+            self.name = "node-agent" if shards == 1 else f"node-agent-{shard}"
 
     def initial(self) -> NodeAgentState:
-        return NodeAgentState(shard=self.shard, shards=self.shards, agent=self.name)
+        return NodeAgentState(shard=self.shard, shards=self.shards, agent=self.name, node=self.node)
 
     def evolve(self, state: NodeAgentState, envelope: Envelope) -> NodeAgentState:
         return evolve(state, envelope)

@@ -49,6 +49,9 @@ class NodeAgentState:
     shard: int = 0
     shards: int = 1
     agent: str = "node-agent"
+    # A node-bound agent (MUSTER_NODE_NAME: a DaemonSet pod on that node) acts for this node
+    # only; "" spreads the nodes over the shards by hash (the embedded, simulated agents).
+    node: str = ""
     # node -> the agent that registered it: an agent on a GPU host registers its own node
     # (NVML), whatever the hash says; other nodes go by the hash.
     registrant: dict[str, str] = field(default_factory=dict)
@@ -74,7 +77,17 @@ class NodeAgentState:
     by_workload: dict[str, set[PodKey]] = field(default_factory=dict)
 
 
+def claims(node: str, state: NodeAgentState) -> bool:
+    """Whether this agent acts for ``node`` before anyone registered it: its own node for a
+    node-bound agent, its share by hash otherwise."""
+    if state.node:
+        return node == state.node
+    return owns(node, state.shard, state.shards)
+
+
 def mine(node: str, state: NodeAgentState) -> bool:
+    if state.node:
+        return node == state.node
     who = state.registrant.get(node)
     if who:
         return who == state.agent
@@ -126,7 +139,7 @@ def _(event: wev.WorkloadSubmitted, state: NodeAgentState) -> None:
 
 @_apply.register
 def _(event: pev.NodesCreating, state: NodeAgentState) -> None:
-    mine = tuple(n for n in event.nodes if owns(n.name, state.shard, state.shards))
+    mine = tuple(n for n in event.nodes if claims(n.name, state))
     if mine:
         state.creating[event.request_id] = mine
 
@@ -142,7 +155,7 @@ def _(event: pev.ProvisioningProvisioned, state: NodeAgentState) -> None:
 def _(event: pev.CloudConfigured, state: NodeAgentState) -> None:
     """Declared (simulated) existing nodes: this agent registers the ones it owns."""
     for inv in event.spec.nodes:
-        if not owns(inv.name, state.shard, state.shards):
+        if not claims(inv.name, state):
             continue
         state.declared[inv.name] = inv
         if inv.name not in state.nodes and inv.name not in state.lost:
@@ -166,8 +179,8 @@ def _(event: nev.NodeLost, state: NodeAgentState) -> None:
 @_apply.register
 def _(event: nev.AgentStarted, state: NodeAgentState) -> None:
     """A (re)started agent registers again the declared nodes that were lost."""
-    if event.shard != state.shard:
-        return
+    if event.agent != state.agent if state.node else event.shard != state.shard:
+        return  # another agent's start (node-bound agents all run as shard 0)
     for name in sorted(state.lost):
         state.unregistered[name] = Registration(state.declared[name])
     state.lost.clear()
