@@ -58,6 +58,7 @@ CLUSTER = {
             "name": "dws-pool",
             "machineType": "g2-standard-8",
             "allocatable": {"cpu": 8, "memory": "32Gi", GPU: 1},
+            "labels": {"cloud.google.com/gke-accelerator": "nvidia-l4"},
             "provisioningDelaySeconds": 0.5,
         }
     ],
@@ -262,6 +263,37 @@ def test_nodes_page_shows_gpus_and_shared_slices(scene: Scene, page: Any) -> Non
     slice_ = page.locator(".slice", has_text="notebook")
     expect(slice_).to_contain_text("30%")
     expect(slice_).to_contain_text("10240 MiB")
+    # The summary get nodes shows (views/nodes.py): GPUs used of each model, shared slices.
+    nodes = {n["name"]: n for n in scene.get("/v1/nodes")["items"]}
+    for name in ("gpu-0", "gpu-1"):
+        (acc,) = nodes[name]["status"]["accelerators"]
+        summary = page.get_by_test_id(f"accelerators-{name}")
+        expect(summary).to_contain_text(f"NVIDIA-A100-SXM4-80GB {acc['used']}/4 used")
+        shared = nodes[name]["status"]["sharedSlices"]
+        if shared["pods"]:
+            expect(summary).to_contain_text(f"{shared['pods']} pod(s) sharing")
+
+
+def test_nodes_page_shows_a_provisioned_nodes_gpus(scene: Scene, page: Any) -> None:
+    """GKE DWS (peers.md §4.3): the nodes a ProvisioningRequest brought up show their GPUs
+    (model, used of total) and their own state, as ``get nodes`` shows them."""
+    _wait(
+        "the request's nodes to register",
+        lambda: [
+            n
+            for n in scene.get("/v1/nodes")["items"]
+            if n["spec"]["provisioningRequest"] == "default/pi-request"
+            and n["status"]["state"] == "Ready"
+        ],
+    )
+    _open(page, scene, "nodes")
+    cards = page.locator(".card", has_text="request default/pi-request")
+    expect(cards).to_have_count(2)  # two pods, one GPU a node
+    for i in range(2):
+        expect(cards.nth(i)).to_contain_text("nvidia-l4 0/1 used")
+        expect(cards.nth(i)).to_contain_text("Ready")
+        expect(cards.nth(i)).to_contain_text("nvidia.com/gpu 1")  # allocatable
+    page.screenshot(path=str(ARTIFACTS / "nodes_provisioned.png"), full_page=True)
 
 
 def test_provisioning_page_shows_conditions(scene: Scene, page: Any) -> None:

@@ -17,6 +17,7 @@ from muster.core.placement.book import NodeState
 from muster.core.queueing import quota as qt
 from muster.core.queueing import visibility
 from muster.core.queueing.state import WorkloadEntry
+from muster.core.views import nodes as node_view
 from muster.core.views.workloads import WorkloadsState, WorkloadView, admission_checks
 from services.intake.objects import object_kind
 
@@ -176,7 +177,19 @@ def nodes(state: WorkloadsState, visible: Visible) -> list[dict[str, Any]]:
                 | {"labels": dict(inv.labels), "allocatable": _quantities(inv.allocatable)}
             )
     out += _provisioned(state, visible, {n["name"] for n in out})
-    return out
+    return [n | _accelerators(state, n["name"]) for n in out]
+
+
+def _accelerators(state: WorkloadsState, name: str) -> dict[str, Any]:
+    """What ``get nodes`` shows of a node's GPUs, from the same view (views/nodes.py): used
+    of total per model, shared slices (HAMi), and since when it is in its state. A
+    provisioned node has no devices in the queue's book: this is all there is to its GPUs."""
+    record = state.nodes.get(name)
+    if record is None:
+        return {"accelerators": [], "sharedSlices": {"pods": 0, "devices": 0}}
+    q = state.queue
+    status = node_view.node_object(record, q.book, q.workloads, q.book.levels)["status"]
+    return {k: status[k] for k in ("accelerators", "sharedSlices", "since")}
 
 
 def _existing(
@@ -248,16 +261,23 @@ def _provisioned(state: WorkloadsState, visible: Visible, known: set[str]) -> li
         for name in r.nodes:
             if name not in known:
                 parts = pev.split_request_id(r.id)
+                record = state.nodes.get(name)
                 out.append(
                     {
                         "name": name,
                         "source": "provisioned",
-                        "state": r.phase,
+                        # The node's own state as get nodes shows it; the request's before then.
+                        "state": record.state if record is not None else r.phase,
                         "zone": r.zone,
                         "request": r.id,
                         "workload": parts[0] if parts else None,
                         "placed": pods.get(name, []),
                         "gpus": [],
+                        **(
+                            {"allocatable": _quantities(record.allocatable)}
+                            if record is not None
+                            else {}
+                        ),
                     }
                 )
     return out

@@ -143,7 +143,8 @@ const pages = {
       ${g.slices.map((s) => `<div class="slice">${wlink(s.workload, s.name)} <code>${esc(s.pod)}</code>: ${s.cores}% · ${s.memoryMiB} MiB</div>`).join("")}</div>`;
     const node = (n) => `<div class="card" data-testid="node-${esc(n.name)}"><h3>${esc(n.name)}
       <span class="status ${n.state === "Ready" || n.state === "Provisioned" ? "Running" : "Pending"}">${esc(n.state)}</span></h3>
-      <div class="muted">${esc(n.source)}${n.zone ? ` · zone ${esc(n.zone)}` : ""}${n.request ? ` · request ${esc(n.request)}` : ""}</div>
+      <div class="muted">${esc(n.source)}${n.zone ? ` · zone ${esc(n.zone)}` : ""}${n.request ? ` · request ${esc(n.request)}` : ""}${n.since ? ` · since ${when(n.since)}` : ""}</div>
+      ${n.accelerators.length ? `<div data-testid="accelerators-${esc(n.name)}">GPUs: ${n.accelerators.map((a) => `${esc(a.model)} <b>${esc(a.used)}/${esc(a.total)}</b> used`).join(" · ")}${n.sharedSlices.pods ? ` · ${esc(n.sharedSlices.pods)} pod(s) sharing ${esc(n.sharedSlices.devices)} GPU(s)` : ""}</div>` : ""}
       ${n.allocatable ? `<div>allocatable: ${Object.entries(n.allocatable).map(([r, v]) => `${esc(r)} ${esc(v)}`).join(", ")}</div>` : ""}
       ${(n.workloads || n.placed || []).map((w) => `<div>▸ ${wlink(w.workload, w.name)} ${w.pods ? `(${w.pods} pods)` : esc(w.pod)}</div>`).join("")}
       ${n.gpus.length ? `<div class="gpus">${n.gpus.map(gpu).join("")}</div>` : ""}</div>`;
