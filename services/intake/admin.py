@@ -6,6 +6,7 @@ from typing import Any
 
 from muster.core.access.policy import Action
 from muster.core.access.tokens import Principal
+from muster.core.model.times import rfc3339
 from muster.core.queueing.decider import QueueDecider
 from muster.runtime import admin
 from services.intake.context import Context
@@ -23,4 +24,9 @@ class Admin:
             raise refuse("InvalidQuery", "until must be a position >= 0", "untilPosition")
         decider = QueueDecider()
         runner = await admin.rebuild(self.ctx.loop.store, decider, until_position=until or None)
-        return {"position": runner.position, "summary": decider.summary(runner.state)}
+        now = runner.state.now
+        return {
+            "position": runner.position,
+            "time": rfc3339(now) if now else None,  # the state's time, as every time shown
+            "summary": decider.summary(runner.state),
+        }

@@ -13,6 +13,7 @@ import pytest
 
 from muster.core.events import NewEvent, StreamAppend
 from muster.core.events import queue as qev
+from muster.core.model.times import rfc3339
 from tests.api import drive
 from tests.api.conftest import Api, bearer, workload
 
@@ -669,6 +670,16 @@ def http_as_grpc(op: str, status: int, body: Any) -> Any:
         top = ("id", "position", "time", "status", "reason", "message", "conditions")
         return {k: body[k] for k in top} | {"detail": body}
     return body
+
+
+async def test_a_replay_answers_its_time_in_rfc3339_over_both(api_: Api) -> None:
+    """The rebuilt state's time as every time is shown (docs/api.md), beside the summary's
+    seconds; the same over gRPC."""
+    await seed(api_)
+    h = await drive.http(api_, "admin", "replay", {})
+    g = await drive.grpc_call(api_, "admin", "replay", {})
+    assert h.body["time"] == g.body["time"] == rfc3339(h.body["summary"]["now"])
+    assert h.body["time"].endswith("Z")
 
 
 @pytest.mark.parametrize("case", CASES, ids=[c.name for c in CASES])
