@@ -104,7 +104,7 @@ const pages = {
       ["Status", (w) => status(w.status)],
       ["Reason", (w) => esc(w.reason)],
       ["Pods", (w) => esc(w.pods)],
-      ["Submitted", (w) => when(w.submittedAt)],
+      ["Submitted", (w) => when(w.submittedTime || w.submittedAt)],
     ], d.items, "workloads")}`];
   },
 
@@ -126,7 +126,7 @@ const pages = {
     return [d, `<h1>${esc(w.name)} <span class="muted">${esc(w.namespace)}/${esc(w.id)}</span></h1>
       <div class="card" data-testid="workload-status">${status(w.status)} · <b>${esc(w.reason)}</b> — ${esc(w.message)}
         <div class="muted">LocalQueue ${esc(w.queueName)} · ClusterQueue ${esc(w.clusterQueue || "—")} ·
-        priority ${esc(w.priority)} · attempt ${esc(w.attempt)} · submitted ${when(w.submittedAt)}</div>
+        priority ${esc(w.priority)} · attempt ${esc(w.attempt)} · submitted ${when(w.submittedTime || w.submittedAt)}</div>
         ${w.queue ? `<div>position ${w.queue.positionInClusterQueue} in its ClusterQueue</div>` : ""}</div>
       <h2>Conditions</h2>${conditions}
       ${checks ? `<h2>Admission checks</h2><ul>${checks}</ul>` : ""}
