@@ -41,7 +41,6 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import bisect
 import os
 import random
 import tempfile
@@ -60,6 +59,7 @@ from bench import check_outcome, machine, run_bounded
 from muster.core.events import Envelope
 from muster.core.events import node as nev
 from muster.core.events import queue as qev
+from muster.core.events import timer as tev
 from muster.core.events import workload as wev
 from muster.core.model import parse
 from muster.core.model.cluster import ClusterSpec
@@ -74,6 +74,7 @@ MIN_DURATION = 0.1
 NAMESPACE, QUEUE = "slurm", "q"
 GAVE_UP = (qev.WorkloadRejected, qev.WorkloadCancelled, qev.WorkloadEvicted)
 RUNAWAY_EVENTS_PER_JOB = 500  # a harness log this long per job has no fixed point
+CATEGORIES = {"workload", "admission", "node", "timer"}  # what the services' figures read
 
 
 @dataclass(frozen=True)
@@ -219,44 +220,67 @@ def spread(values: list[float]) -> str:
     )
 
 
-def gaps(s: Steps, a: dict[str, float], b: dict[str, float]) -> list[float]:
+def gaps(a: dict[str, float], b: dict[str, float]) -> list[float]:
     return [b[w] - a[w] for w in b if w in a]
 
 
-def released_to_reserved(s: Steps, quick: float) -> list[float]:
-    """For each job that waited longer than ``quick`` (so it waited for capacity): its
-    quota reservation minus the last workload finish before it, the release that let it in
-    (how long the queue took to see the freed quota and use it)."""
-    ends = sorted(s.finished.values())
-    out = []
-    for w, at in s.reserved.items():
-        if at - s.submitted.get(w, at) <= quick:
+# The hand-offs of a job's path, each as (the event that caused it, the decision), named
+# by the service that makes the decision; a decision's causation is the last event its
+# decider folded before it (core/runner.py), so a pair measures that decider's reaction.
+HANDOFFS = (
+    ("queue: submitted -> quota reserved", wev.WorkloadSubmitted, qev.QuotaReserved),
+    ("queue: quota reserved -> admitted", qev.QuotaReserved, qev.WorkloadAdmitted),
+    ("node-agent: admitted -> pod started", qev.WorkloadAdmitted, nev.PodStarted),
+    ("node-agent: timer committed -> pod succeeded", tev.TimerFired, nev.PodSucceeded),
+    ("queue: pod succeeded -> workload finished", nev.PodSucceeded, qev.WorkloadFinished),
+    ("queue: workload finished -> a reservation", qev.WorkloadFinished, qev.QuotaReserved),
+)
+
+
+def handoffs(envs: list[Envelope], when: Callable[[Envelope], float]) -> dict[str, list[float]]:
+    """Seconds from each hand-off's cause to its decision (``HANDOFFS``), and a timer's
+    commit after its deadline."""
+    by_id: dict[str, Envelope] = {}
+    out: dict[str, list[float]] = {name: [] for name, _, _ in HANDOFFS}
+    out["node-agent: pod due -> its timer committed"] = []
+    for env in envs:
+        by_id[env.event_id] = env
+        if isinstance(env.event, tev.TimerFired) and env.producer == "node-agent":
+            out["node-agent: pod due -> its timer committed"].append(
+                env.recorded_at - env.event.deadline
+            )
+        cause = by_id.get(env.causation_id or "")
+        if cause is None:
             continue
-        k = bisect.bisect_right(ends, at)
-        if k:
-            out.append(at - ends[k - 1])
+        for name, before, after in HANDOFFS:
+            if isinstance(cause.event, before) and isinstance(env.event, after):
+                out[name].append(when(env) - when(cause))
     return out
 
 
-def report(label: str, s: Steps) -> None:
+def report(label: str, s: Steps, gpus: dict[str, int]) -> None:
     print(f"{label}: wait (submitted -> first admission) {spread(s.waits())}")
+    by_size: dict[int, list[float]] = {}
+    for w in s.admitted:
+        by_size.setdefault(gpus[w], []).append(s.admitted[w] - s.submitted[w])
+    print(
+        "  mean / p99 by GPUs: "
+        + ", ".join(
+            f"{g}: {mean(v):.3f} / {percentile(v, 99):.3f}" for g, v in sorted(by_size.items())
+        )
+    )
 
 
-def report_steps(s: Steps) -> None:
-    print("  services' steps (p50 / p99 / max seconds):")
+def report_steps(s: Steps, envs: list[Envelope], when: Callable[[Envelope], float]) -> None:
+    print("  services' hand-offs, p50 / p99 / max seconds (count):")
     rows = [
-        ("submitted -> quota reserved", gaps(s, s.submitted, s.reserved)),
-        ("quota reserved -> admitted", gaps(s, s.reserved, s.admitted)),
-        ("admitted -> last pod started", gaps(s, s.admitted, s.started)),
-        ("pod start: logical clock behind its commit", gaps(s, s.started_logically, s.started)),
-        ("pod due to finish -> last pod succeeded", gaps(s, s.due, s.succeeded)),
-        ("last pod succeeded -> workload finished", gaps(s, s.succeeded, s.finished)),
-        ("a release -> the next reservation (jobs that waited)", released_to_reserved(s, 0.05)),
+        *handoffs(envs, when).items(),
+        ("pod start: logical clock behind its commit", gaps(s.started_logically, s.started)),
     ]
     for name, values in rows:
         if values:
             print(
-                f"    {name:<52} {percentile(values, 50):.3f} / {percentile(values, 99):.3f}"
+                f"    {name:<48} {percentile(values, 50):.3f} / {percentile(values, 99):.3f}"
                 f" / {max(values):.3f} ({len(values)})"
             )
 
@@ -311,7 +335,7 @@ async def submit_on_time(
 
 
 async def follow(store_url: str, ids: set[str], timeout: float) -> list[Envelope]:
-    """The log's workload, admission and node events until every job has ended (or the
+    """The log's workload, admission, node and timer events until every job has ended (or the
     timeout)."""
     from muster.store import SqlEventStore
 
@@ -322,7 +346,7 @@ async def follow(store_url: str, ids: set[str], timeout: float) -> list[Envelope
     deadline = time.monotonic() + timeout
     try:
         while time.monotonic() < deadline and len(ended) < len(ids):
-            batch = await store.read_all(position, categories={"workload", "admission", "node"})
+            batch = await store.read_all(position, categories=CATEGORIES)
             for env in batch:
                 envs.append(env)
                 wid = getattr(env.event, "workload_id", None)
@@ -336,7 +360,10 @@ async def follow(store_url: str, ids: set[str], timeout: float) -> list[Envelope
     return envs
 
 
-def services(spec: ClusterSpec, jobs: list[Job], timeout: float) -> tuple[Steps, list[str]]:
+def services(
+    spec: ClusterSpec, jobs: list[Job], timeout: float
+) -> tuple[Steps, dict[str, str], list[str]]:
+    """The run through the stack: its steps, workload id -> job key, problems."""
     from muster.runtime import admin
     from muster.runtime.stack import Stack
 
@@ -367,10 +394,11 @@ def services(spec: ClusterSpec, jobs: list[Job], timeout: float) -> tuple[Steps,
         return env.occurred_at if isinstance(env.event, wev.WorkloadSubmitted) else env.recorded_at
 
     s = timeline(envs, set(ids), when)
+    report_steps(s, envs, when)
     problems = []
     if len(ids) != len(jobs) or set(statuses) != {201}:
         problems.append(f"services: {len(jobs) - len(ids)} of {len(jobs)} not accepted: {statuses}")
-    return s, problems + outcome("services", s, set(ids))
+    return s, ids, problems + outcome("services", s, set(ids))
 
 
 def load() -> str:
@@ -392,10 +420,11 @@ def main(argv: list[str] | None = None) -> None:
     spec = parse.cluster(cluster_doc())
     simulated, problems = virtual(spec, jobs)
     if not args.sim_only:
-        real, more = services(spec, jobs, args.timeout)
+        real, ids, more = services(spec, jobs, args.timeout)
         problems += more
-        report("services", real)
-    report("sim     ", simulated)
+        size = {j.key: j.gpus for j in jobs}
+        report("services", real, {wid: size[key] for wid, key in ids.items()})
+    report("sim     ", simulated, {j.key: j.gpus for j in jobs})
     if not args.sim_only:
         real_waits, sim_waits = real.waits(), simulated.waits()
         if real_waits and sim_waits:
@@ -403,7 +432,6 @@ def main(argv: list[str] | None = None) -> None:
                 f"  services - sim: mean {mean(real_waits) - mean(sim_waits):+.3f}s, p99 "
                 f"{percentile(real_waits, 99) - percentile(sim_waits, 99):+.3f}s"
             )
-        report_steps(real)
     print(f"# {load()} after the run")
     check_outcome(problems)
 
