@@ -32,7 +32,8 @@ comes from.
 
 Outcome, checked for both runs (FAILED and a non-zero exit otherwise): every job accepted
 once (201), admitted exactly once and finished Succeeded exactly once; nothing rejected,
-cancelled or evicted; the harness reached its fixed point.
+cancelled or evicted; the harness reached its fixed point; every decision in the services'
+log is made again from the log alone (``verify_decisions``, 0 mismatches).
 
     python -m bench.busy_trace [--jobs 2000] [--load 0.92] [--mean-duration 5] [--seed 2]
 """
@@ -63,8 +64,12 @@ from muster.core.events import timer as tev
 from muster.core.events import workload as wev
 from muster.core.model import parse
 from muster.core.model.cluster import ClusterSpec
+from muster.core.nodes.decider import NodeAgentDecider
+from muster.core.provisioning.decider import ProvisionerDecider
+from muster.core.queueing.decider import QueueDecider
 from muster.core.sim import harness as sim
 from muster.core.sim.summary import percentile
+from muster.core.verify import verify_decisions
 
 NODES, GPUS_PER_NODE = 64, 8
 GPU = "nvidia.com/gpu"
@@ -74,7 +79,6 @@ MIN_DURATION = 0.1
 NAMESPACE, QUEUE = "slurm", "q"
 GAVE_UP = (qev.WorkloadRejected, qev.WorkloadCancelled, qev.WorkloadEvicted)
 RUNAWAY_EVENTS_PER_JOB = 500  # a harness log this long per job has no fixed point
-CATEGORIES = {"workload", "admission", "node", "timer"}  # what the services' figures read
 
 
 @dataclass(frozen=True)
@@ -335,8 +339,7 @@ async def submit_on_time(
 
 
 async def follow(store_url: str, ids: set[str], timeout: float) -> list[Envelope]:
-    """The log's workload, admission, node and timer events until every job has ended (or the
-    timeout)."""
+    """The whole log until every job has ended (or the timeout)."""
     from muster.store import SqlEventStore
 
     store = SqlEventStore(store_url)
@@ -346,7 +349,7 @@ async def follow(store_url: str, ids: set[str], timeout: float) -> list[Envelope
     deadline = time.monotonic() + timeout
     try:
         while time.monotonic() < deadline and len(ended) < len(ids):
-            batch = await store.read_all(position, categories=CATEGORIES)
+            batch = await store.read_all(position)
             for env in batch:
                 envs.append(env)
                 wid = getattr(env.event, "workload_id", None)
@@ -362,8 +365,8 @@ async def follow(store_url: str, ids: set[str], timeout: float) -> list[Envelope
 
 def services(
     spec: ClusterSpec, jobs: list[Job], timeout: float
-) -> tuple[Steps, dict[str, str], list[str]]:
-    """The run through the stack: its steps, workload id -> job key, problems."""
+) -> tuple[Steps, dict[str, str], list[Envelope], list[str]]:
+    """The run through the stack: its steps, workload id -> job key, its log, problems."""
     from muster.runtime import admin
     from muster.runtime.stack import Stack
 
@@ -398,7 +401,19 @@ def services(
     problems = []
     if len(ids) != len(jobs) or set(statuses) != {201}:
         problems.append(f"services: {len(jobs) - len(ids)} of {len(jobs)} not accepted: {statuses}")
-    return s, ids, problems + outcome("services", s, set(ids))
+    return s, ids, envs, problems + outcome("services", s, set(ids)) + replayable(envs)
+
+
+def replayable(envs: list[Envelope]) -> list[str]:
+    """Every decision in the services' log is made again from the log alone (the deciders
+    the stack runs: one queue, one simulated node agent, the provisioner)."""
+    problems = []
+    for decider in (QueueDecider(), NodeAgentDecider(), ProvisionerDecider()):
+        checked, mismatches = verify_decisions(envs, decider)
+        print(f"  verify_decisions {decider.name}: {checked:,} batches, {len(mismatches)} differ")
+        if mismatches:
+            problems.append(f"{decider.name}: {len(mismatches)} decisions not replayed")
+    return problems
 
 
 def load() -> str:
@@ -420,7 +435,7 @@ def main(argv: list[str] | None = None) -> None:
     spec = parse.cluster(cluster_doc())
     simulated, problems = virtual(spec, jobs)
     if not args.sim_only:
-        real, ids, more = services(spec, jobs, args.timeout)
+        real, ids, _, more = services(spec, jobs, args.timeout)
         problems += more
         size = {j.key: j.gpus for j in jobs}
         report("services", real, {wid: size[key] for wid, key in ids.items()})
