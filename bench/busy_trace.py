@@ -262,17 +262,28 @@ def handoffs(envs: list[Envelope], when: Callable[[Envelope], float]) -> dict[st
     return out
 
 
-def report(label: str, s: Steps, gpus: dict[str, int]) -> None:
+def report(label: str, s: Steps, jobs: dict[str, Job]) -> None:
+    """Waits, by job size too, and how much longer than its duration each job held its
+    GPUs (quota reserved -> workload finished): what a release's hops add to the load."""
     print(f"{label}: wait (submitted -> first admission) {spread(s.waits())}")
     by_size: dict[int, list[float]] = {}
     for w in s.admitted:
-        by_size.setdefault(gpus[w], []).append(s.admitted[w] - s.submitted[w])
+        by_size.setdefault(jobs[w].gpus, []).append(s.admitted[w] - s.submitted[w])
     print(
         "  mean / p99 by GPUs: "
         + ", ".join(
             f"{g}: {mean(v):.3f} / {percentile(v, 99):.3f}" for g, v in sorted(by_size.items())
         )
     )
+    ran = {w: s.finished[w] - s.reserved[w] for w in s.finished if w in s.reserved}
+    over = [ran[w] - jobs[w].duration for w in ran]
+    held = sum(ran[w] * jobs[w].gpus for w in ran)
+    asked = sum(jobs[w].gpus * jobs[w].duration for w in ran)
+    if over and asked:
+        print(
+            f"  GPUs held (reserved -> finished) over the jobs' durations: {held / asked:.4f}x; "
+            f"per job {mean(over) * 1000:+.1f} ms mean, p99 {percentile(over, 99) * 1000:+.0f} ms"
+        )
 
 
 def report_steps(s: Steps, envs: list[Envelope], when: Callable[[Envelope], float]) -> None:
@@ -434,12 +445,12 @@ def main(argv: list[str] | None = None) -> None:
     )
     spec = parse.cluster(cluster_doc())
     simulated, problems = virtual(spec, jobs)
+    by_key = {j.key: j for j in jobs}
     if not args.sim_only:
         real, ids, _, more = services(spec, jobs, args.timeout)
         problems += more
-        size = {j.key: j.gpus for j in jobs}
-        report("services", real, {wid: size[key] for wid, key in ids.items()})
-    report("sim     ", simulated, {j.key: j.gpus for j in jobs})
+        report("services", real, {wid: by_key[key] for wid, key in ids.items()})
+    report("sim     ", simulated, by_key)
     if not args.sim_only:
         real_waits, sim_waits = real.waits(), simulated.waits()
         if real_waits and sim_waits:
