@@ -25,10 +25,14 @@ Wait, in both runs: the first admission (``WorkloadAdmitted``) minus the submiss
 (``WorkloadSubmitted``). Services: the submission's time is intake's clock when it accepted
 the POST (its ``occurred_at``), the admission's is the queue's commit (``recorded_at``), so
 the figure is what a client sees, broker and store included. Sim: both in virtual time,
-where deciding costs nothing: the scheduler's own wait, the floor for the services. The
-services' step gaps (reserved, admitted, pod started, pod finished against when it was due,
-workload finished, the next admission after a release) are printed too: where extra wait
-comes from.
+where deciding costs nothing: the scheduler's own wait, the floor for the services.
+
+Where the services' extra wait comes from, printed too: each hand-off on a job's path by
+causation (submitted -> reserved -> admitted -> pod started; the pod's due time -> the
+node agent's timer -> pod succeeded -> workload finished -> the next reservation), waits
+by job size, how much longer than its duration each job held its GPUs, and the sim again
+with each job holding its GPUs as long as it did in the services (how much of the extra
+wait that alone explains). bench/README.md has the figures.
 
 Outcome, checked for both runs (FAILED and a non-zero exit otherwise): every job accepted
 once (201), admitted exactly once and finished Succeeded exactly once; nothing rejected,
