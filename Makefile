@@ -76,6 +76,7 @@ bench: setup
 	$(BIN)/python -m bench.dws_provisioning --scale 0.3 --services-scale 0.2 --real-step-seconds 1
 	$(BIN)/python -m bench.placement
 	$(BIN)/python -m bench.hostile_apply
+	$(BIN)/python -m bench.busy_trace
 
 bench-full: setup  # Kueue's full baseline shape, the 100,000-pending cycle, DWS at 1,000 requests, 1,000 gangs on 10,000 nodes (~15.5 min)
 	$(BIN)/python -m bench.kueue_baseline

@@ -10,6 +10,7 @@ from typing import Any
 
 import pytest
 
+from bench import busy_trace as bt
 from bench import check_outcome, replay, run_bounded
 from bench import cycle_scale as cs
 from bench import dws_provisioning as dws
@@ -21,7 +22,7 @@ from muster.core.events import queue as qev
 from muster.core.events import timer as tev
 from muster.core.model import parse
 from muster.core.queueing.state import QueueState
-from muster.core.sim.harness import Harness
+from muster.core.sim.harness import Harness, build
 
 
 def test_check_outcome_exits_loudly() -> None:
@@ -141,3 +142,30 @@ def test_cycle_outcome() -> None:
     evict = new(qev.WorkloadEvicted(workload_id="y", reason="Preempted", message=""))
     problems = cs.cycle_outcome(state, [new(pending), new(pending), evict])
     assert len(problems) == 3, problems  # b without verdict, a twice, y not holding quota
+
+
+def test_busy_trace_reports_a_job_admitted_twice_or_unfinished() -> None:
+    # The harness's log of a small trace passes; the same log with one job's finish dropped,
+    # or with one admission doubled, fails by name.
+    jobs = bt.trace(40, 0.92, 1.0, seed=3)
+    subs = [(j.at, j.key, parse.workload(j.body())) for j in jobs]
+    harness = build(parse.cluster(bt.cluster_doc()), subs)
+    assert run_bounded(harness, 100_000) is None
+    envs, ids = harness.log.envelopes, {j.key for j in jobs}
+    at = bt.timeline(envs, ids, lambda e: e.occurred_at)
+    assert bt.outcome("sim", at, ids) == []
+    unfinished = bt.timeline(drop_last(envs, qev.WorkloadFinished), ids, lambda e: e.occurred_at)
+    assert bt.outcome("sim", unfinished, ids) == ["sim: 1 jobs not finished exactly once"]
+    admitted = next(e for e in envs if isinstance(e.event, qev.WorkloadAdmitted))
+    doubled = bt.timeline([*envs, admitted], ids, lambda e: e.occurred_at)
+    assert bt.outcome("sim", doubled, ids) == ["sim: 1 jobs not admitted exactly once"]
+
+
+def test_busy_trace_offers_the_load_asked() -> None:
+    # The arrival rate is computed for the load: GPU-seconds offered over the arrival window
+    # are the asked share of 512 GPUs, within the sampling error of 2,000 jobs.
+    jobs = bt.trace(2000, 0.92, 5.0, seed=2)
+    offered = sum(j.gpus * j.duration for j in jobs) / (512 * jobs[-1].at)
+    assert 0.85 < offered < 1.0
+    assert {j.gpus for j in jobs} == {1, 2, 4, 8, 16}
+    assert bt.trace(2000, 0.92, 5.0, seed=2) == jobs  # seeded

@@ -112,5 +112,11 @@ def test_e2e_submit() -> None:
 
 
 @STACK
+def test_busy_trace() -> None:
+    # 60 jobs of the busy trace's shape, through the stack and the harness.
+    run_bench("busy_trace", "--jobs", "60", "--mean-duration", "1", "--timeout", "120")
+
+
+@STACK
 def test_hostile_apply() -> None:
     run_bench("hostile_apply", "--seconds", "1")
