@@ -29,6 +29,7 @@ from muster.core.model.queues import (
     WaitForPodsReady,
 )
 from muster.core.model.workload import PodSet, WorkloadSpec
+from muster.core.pickling import compact
 from muster.core.placement.book import NodeBook, Placement
 from muster.core.placement.devices import DeviceShare
 from muster.core.placement.engine import demands
@@ -42,6 +43,7 @@ TERMINAL: frozenset[str] = frozenset({"Finished", "Cancelled", "Rejected"})
 Usage = dict[str, dict[str, int]]  # flavor -> resource -> quantity
 
 
+@compact
 @dataclass(slots=True)
 class CheckStatus:
     """One admission check's state for one attempt (Kueue's AdmissionCheckState)."""
@@ -53,6 +55,7 @@ class CheckStatus:
     requeue_after_seconds: float | None = None  # Retry: the controller's requeueAfterSeconds
 
 
+@compact
 @dataclass(slots=True)
 class Attempt:
     """One admission of a workload, from its quota reservation (or, for a consumer of a
@@ -87,6 +90,7 @@ class Attempt:
     pod_failures: dict[str, int] = field(default_factory=dict)  # pod set -> failed pods
 
 
+@compact
 @dataclass(slots=True)
 class WorkloadEntry:
     """A workload: what was submitted, its place in the queue and what happened to it over
@@ -161,6 +165,7 @@ def _bump(counter: dict[Any, int], key: Any) -> None:
     counter[key] = counter.get(key, 0) + 1
 
 
+@compact
 @dataclass(slots=True)
 class StandaloneRequest:
     """A standalone ProvisioningRequest as the queue sees it: the pod slots on its nodes

@@ -21,10 +21,12 @@ from muster.core.events import Event
 from muster.core.events import node as nev
 from muster.core.events import queue as qev
 from muster.core.events import workload as wev
+from muster.core.pickling import compact
 
 ORDER = ("QuotaReserved", "Admitted", "PodsReady", "Evicted", "Preempted", "Finished")
 
 
+@compact
 @dataclass(frozen=True, slots=True)
 class Condition:
     type: str
@@ -43,6 +45,7 @@ class Condition:
         }
 
 
+@compact
 @dataclass(slots=True)
 class Conditions:
     """One workload's conditions and what PodsReady counts: its current attempt's pods."""
