@@ -191,11 +191,16 @@ class SqlEventStore:
                 )
                 if conn.execute(near.limit(1)).first() is not None:
                     return
-            # Two writers (the queue service, an explain in intake) may race for a position.
+            # Two writers (the queue service, an explain in intake) may race for a position:
+            # the first stays. A row of another format there (written before the state's
+            # shape changed, and never read again) gives way, else it would keep this
+            # position, and the snapshots at the same spacing, from ever being written.
             conn.execute(
                 text(
                     "INSERT INTO snapshot_history (name, position, at, format, state) "
-                    "VALUES (:n, :p, :a, :f, :s) ON CONFLICT (name, position) DO NOTHING"
+                    "VALUES (:n, :p, :a, :f, :s) ON CONFLICT (name, position) DO UPDATE "
+                    "SET at = excluded.at, format = excluded.format, state = excluded.state "
+                    "WHERE snapshot_history.format <> excluded.format"
                 ),
                 {"n": name, "p": position, "a": at, "f": fmt, "s": state},
             )
