@@ -72,12 +72,14 @@ async def state_at(
         found = await store.load_history_snapshot(
             decider.name, decider.snapshot_format, position=at.position, at=at.time
         )
-    if kept is not None and reusable(kept, at) and (found is None or found[0] <= kept.position):
-        runner, found = kept, None
-    elif found is not None:
-        await asyncio.to_thread(runner.restore, found[1])
-        start = found[0]
+    # The collector paused for the restore too: unpickling makes a few objects per byte,
+    # all kept, and its walks over them took longer than the restore itself.
     with collection_paused():
+        if kept is not None and reusable(kept, at) and (found is None or found[0] <= kept.position):
+            runner, found = kept, None
+        elif found is not None:
+            await asyncio.to_thread(runner.restore, found[1])
+            start = found[0]
         every = every if snapshots else 0
         # Read no more than a snapshot's spacing at a time: snapshots land where asked.
         folded = await _fold_to(store, runner, at, every, min(batch, every or batch))
