@@ -26,7 +26,10 @@ from muster.runtime.admin import REPLAY_BATCH
 from muster.runtime.memory import collection_paused
 from muster.store import SqlEventStore
 
-SNAPSHOT_EVERY = 25_000  # events folded between two history snapshots this fold writes
+# Events folded between two history snapshots this fold writes (and the queue service's
+# spacing): an explain --at folds fewer than this after its snapshot, ~0.2 s at 10,000
+# (bench/README.md, explain); a read batch (REPLAY_BATCH), so they land where asked.
+SNAPSHOT_EVERY = 10_000
 KEEP = 500  # history snapshots kept per name (the oldest go first)
 
 
@@ -111,11 +114,10 @@ async def _fold_to(
 async def save(store: SqlEventStore, runner: DeciderRunner[Any]) -> None:
     """A history row of the runner's state, at its position and logical time."""
     decider = runner.decider
+    # Pickled in the worker thread, as the fold: a backlog's state takes a tenth of a
+    # second or more, which the loop (intake's) would otherwise wait out. Nothing else
+    # changes this runner meanwhile: its fold awaits this.
+    data = await asyncio.to_thread(runner.snapshot)
     await store.save_history_snapshot(
-        decider.name,
-        runner.position,
-        runner.state.now,
-        decider.snapshot_format,
-        runner.snapshot(),
-        keep=KEEP,
+        decider.name, runner.position, runner.state.now, decider.snapshot_format, data, keep=KEEP
     )
