@@ -8,9 +8,15 @@ from dataclasses import dataclass, field
 
 import pytest
 
+from muster.core.model import parse
 from muster.core.model.workload import PodSet, WorkloadSpec
 from muster.core.pickling import compact
+from muster.core.queueing import state as qs
+from muster.core.queueing.decider import QueueDecider
 from muster.core.queueing.state import WorkloadEntry
+from muster.core.runner import DeciderRunner
+from muster.core.sim.harness import build
+from tests.unit.harness_inputs import gpu_job, gpu_node_cluster
 
 
 @compact
@@ -87,3 +93,25 @@ def test_an_entry_pickles_smaller_than_with_field_names() -> None:
     )
     entry = WorkloadEntry(id="w", spec=spec, order=1, submitted_at=0.0)
     assert b"submitted_at" not in pickle.dumps(entry)
+
+
+def test_a_backlog_of_one_template_holds_its_parts_once() -> None:
+    """Equal pod sets, policies, shapes and pending reasons of waiting workloads are one
+    object each in the queue's state (``state.share``), so its snapshot holds them once;
+    the state is equal to one folded without the sharing."""
+    cluster = gpu_node_cluster("c", nodes=1, gpus=8, nominal=8)
+    h = build(parse.cluster(cluster), [gpu_job(f"j{i}", 0, 2, 8, 60) for i in range(6)])
+    h.run(until=5)
+    queue: DeciderRunner[qs.QueueState] = DeciderRunner(QueueDecider())
+    queue.fold(h.log.envelopes)
+    waiting = [queue.state.workloads[w] for w in sorted(queue.state.pending)]
+    assert len(waiting) >= 2
+    first, second = waiting[:2]
+    assert first.spec.pod_sets is second.spec.pod_sets
+    assert first.spec.failure_policy is second.spec.failure_policy
+    assert first.shape is second.shape
+    assert first.pending_reason is not None and first.pending_reason is second.pending_reason
+    restored: DeciderRunner[qs.QueueState] = DeciderRunner(QueueDecider())
+    restored.restore(queue.snapshot())
+    again = [restored.state.workloads[w] for w in sorted(restored.state.pending)]
+    assert again == waiting and again[0].spec.pod_sets is again[1].spec.pod_sets
