@@ -115,3 +115,18 @@ def test_a_backlog_of_one_template_holds_its_parts_once() -> None:
     restored.restore(queue.snapshot())
     again = [restored.state.workloads[w] for w in sorted(restored.state.pending)]
     assert again == waiting and again[0].spec.pod_sets is again[1].spec.pod_sets
+
+
+def test_fresh_attempts_come_back_as_fresh_objects_of_their_own() -> None:
+    """A workload that never held quota pickles its attempt as "a fresh one"; restored,
+    each is its own object (they are changed in place once quota is reserved), and an
+    attempt that did hold quota comes back field for field."""
+    fresh = [qs.Attempt(), qs.Attempt()]
+    a, b = pickle.loads(pickle.dumps(fresh))
+    assert a == b == qs.Attempt() and a is not b and a.pods_started is not b.pods_started
+    a.pods_started.add("p0")
+    assert not b.pods_started
+    used = qs.Attempt(attempt=2, cluster_queue="cq", usage={"gpu": {"nvidia.com/gpu": 8}})
+    used.pods_started.add("p1")
+    assert pickle.loads(pickle.dumps(used)) == used
+    assert len(pickle.dumps(qs.Attempt())) < len(pickle.dumps(used))
