@@ -224,6 +224,19 @@ async def test_snapshot_history_keeps_several_and_finds_the_newest_before(
     assert await store.load_history_snapshot("queue", "v1", position=39) == (30, b"s30")
 
 
+async def test_a_history_snapshot_replaces_one_of_an_older_format_at_its_position(
+    store: SqlEventStore,
+) -> None:
+    """After a state's shape changed (a new snapshot format), the old rows must not keep
+    the new ones out: they land at the same positions (read batches, the same spacing)."""
+    await store.save_history_snapshot("queue", 10, 100.0, "v1", b"old")
+    await store.save_history_snapshot("queue", 10, 100.0, "v2", b"new")
+    assert await store.load_history_snapshot("queue", "v2", position=10) == (10, b"new")
+    assert await store.load_history_snapshot("queue", "v1", position=10) is None
+    await store.save_history_snapshot("queue", 10, 100.0, "v2", b"again")  # same format: kept
+    assert await store.load_history_snapshot("queue", "v2", position=10) == (10, b"new")
+
+
 async def test_migrations_are_idempotent(store_url: str) -> None:
     await upgrade_async(store_url)  # the fixture already ran it once
     s = SqlEventStore(store_url)

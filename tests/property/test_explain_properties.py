@@ -17,6 +17,7 @@ from hypothesis import strategies as st
 from muster.core.explain import explain
 from muster.core.model import parse
 from muster.core.queueing.decider import QueueDecider
+from muster.core.queueing.visibility import pending, pending_one
 from muster.core.runner import DeciderRunner
 from muster.core.sim.harness import build
 from muster.core.views.workloads import WorkloadsView
@@ -67,3 +68,46 @@ def test_explain_and_intake_agree_at_any_point(jobs: list[Any], cut: float) -> N
                 assert (c.status, c.at) == (theirs[type_].status, theirs[type_].at)
             else:
                 assert c == theirs[type_]
+
+
+@given(
+    jobs=st.lists(
+        st.tuples(
+            st.integers(0, 30),  # submitted at
+            st.integers(1, 3),  # pods
+            st.sampled_from([2, 4, 8]),  # GPUs a pod
+            st.integers(20, 80),  # seconds
+            st.sampled_from([0, 0, 10]),  # priority
+            st.sampled_from(["a", "b"]),  # namespace: its LocalQueue
+        ),
+        min_size=1,
+        max_size=14,
+    ),
+    cut=st.floats(0.0, 1.0),
+    strict=st.booleans(),
+)
+@SETTINGS
+def test_one_pending_item_is_the_one_of_the_whole_list(
+    jobs: list[Any], cut: float, strict: bool
+) -> None:
+    """What explain asks of the dry run for one workload (``pending_one``: its verdict
+    alone, its positions counted) is that workload's item of the whole list (``pending``,
+    Kueue's visibility API, kueue.md §1.10), positions and reason included."""
+    queue_fields: dict[str, Any] = {"preemption": {"withinClusterQueue": "LowerPriority"}}
+    if strict:
+        queue_fields["queueingStrategy"] = "StrictFIFO"
+    cluster = gpu_node_cluster("c", nodes=2, gpus=8, nominal=16, namespaces=("a", "b"),
+                               **queue_fields)  # fmt: skip
+    subs = [
+        gpu_job(f"j{i}", at, pods, gpus, seconds, priority=prio, namespace=ns)
+        for i, (at, pods, gpus, seconds, prio, ns) in enumerate(jobs)
+    ]
+    h = build(parse.cluster(cluster), subs)
+    h.run()
+    log = h.log.envelopes
+    position = log[min(len(log) - 1, int(cut * len(log)))].position
+    queue: DeciderRunner[Any] = DeciderRunner(QueueDecider())
+    queue.fold(e for e in log if e.position <= position)
+    whole = {i.workload.id: i for i in pending(queue.state)}
+    for wid in queue.state.workloads:
+        assert pending_one(queue.state, wid) == whole.get(wid), wid

@@ -20,7 +20,7 @@ from muster.core.model.resources import format_quantity
 from muster.core.queueing import state as qs
 from muster.core.queueing.flavors import Assignment, Unassignable
 from muster.core.queueing.state import QueueState, WorkloadEntry
-from muster.core.queueing.visibility import PendingItem, pending
+from muster.core.queueing.visibility import PendingItem, pending_one
 from muster.core.views import conditions as cond
 from muster.core.views import provisioning as prov
 from muster.core.views.conditions import rfc3339
@@ -132,9 +132,7 @@ class Explanation:
 
 def pending_item(state: QueueState, wid: str) -> PendingItem | None:
     """The visibility dry run's item for a pending workload (None if it is not pending)."""
-    if wid not in state.pending:
-        return None
-    return next((i for i in pending(state) if i.workload.id == wid), None)
+    return pending_one(state, wid)
 
 
 def explain(

@@ -26,7 +26,10 @@ from muster.runtime.admin import REPLAY_BATCH
 from muster.runtime.memory import collection_paused
 from muster.store import SqlEventStore
 
-SNAPSHOT_EVERY = 25_000  # events folded between two history snapshots this fold writes
+# Events folded between two history snapshots this fold writes (and the queue service's
+# spacing): an explain --at folds fewer than this after its snapshot, ~0.2 s at 10,000
+# (bench/README.md, explain); a read batch (REPLAY_BATCH), so they land where asked.
+SNAPSHOT_EVERY = 10_000
 KEEP = 500  # history snapshots kept per name (the oldest go first)
 
 
@@ -72,12 +75,14 @@ async def state_at(
         found = await store.load_history_snapshot(
             decider.name, decider.snapshot_format, position=at.position, at=at.time
         )
-    if kept is not None and reusable(kept, at) and (found is None or found[0] <= kept.position):
-        runner, found = kept, None
-    elif found is not None:
-        await asyncio.to_thread(runner.restore, found[1])
-        start = found[0]
+    # The collector paused for the restore too: unpickling makes a few objects per byte,
+    # all kept, and its walks over them took longer than the restore itself.
     with collection_paused():
+        if kept is not None and reusable(kept, at) and (found is None or found[0] <= kept.position):
+            runner, found = kept, None
+        elif found is not None:
+            await asyncio.to_thread(runner.restore, found[1])
+            start = found[0]
         every = every if snapshots else 0
         # Read no more than a snapshot's spacing at a time: snapshots land where asked.
         folded = await _fold_to(store, runner, at, every, min(batch, every or batch))
@@ -109,11 +114,10 @@ async def _fold_to(
 async def save(store: SqlEventStore, runner: DeciderRunner[Any]) -> None:
     """A history row of the runner's state, at its position and logical time."""
     decider = runner.decider
+    # Pickled in the worker thread, as the fold: a backlog's state takes a tenth of a
+    # second or more, which the loop (intake's) would otherwise wait out. Nothing else
+    # changes this runner meanwhile: its fold awaits this.
+    data = await asyncio.to_thread(runner.snapshot)
     await store.save_history_snapshot(
-        decider.name,
-        runner.position,
-        runner.state.now,
-        decider.snapshot_format,
-        runner.snapshot(),
-        keep=KEEP,
+        decider.name, runner.position, runner.state.now, decider.snapshot_format, data, keep=KEEP
     )

@@ -7,8 +7,10 @@ from dataclasses import dataclass, field
 from typing import Literal
 
 from muster.core.model import resources
+from muster.core.pickling import compact
 
 
+@compact
 @dataclass(frozen=True, slots=True, kw_only=True)
 class Toleration:
     key: str = ""
@@ -17,6 +19,7 @@ class Toleration:
     effect: str = ""  # "" matches every effect
 
 
+@compact
 @dataclass(frozen=True, slots=True, kw_only=True)
 class PodSetTopology:
     """Where a pod set's pods may go in the topology (levels are node labels).
@@ -40,6 +43,7 @@ class PodSetTopology:
     slice_tier: int | None = None
 
 
+@compact
 @dataclass(frozen=True, slots=True, kw_only=True)
 class DeviceFilter:
     """HAMi's pinning annotations: GPU UUIDs (exact) and types (case-insensitive
@@ -58,6 +62,7 @@ Surplus = Literal["Drop", "Wait"]
 SURPLUS: tuple[str, ...] = ("Drop", "Wait")
 
 
+@compact
 @dataclass(frozen=True, slots=True, kw_only=True)
 class PodSet:
     name: str
@@ -79,6 +84,7 @@ class PodSet:
         return [f"{self.name}-{i}" for i in range(self.count if count is None else count)]
 
 
+@compact
 @dataclass(frozen=True, slots=True, kw_only=True)
 class Runtime:
     """How a simulated pod behaves: it runs this long, then exits with this code."""
@@ -97,6 +103,7 @@ FAILURE_EVENTS: tuple[str, ...] = ("PodFailed", "PodEvicted", "TaskCompleted")
 FAILURE_ACTIONS: tuple[str, ...] = ("RestartJob", "RestartJobIgnoreMax", "FailJob", "CompleteJob")
 
 
+@compact
 @dataclass(frozen=True, slots=True, kw_only=True)
 class FailureRule:
     """On ``event`` (in one of ``pod_sets``, or any), do ``action`` (Volcano policies,
@@ -110,6 +117,7 @@ class FailureRule:
         return self.event == event and (not self.pod_sets or pod_set in self.pod_sets)
 
 
+@compact
 @dataclass(frozen=True, slots=True, kw_only=True)
 class FailurePolicy:
     """What happens when pods fail or are evicted. The first matching rule applies;
@@ -135,6 +143,7 @@ class FailurePolicy:
 GPU_POLICIES = ("binpack", "spread", "topology-aware")
 
 
+@compact
 @dataclass(frozen=True, slots=True, kw_only=True)
 class PlacementPolicy:
     """Binpack (fill nodes and GPUs, keep whole ones free) or spread, per level."""
@@ -145,6 +154,7 @@ class PlacementPolicy:
     gpu: Literal["binpack", "spread", "topology-aware"] = "binpack"
 
 
+@compact
 @dataclass(frozen=True, slots=True, kw_only=True)
 class Gang:
     """The gang a workload is one member of (Armada's gangId and gangCardinality, a
@@ -156,6 +166,7 @@ class Gang:
     cardinality: int
 
 
+@compact
 @dataclass(frozen=True, slots=True, kw_only=True)
 class WorkloadSpec:
     name: str
@@ -185,6 +196,7 @@ class WorkloadSpec:
         return sum(ps.count for ps in self.pod_sets)
 
 
+@compact
 @dataclass(frozen=True, slots=True, kw_only=True)
 class ProvisioningRequestSpec:
     """A standalone ProvisioningRequest: nodes for ``pod_sets``, all at once in one zone.

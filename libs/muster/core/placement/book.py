@@ -21,11 +21,13 @@ from muster.core.model.inventory import (
     TopologySpec,
 )
 from muster.core.model.workload import Toleration
+from muster.core.pickling import compact
 from muster.core.placement import devices as dev
 from muster.core.placement import links
 from muster.core.placement.devices import DeviceAsk, DeviceShare, DeviceUse
 
 
+@compact
 @dataclass(frozen=True, slots=True)
 class Placement:
     """Where a workload's pods go: a node each, and their shares of its devices."""

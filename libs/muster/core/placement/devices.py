@@ -23,6 +23,7 @@ from muster.core.model.inventory import (
     Gpu,
 )
 from muster.core.model.workload import DeviceFilter
+from muster.core.pickling import compact
 
 
 @dataclass(frozen=True, slots=True)
@@ -55,6 +56,7 @@ class DeviceUse:
     exclusive: bool = False
 
 
+@compact
 @dataclass(frozen=True, slots=True)
 class DeviceShare:
     """A pod's part of one device (HAMi's ``<UUID>,<type>,<memMiB>,<cores>``)."""

@@ -45,12 +45,15 @@ def admission_cycle(state: QueueState) -> list[NewEvent]:
     return to_events(state, decide(state))
 
 
-def decide(state: QueueState, *, every_verdict: bool = False) -> list[Verdict]:
+def decide(
+    state: QueueState, *, every_verdict: bool = False, subject: str | None = None
+) -> list[Verdict]:
     """The cycle's verdicts, phase by phase over one snapshot of the state.
     ``every_verdict``: a verdict for every pending workload (visibility), and nothing
     kept in the notebook; otherwise verdicts that would change nothing in the log are
-    dropped early."""
-    snap = Snapshot(state, every_verdict=every_verdict)
+    dropped early. ``subject`` (with ``every_verdict``): of the verdicts its lanes'
+    judgements record for whole lanes, only this workload's (explain)."""
+    snap = Snapshot(state, every_verdict=every_verdict, subject=subject)
     live = [cursor for cursor in lanes_to_judge(snap) if judge_heads(snap, cursor)]
     # The rounds find their own misses: what the heads' judgement found on the book
     # as the log left it is not said again with its numbers of then.

@@ -18,7 +18,7 @@ class QueueDecider:
     categories = frozenset(
         {"config", "cloud", "workload", "admission", "provisioning", "node", "timer"}
     )
-    snapshot_format = "queue-state-v18"
+    snapshot_format = "queue-state-v19"
     keeps_history = True  # its snapshots are kept by position too (explain --at)
 
     def __init__(self, name: str = sharding.UNSPLIT) -> None:

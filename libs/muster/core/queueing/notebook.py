@@ -23,7 +23,17 @@ from muster.core.queueing.quota import QuotaTree
 
 
 class Notebook:
-    __slots__ = ("full", "grow_misses", "holders", "lanes", "misses", "parking", "touched", "tree")
+    __slots__ = (
+        "full",
+        "grow_misses",
+        "holders",
+        "lanes",
+        "misses",
+        "parking",
+        "shared",
+        "touched",
+        "tree",
+    )
 
     def __init__(self) -> None:
         self.full = True  # look at everything (fresh, or the configuration changed)
@@ -42,6 +52,10 @@ class Notebook:
         # Growers (growth.py) that found no room -> what that was judged against: while it
         # holds, they find none again.
         self.grow_misses: dict[str, Any] = {}
+        # Equal immutable parts of workloads (pod sets, run and failure policies, shapes,
+        # pending reasons), one object each: a snapshot pickles and restores each once
+        # (pickle's memo), not once per workload of a backlog (state.share).
+        self.shared: dict[object, object] = {}
 
     def touch(self, workload_id: str) -> None:
         self.touched.add(workload_id)

@@ -17,9 +17,12 @@ from dataclasses import dataclass, field
 
 from sortedcontainers import SortedList
 
+from muster.core.pickling import compact
+
 LaneKey = tuple[object, ...]
 
 
+@compact
 @dataclass(slots=True)
 class Lane:
     """Workloads of one verdict, by queue position (``order``, then id)."""

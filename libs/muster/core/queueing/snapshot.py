@@ -22,11 +22,15 @@ from muster.core.queueing.verdicts import Verdict
 class Snapshot:
     """One cycle's working copies of the state and what it concluded so far."""
 
-    def __init__(self, state: QueueState, *, every_verdict: bool = False) -> None:
+    def __init__(
+        self, state: QueueState, *, every_verdict: bool = False, subject: str | None = None
+    ) -> None:
         """``every_verdict``: keep a verdict for every pending workload (visibility);
-        otherwise verdicts that would change nothing in the log are dropped early."""
+        otherwise verdicts that would change nothing in the log are dropped early.
+        ``subject``: of a lane's members, record only this one's (explain asks for one)."""
         self.state = state
         self.every_verdict = every_verdict
+        self.subject = subject
         notes = state.notes
         if notes.tree is None:
             notes.tree = qt.build(state.cluster_queues, state.cohorts, state.usage)
@@ -102,7 +106,12 @@ class Snapshot:
     ) -> None:
         """The lane's members from ``start`` (``only`` of them, if given) get ``outcome``:
         a verdict each for those whose recorded reason differs (all, for visibility)."""
-        if self.every_verdict:
+        if self.every_verdict and self.subject is not None:
+            member = lane.entry.get(self.subject)
+            stop = start + only if only else len(lane.members)
+            at = lane.members.index(member) if member is not None else -1
+            wids = [self.subject] if start <= at < stop else []
+        elif self.every_verdict:
             stop = start + only if only else len(lane.members)
             wids = [wid for _, wid in lane.members[start:stop]]
         else:

@@ -57,10 +57,7 @@ def pending(state: QueueState) -> list[PendingItem]:
         by_cq.setdefault(state.cluster_queue_of(wl.spec), []).append(wl)
     items: list[PendingItem] = []
     for cq in sorted(by_cq, key=lambda c: c or ""):
-        entries = sorted(
-            by_cq[cq],
-            key=lambda wl: (0 if wl.id in state.preemptors else 1, -wl.priority, wl.order),
-        )
+        entries = sorted(by_cq[cq], key=lambda wl: _rank(state, wl))
         in_lq: dict[str, int] = {}
         for position, wl in enumerate(entries):
             lq_position = in_lq.get(wl.local_queue, 0)
@@ -69,6 +66,46 @@ def pending(state: QueueState) -> list[PendingItem]:
             reason, message = _reason(verdict)
             items.append(PendingItem(wl, cq, position, lq_position, reason, message, verdict))
     return items
+
+
+def pending_one(state: QueueState, wid: str) -> PendingItem | None:
+    """The item ``pending`` gives ``wid`` (None if it is not pending), without the
+    others': its verdict alone from the dry run, its positions by counting who goes
+    before it (what ``explain`` asks, over a backlog of tens of thousands)."""
+    if wid not in state.pending:
+        return None
+    wl = state.workloads[wid]
+    cq = state.cluster_queue_of(wl.spec)
+    rank = _rank(state, wl)
+    queue_of: dict[str, str | None] = {}  # local queue -> its ClusterQueue, looked up once
+    in_cq = in_lq = 0
+    after = False  # ``pending``'s sort is stable: an equal rank goes first if seen first
+    for other in state.pending:
+        if other == wid:
+            after = True
+            continue
+        o = state.workloads[other]
+        lq = f"{o.spec.namespace}/{o.spec.queue_name}"
+        if lq not in queue_of:
+            queue_of[lq] = state.cluster_queue_of_local(lq)
+        if queue_of[lq] != cq:
+            continue
+        r = _rank(state, o)
+        if r < rank or (r == rank and not after):
+            in_cq += 1
+            in_lq += o.local_queue == wl.local_queue
+    verdict = next(
+        (v for v in reversed(decide(state, every_verdict=True, subject=wid))
+         if v.workload.id == wid),
+        None,
+    )  # fmt: skip
+    reason, message = _reason(verdict)
+    return PendingItem(wl, cq, in_cq, in_lq, reason, message, verdict)
+
+
+def _rank(state: QueueState, wl: WorkloadEntry) -> tuple[int, int, int]:
+    """Admission order in a ClusterQueue: workloads that preempted, priority, submission."""
+    return (0 if wl.id in state.preemptors else 1, -wl.priority, wl.order)
 
 
 def _reason(v: Verdict | None) -> tuple[str, str]:

@@ -21,12 +21,14 @@ from muster.core.events import node as nev
 from muster.core.events import queue as qev
 from muster.core.events import workload as wev
 from muster.core.model.times import rfc3339
+from muster.core.pickling import compact
 
 __all__ = ["Condition", "Conditions", "fold", "put", "rfc3339", "set_condition"]
 
 ORDER = ("QuotaReserved", "Admitted", "PodsReady", "Evicted", "Preempted", "Finished")
 
 
+@compact
 @dataclass(frozen=True, slots=True)
 class Condition:
     """Kubernetes' ``metav1.Condition``, the one type every muster view shows: a
@@ -48,6 +50,7 @@ class Condition:
         }
 
 
+@compact
 @dataclass(slots=True)
 class Conditions:
     """One workload's conditions and what PodsReady counts: its current attempt's pods."""

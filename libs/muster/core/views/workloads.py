@@ -13,6 +13,7 @@ from muster.core.events import node as nev
 from muster.core.events import queue as qev
 from muster.core.events import workload as wev
 from muster.core.model.queues import PodSetUpdate
+from muster.core.pickling import compact
 from muster.core.queueing import state as qs
 from muster.core.views import accounting, provisioning
 from muster.core.views import conditions as cond
@@ -40,6 +41,7 @@ def status_named(raw: str) -> str | None:
     return _BY_LOWER.get(raw.lower())
 
 
+@compact
 @dataclass(slots=True)
 class WorkloadView:
     id: str
@@ -338,7 +340,7 @@ class WorkloadsView:
     name = "intake"
     # cloud: the declared nodes and the topology (get nodes; the queue fold routes by them)
     categories = frozenset({"config", "cloud", "workload", "admission", "provisioning", "node"})
-    snapshot_format = "workloads-view-v13"
+    snapshot_format = "workloads-view-v14"
 
     def initial(self) -> WorkloadsState:
         return WorkloadsState()
