@@ -11,7 +11,15 @@ from pathlib import Path
 import pytest
 from sqlalchemy import text
 
-from muster.core.events import Event, NewEvent, StreamAppend, decode_payload, event_class, upcaster
+from muster.core.events import (
+    BareEnvelope,
+    Event,
+    NewEvent,
+    StreamAppend,
+    decode_payload,
+    event_class,
+    upcaster,
+)
 from muster.core.events import timer as tev
 from muster.store import ConcurrencyConflict, SqlEventStore, Tracking
 from muster.store.migrate import upgrade_async
@@ -96,6 +104,33 @@ async def test_read_all_filters(store: SqlEventStore) -> None:
     assert [e.position for e in await store.read_all(0, producer="test")] == [1, 2, 3, 5]
     history = await store.read_correlated("wl-1")
     assert [(e.stream_id, e.category, e.producer) for e in history] == [("node-x", "node", "other")]
+
+
+async def test_read_folding_is_read_all_with_the_bare_types_unread(store: SqlEventStore) -> None:
+    """A replay's read (admin.rebuild): the same events as read_all, and those of the
+    types it folds bare carry their row but no payload (BareEnvelope)."""
+    await put(store, "timer-a", 0, 3)
+    await store.append(
+        [StreamAppend("node-x", 0, [timer("node-x", 5.0, "wl-1")])],
+        producer="other",
+        recorded_at=0.0,
+    )
+    full = await store.read_all(0)
+    assert await store.read_folding(0) == full
+    assert await store.read_folding(0, bare={"node.lost"}) == full
+    bare = await store.read_folding(1, bare={"timer.fired"}, categories={"timer"}, until=3)
+    assert bare == [
+        BareEnvelope(
+            position=e.position,
+            event_id=e.event_id,
+            stream_id=e.stream_id,
+            stream_version=e.stream_version,
+            type="timer.fired",
+            occurred_at=e.occurred_at,
+        )
+        for e in full[1:3]
+    ]
+    assert [e.position for e in await store.read_folding(0, limit=2)] == [1, 2]
 
 
 async def test_envelope_round_trips(store: SqlEventStore) -> None:

@@ -13,10 +13,10 @@ from __future__ import annotations
 import pickle
 from collections.abc import Iterable
 from dataclasses import replace
-from typing import Any, Generic, TypeVar
+from typing import Any, Generic, TypeVar, cast
 
-from muster.core.decider import Decider
-from muster.core.events import Envelope, NewEvent, StreamAppend
+from muster.core.decider import Clocked, Decider, advance
+from muster.core.events import BareEnvelope, Envelope, NewEvent, StreamAppend
 from muster.core.events import timer as tev
 
 S = TypeVar("S")
@@ -37,14 +37,18 @@ class DeciderRunner(Generic[S]):
     def categories(self) -> frozenset[str]:
         return self.decider.categories
 
-    def fold(self, envelopes: Iterable[Envelope]) -> int:
-        """Fold events past ``position``; already-applied positions are skipped (idempotent)."""
+    def fold(self, envelopes: Iterable[Envelope | BareEnvelope]) -> int:
+        """Fold events past ``position``; already-applied positions are skipped (idempotent).
+        A ``BareEnvelope`` (a type the decider names ``clock_only``) only moves the clock."""
         applied = 0
         for env in envelopes:
             if env.position <= self.position:
                 continue
             if env.category in self.decider.categories:
-                self.state = self.decider.evolve(self.state, env)
+                if isinstance(env, BareEnvelope):
+                    advance(cast(Clocked, self.state), env)
+                else:
+                    self.state = self.decider.evolve(self.state, env)
                 self.versions[env.stream_id] = env.stream_version
                 self.last_event_id = env.event_id
                 applied += 1

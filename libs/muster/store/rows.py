@@ -5,10 +5,11 @@ them)."""
 from __future__ import annotations
 
 import uuid
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
 from muster.core.events import (
+    BareEnvelope,
     Envelope,
     NewEvent,
     StreamAppend,
@@ -33,6 +34,10 @@ COLUMNS = (
     "producer",
     "payload",
 )
+
+# What a fold reads of a row (``read_folding``): all but the category, which is the
+# stream's prefix; the payload last.
+FOLD_COLUMNS = tuple(c for c in COLUMNS if c != "category")
 
 
 def planned_rows(
@@ -103,3 +108,54 @@ def envelope(values: Sequence[Any]) -> Envelope:
         producer=producer,
         event=event,
     )
+
+
+def fold_items(rows: Iterable[Sequence[Any]]) -> list[Envelope | BareEnvelope]:
+    """From rows in ``FOLD_COLUMNS`` order: an envelope each, bare where the payload was
+    left out (NULL: the column itself is never NULL)."""
+    out: list[Envelope | BareEnvelope] = []
+    append = out.append
+    for (
+        position,
+        event_id,
+        stream_id,
+        stream_version,
+        wire_type,
+        schema_version,
+        occurred_at,
+        recorded_at,
+        causation_id,
+        correlation_id,
+        producer,
+        payload,
+    ) in rows:
+        if payload is None:
+            append(
+                BareEnvelope(
+                    position=position,
+                    event_id=event_id,
+                    stream_id=stream_id,
+                    stream_version=stream_version,
+                    type=wire_type,
+                    occurred_at=occurred_at,
+                )
+            )
+            continue
+        event = decode_json(wire_type, schema_version, payload)
+        append(
+            Envelope(
+                position=position,
+                event_id=event_id,
+                stream_id=stream_id,
+                stream_version=stream_version,
+                type=wire_type,
+                schema_version=event.VERSION,
+                occurred_at=occurred_at,
+                recorded_at=recorded_at,
+                causation_id=causation_id,
+                correlation_id=correlation_id,
+                producer=producer,
+                event=event,
+            )
+        )
+    return out

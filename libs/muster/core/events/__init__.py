@@ -2,6 +2,7 @@
 
 from muster.core.events import node, provisioning, queue, timer, workload
 from muster.core.events.base import (
+    BareEnvelope,
     Envelope,
     Event,
     NewEvent,
@@ -18,6 +19,7 @@ from muster.core.events.base import (
 )
 
 __all__ = [
+    "BareEnvelope",
     "Envelope",
     "Event",
     "NewEvent",

@@ -176,3 +176,19 @@ class Envelope(msgspec.Struct, frozen=True, kw_only=True):
         event = decode_payload(data["type"], data["schema_version"], data["payload"])
         fields["schema_version"] = event.VERSION
         return cls(event=event, **fields)
+
+
+class BareEnvelope(msgspec.Struct, frozen=True, kw_only=True):
+    """A stored event a replay folds without reading its payload: one of the types a
+    decider's ``evolve`` only moves the clock on (``Decider.clock_only``)."""
+
+    position: int
+    event_id: str
+    stream_id: str
+    stream_version: int
+    type: str
+    occurred_at: float
+
+    @property
+    def category(self) -> str:
+        return category_of(self.stream_id)

@@ -19,6 +19,7 @@ class QueueDecider:
         {"config", "cloud", "workload", "admission", "provisioning", "node", "timer"}
     )
     snapshot_format = "queue-state-v18"
+    clock_only = qs.clock_only_types()  # replay reads these without payload (core/decider.py)
     keeps_history = True  # its snapshots are kept by position too (explain --at)
 
     def __init__(self, name: str = sharding.UNSPLIT) -> None:
