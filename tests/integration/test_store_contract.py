@@ -14,6 +14,7 @@ from sqlalchemy import text
 from muster.core.events import (
     BareEnvelope,
     Event,
+    FoldEnvelope,
     NewEvent,
     StreamAppend,
     decode_payload,
@@ -107,8 +108,9 @@ async def test_read_all_filters(store: SqlEventStore) -> None:
 
 
 async def test_read_folding_is_read_all_with_the_bare_types_unread(store: SqlEventStore) -> None:
-    """A replay's read (admin.rebuild): the same events as read_all, and those of the
-    types it folds bare carry their row but no payload (BareEnvelope)."""
+    """A replay's read (admin.rebuild): the same events as read_all, as much of each as a
+    fold reads (FoldEnvelope), and those of the types it folds bare without their payload
+    (BareEnvelope)."""
     await put(store, "timer-a", 0, 3)
     await store.append(
         [StreamAppend("node-x", 0, [timer("node-x", 5.0, "wl-1")])],
@@ -116,8 +118,20 @@ async def test_read_folding_is_read_all_with_the_bare_types_unread(store: SqlEve
         recorded_at=0.0,
     )
     full = await store.read_all(0)
-    assert await store.read_folding(0) == full
-    assert await store.read_folding(0, bare={"node.lost"}) == full
+    folded = [
+        FoldEnvelope(
+            position=e.position,
+            event_id=e.event_id,
+            stream_id=e.stream_id,
+            stream_version=e.stream_version,
+            type=e.type,
+            occurred_at=e.occurred_at,
+            event=e.event,
+        )
+        for e in full
+    ]
+    assert await store.read_folding(0) == folded
+    assert await store.read_folding(0, bare={"node.lost"}) == folded
     bare = await store.read_folding(1, bare={"timer.fired"}, categories={"timer"}, until=3)
     assert bare == [
         BareEnvelope(

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from typing import Any, Protocol, TypeVar
 
-from muster.core.events import BareEnvelope, Envelope, NewEvent
+from muster.core.events import BareEnvelope, Folded, NewEvent
 
 S = TypeVar("S")
 
@@ -27,7 +27,7 @@ class Decider(Protocol[S]):
 
     def initial(self) -> S: ...
 
-    def evolve(self, state: S, envelope: Envelope) -> S: ...
+    def evolve(self, state: S, envelope: Folded) -> S: ...
 
     def decide(self, state: S) -> list[NewEvent]: ...
 
@@ -49,7 +49,7 @@ def clock_only(decider: Decider[Any]) -> frozenset[str]:
     return found
 
 
-def advance(state: Clocked, envelope: Envelope | BareEnvelope) -> None:
+def advance(state: Clocked, envelope: Folded | BareEnvelope) -> None:
     """Logical time only moves forward, carried by the events themselves."""
     if envelope.occurred_at > state.now:
         state.now = envelope.occurred_at

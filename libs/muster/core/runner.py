@@ -16,7 +16,7 @@ from dataclasses import replace
 from typing import Any, Generic, TypeVar, cast
 
 from muster.core.decider import Clocked, Decider, advance
-from muster.core.events import BareEnvelope, Envelope, NewEvent, StreamAppend
+from muster.core.events import BareEnvelope, Folded, NewEvent, StreamAppend
 from muster.core.events import timer as tev
 
 S = TypeVar("S")
@@ -37,14 +37,15 @@ class DeciderRunner(Generic[S]):
     def categories(self) -> frozenset[str]:
         return self.decider.categories
 
-    def fold(self, envelopes: Iterable[Envelope | BareEnvelope]) -> int:
+    def fold(self, envelopes: Iterable[Folded | BareEnvelope]) -> int:
         """Fold events past ``position``; already-applied positions are skipped (idempotent).
         A ``BareEnvelope`` (a type the decider names ``clock_only``) only moves the clock."""
         applied = 0
+        versions = self.versions  # holds only streams of its categories: a cheap first check
         for env in envelopes:
             if env.position <= self.position:
                 continue
-            if env.category in self.decider.categories:
+            if env.stream_id in versions or env.category in self.decider.categories:
                 if isinstance(env, BareEnvelope):
                     advance(cast(Clocked, self.state), env)
                 else:

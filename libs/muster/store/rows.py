@@ -11,6 +11,7 @@ from typing import Any
 from muster.core.events import (
     BareEnvelope,
     Envelope,
+    FoldEnvelope,
     NewEvent,
     StreamAppend,
     category_of,
@@ -35,9 +36,17 @@ COLUMNS = (
     "payload",
 )
 
-# What a fold reads of a row (``read_folding``): all but the category, which is the
-# stream's prefix; the payload last.
-FOLD_COLUMNS = tuple(c for c in COLUMNS if c != "category")
+# What a fold reads of a row (``read_folding``, a ``FoldEnvelope``), the payload last.
+FOLD_COLUMNS = (
+    "position",
+    "event_id",
+    "stream_id",
+    "stream_version",
+    "type",
+    "schema_version",
+    "occurred_at",
+    "payload",
+)
 
 
 def planned_rows(
@@ -110,25 +119,12 @@ def envelope(values: Sequence[Any]) -> Envelope:
     )
 
 
-def fold_items(rows: Iterable[Sequence[Any]]) -> list[Envelope | BareEnvelope]:
-    """From rows in ``FOLD_COLUMNS`` order: an envelope each, bare where the payload was
-    left out (NULL: the column itself is never NULL)."""
-    out: list[Envelope | BareEnvelope] = []
+def fold_items(rows: Iterable[Sequence[Any]]) -> list[FoldEnvelope | BareEnvelope]:
+    """From rows in ``FOLD_COLUMNS`` order: what a fold reads of each, bare where the
+    payload was left out (NULL: the column itself is never NULL)."""
+    out: list[FoldEnvelope | BareEnvelope] = []
     append = out.append
-    for (
-        position,
-        event_id,
-        stream_id,
-        stream_version,
-        wire_type,
-        schema_version,
-        occurred_at,
-        recorded_at,
-        causation_id,
-        correlation_id,
-        producer,
-        payload,
-    ) in rows:
+    for position, event_id, stream_id, stream_version, wire_type, version, at, payload in rows:
         if payload is None:
             append(
                 BareEnvelope(
@@ -137,25 +133,19 @@ def fold_items(rows: Iterable[Sequence[Any]]) -> list[Envelope | BareEnvelope]:
                     stream_id=stream_id,
                     stream_version=stream_version,
                     type=wire_type,
-                    occurred_at=occurred_at,
+                    occurred_at=at,
                 )
             )
-            continue
-        event = decode_json(wire_type, schema_version, payload)
-        append(
-            Envelope(
-                position=position,
-                event_id=event_id,
-                stream_id=stream_id,
-                stream_version=stream_version,
-                type=wire_type,
-                schema_version=event.VERSION,
-                occurred_at=occurred_at,
-                recorded_at=recorded_at,
-                causation_id=causation_id,
-                correlation_id=correlation_id,
-                producer=producer,
-                event=event,
+        else:
+            append(
+                FoldEnvelope(
+                    position=position,
+                    event_id=event_id,
+                    stream_id=stream_id,
+                    stream_version=stream_version,
+                    type=wire_type,
+                    occurred_at=at,
+                    event=decode_json(wire_type, version, payload),
+                )
             )
-        )
     return out

@@ -31,6 +31,7 @@ from sqlalchemy.ext.asyncio import AsyncEngine, create_async_engine
 from muster.core.events import (
     BareEnvelope,
     Envelope,
+    FoldEnvelope,
     StreamAppend,
 )
 from muster.store.bell import CHANNEL, FileBell, bell_path
@@ -307,9 +308,10 @@ class SqlEventStore:
         until: int | None = None,
         categories: Iterable[str] | None = None,
         bare: Collection[str] = (),
-    ) -> list[Envelope | BareEnvelope]:
-        """``read_all`` for a fold that needs no more: the events of the types in ``bare``
-        without their payload, undecoded (``BareEnvelope``; a replay's ``clock_only``)."""
+    ) -> list[FoldEnvelope | BareEnvelope]:
+        """``read_all`` for a fold, which needs no more of a row than ``FoldEnvelope``; the
+        events of the types in ``bare`` without their payload, undecoded (``BareEnvelope``:
+        a replay's ``clock_only``)."""
         if self._fast is not None:
             rows = self._fast.read_folding(
                 after, limit=limit, until=until, categories=categories, bare=bare

@@ -8,7 +8,7 @@ from functools import singledispatch
 from typing import Any, Literal, NamedTuple
 
 from muster.core.decider import advance
-from muster.core.events import Envelope, Event, registered_types
+from muster.core.events import Event, Folded, registered_types
 from muster.core.events import node as nev
 from muster.core.events import provisioning as pev
 from muster.core.events import queue as qev
@@ -286,7 +286,7 @@ class QueueState:
         return gone.status if gone is not None else None
 
 
-def evolve(state: QueueState, envelope: Envelope) -> QueueState:
+def evolve(state: QueueState, envelope: Folded) -> QueueState:
     advance(state, envelope)
     event = envelope.event
     handler = _HANDLERS.get(type(event))
