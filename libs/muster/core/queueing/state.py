@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from bisect import bisect_left
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, fields
 from functools import singledispatch
@@ -151,9 +152,9 @@ class QueueStats:
 
 
 def _observe(histogram: dict[str, tuple[list[int], float]], cq: str, seconds: float) -> None:
-    counts, total = histogram.get(cq, ([0] * (len(WAIT_BUCKETS) + 1), 0.0))
-    i = next((i for i, b in enumerate(WAIT_BUCKETS) if seconds <= b), len(WAIT_BUCKETS))
-    counts[i] += 1
+    found = histogram.get(cq)
+    counts, total = found if found is not None else ([0] * (len(WAIT_BUCKETS) + 1), 0.0)
+    counts[bisect_left(WAIT_BUCKETS, seconds)] += 1  # the first bucket it is <=, else +Inf
     histogram[cq] = (counts, total + seconds)
 
 
