@@ -196,6 +196,27 @@ def test_a_fold_with_the_clock_only_types_bare_equals_the_full_fold(
     assert light.decide() == whole.decide()
 
 
+def test_a_fold_that_raises_keeps_what_it_folded_before(log: list[Envelope]) -> None:
+    """The runner's bookkeeping (position, versions, causation) stops at the last event
+    evolve took: the loop retries from there."""
+
+    class Failing(QueueDecider):
+        def evolve(self, state: Any, envelope: Any) -> Any:  # type: ignore[override]
+            if envelope.position == log[9].position:
+                raise RuntimeError("poisoned")
+            return super().evolve(state, envelope)
+
+    runner: DeciderRunner[Any] = DeciderRunner(Failing())
+    with pytest.raises(RuntimeError):
+        runner.fold(log[:20])
+    assert runner.position == log[8].position
+    assert runner.last_event_id == log[8].event_id
+    assert runner.versions == DeciderRunner(QueueDecider()).versions | {
+        e.stream_id: e.stream_version for e in log[:9]
+    }
+    assert runner.state.now == max(e.occurred_at for e in log[:9])
+
+
 def test_fold_skips_other_categories_but_moves_the_position(log: list[Envelope]) -> None:
     runner: DeciderRunner[Any] = DeciderRunner(ProvisionerDecider())
     node_events = [e for e in log if e.category == "node"]

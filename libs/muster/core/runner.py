@@ -39,21 +39,29 @@ class DeciderRunner(Generic[S]):
 
     def fold(self, envelopes: Iterable[Folded | BareEnvelope]) -> int:
         """Fold events past ``position``; already-applied positions are skipped (idempotent).
-        A ``BareEnvelope`` (a type the decider names ``clock_only``) only moves the clock."""
+        A ``BareEnvelope`` (a type the decider names ``clock_only``) only moves the clock.
+
+        The loop keeps its bookkeeping in locals (a replay runs it a million times) and
+        stores it on the way out, also when ``evolve`` raises: as of the last event folded."""
         applied = 0
+        categories, evolve = self.decider.categories, self.decider.evolve
         versions = self.versions  # holds only streams of its categories: a cheap first check
-        for env in envelopes:
-            if env.position <= self.position:
-                continue
-            if env.stream_id in versions or env.category in self.decider.categories:
-                if isinstance(env, BareEnvelope):
-                    advance(cast(Clocked, self.state), env)
-                else:
-                    self.state = self.decider.evolve(self.state, env)
-                self.versions[env.stream_id] = env.stream_version
-                self.last_event_id = env.event_id
-                applied += 1
-            self.position = env.position
+        state, position, last = self.state, self.position, self.last_event_id
+        try:
+            for env in envelopes:
+                if env.position <= position:
+                    continue
+                if env.stream_id in versions or env.category in categories:
+                    if isinstance(env, BareEnvelope):
+                        advance(cast(Clocked, state), env)
+                    else:
+                        state = evolve(state, env)
+                    versions[env.stream_id] = env.stream_version
+                    last = env.event_id
+                    applied += 1
+                position = env.position
+        finally:
+            self.state, self.position, self.last_event_id = state, position, last
         if applied:
             self.quiet = False
         return applied
