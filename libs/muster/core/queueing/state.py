@@ -389,13 +389,18 @@ def pods_ready_clock(wl: WorkloadEntry) -> float | None:
     come); with checks, from the moment the last became Ready (Kueue's admission): for a
     request's check that is its Provisioned, and the request's own failures and backoff
     govern the wait before it (a DWS request may queue for capacity for hours)."""
-    if not wl.holds_quota or wl.run.pods_ready:
+    run = wl.run
+    if not wl.holds_quota or run.pods_ready:
         return None
-    checks = wl.run.checks.values()
-    ready = all(c.state == "Ready" for c in checks)
-    if wl.run.ask is None and wl.run.reserved_at is not None and ready:
-        return max([wl.run.reserved_at, *(c.at for c in checks)])
-    return wl.run.admitted_at
+    if run.ask is not None or run.reserved_at is None:
+        return run.admitted_at
+    at = run.reserved_at  # the latest of the reservation and every check's Ready, if all are
+    for check in run.checks.values():  # a loop, not all() and max(): every event asks this
+        if check.state != "Ready":
+            return run.admitted_at
+        if check.at > at:
+            at = check.at
+    return at
 
 
 def lane_key(state: QueueState, wl: WorkloadEntry) -> LaneKey:
