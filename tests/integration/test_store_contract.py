@@ -7,6 +7,7 @@ import sqlite3
 import threading
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import pytest
 from sqlalchemy import text
@@ -22,9 +23,13 @@ from muster.core.events import (
     upcaster,
 )
 from muster.core.events import timer as tev
+from muster.core.queueing.decider import QueueDecider
+from muster.core.runner import DeciderRunner
+from muster.runtime import admin
 from muster.store import ConcurrencyConflict, SqlEventStore, Tracking
 from muster.store.migrate import upgrade_async
 from muster.store.sql import switch_to_wal
+from tests.unit.test_core_runner import scenario
 
 
 def timer(stream: str, deadline: float = 1.0, correlation: str | None = None) -> NewEvent:
@@ -145,6 +150,32 @@ async def test_read_folding_is_read_all_with_the_bare_types_unread(store: SqlEve
         for e in full[1:3]
     ]
     assert [e.position for e in await store.read_folding(0, limit=2)] == [1, 2]
+
+
+async def test_a_rebuild_equals_the_fold_of_what_was_appended(store: SqlEventStore) -> None:
+    """admin.rebuild (read_folding, the queue's clock-only events bare) ends where a fold
+    of the appended envelopes does, on either store."""
+    log = scenario().log.envelopes
+    appended = []
+    for env in log:  # one append each, in log order: the same positions
+        new = NewEvent(
+            stream_id=env.stream_id,
+            event=env.event,
+            occurred_at=env.occurred_at,
+            causation_id=env.causation_id,
+            correlation_id=env.correlation_id,
+        )
+        appended += await store.append(
+            [StreamAppend(env.stream_id, None, [new])], producer=env.producer, recorded_at=0.0
+        )
+    assert any(e.type in QueueDecider.clock_only for e in appended)
+    rebuilt = await admin.rebuild(store, QueueDecider())
+    folded: DeciderRunner[Any] = DeciderRunner(QueueDecider())
+    folded.fold(appended)
+    assert rebuilt.position == folded.position == len(log)
+    assert rebuilt.snapshot() == folded.snapshot()
+    half = await admin.rebuild(store, QueueDecider(), until_position=len(log) // 2)
+    assert half.position == len(log) // 2
 
 
 async def test_envelope_round_trips(store: SqlEventStore) -> None:
