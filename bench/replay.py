@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import os
 import random
 import tempfile
 import time
@@ -38,6 +39,7 @@ from sqlalchemy import create_engine, func, select
 
 from bench import check_outcome, machine, per_second, ratio, run_bounded
 from muster.cli.commands import EXAMPLES, build_harness, load_cluster
+from muster.core.decider import clock_only
 from muster.core.events import Envelope, encode_payload
 from muster.core.events import queue as qev
 from muster.core.events import workload as wev
@@ -46,6 +48,7 @@ from muster.core.queueing.decider import QueueDecider
 from muster.core.runner import DeciderRunner
 from muster.core.sim.summary import summarize
 from muster.runtime import admin
+from muster.runtime.memory import collection_paused
 from muster.store import SqlEventStore
 from muster.store.migrate import upgrade
 from muster.store.schema import events as events_table
@@ -161,11 +164,17 @@ def stored_count(url: str) -> int:
         engine.dispose()
 
 
-async def read_like_rebuild(store: SqlEventStore, categories: frozenset[str]) -> int:
-    """``admin.rebuild``'s read loop without the fold: every batch decoded, then dropped."""
+async def read_like_rebuild(store: SqlEventStore, decider: QueueDecider) -> int:
+    """``admin.rebuild``'s read loop without the fold: every batch decoded (but for the
+    types the decider folds from the row alone), then dropped."""
     count = position = 0
     while True:
-        envs = await store.read_all(position, categories=categories, limit=admin.REPLAY_BATCH)
+        envs = await store.read_folding(
+            position,
+            categories=decider.categories,
+            limit=admin.REPLAY_BATCH,
+            bare=clock_only(decider),
+        )
         count += len(envs)
         if envs:
             position = envs[-1].position
@@ -181,17 +190,19 @@ async def measure(url: str, repeat: int) -> list[str]:
         head = await store.head()
         # Warm up: connections, SQLite's cache, the decoders (one batch, unmeasured).
         await store.read_all(0, categories=decider.categories, limit=admin.REPLAY_BATCH)
-        read_s, rebuild_s = [], []
+        read_s, rebuild_s, rebuild_cpu = [], [], []
         n = 0
         runner: DeciderRunner[Any] = DeciderRunner(decider)
         for _ in range(max(1, repeat)):
             started = time.perf_counter()
-            n = await read_like_rebuild(store, decider.categories)
+            with collection_paused():  # as the rebuild reads
+                n = await read_like_rebuild(store, decider)
             read_s.append(time.perf_counter() - started)
 
-            started = time.perf_counter()
+            started, cpu = time.perf_counter(), time.process_time()
             runner = await admin.rebuild(store, QueueDecider())
             rebuild_s.append(time.perf_counter() - started)
+            rebuild_cpu.append(time.process_time() - cpu)
 
         # The in-memory fold needs every envelope at once: read them untimed.
         envs = await store.read_all(0, categories=decider.categories)
@@ -206,10 +217,11 @@ async def measure(url: str, repeat: int) -> list[str]:
         read, rebuild, fold = min(read_s), min(rebuild_s), min(fold_s)
         best = f" (best of {repeat})" if repeat > 1 else ""
         print(f"store head {head}; the queue's categories hold {n} of them{best}")
-        print(f"  read (read_all loop, no fold) {read:7.2f}s  "
+        print(f"  read (rebuild's reads, no fold) {read:5.2f}s  "
               f"{per_second(n, read):>9,.0f} events/s")
         print(f"  rebuild (read + fold)         {rebuild:7.2f}s  "
-              f"{per_second(n, rebuild):>9,.0f} events/s")
+              f"{per_second(n, rebuild):>9,.0f} events/s  (CPU {min(rebuild_cpu):.2f}s; "
+              f"every run {', '.join(f'{t:.2f}' for t in rebuild_s)}s)")
         print(f"  fold in memory (no store)     {fold:7.2f}s  "
               f"{per_second(n, fold):>9,.0f} events/s")
         print(f"  rebuild/read time: {ratio(rebuild, read)}; rebuild - read = "
@@ -252,7 +264,15 @@ def main(argv: list[str] | None = None) -> None:
             if (have := stored_count(url)) != len(envelopes):
                 check_outcome([f"the store holds {have} rows of the {len(envelopes)} copied"])
             del envelopes
-        check_outcome(asyncio.run(measure(url, args.repeat)))
+        print(f"load average before measuring {load()}")
+        problems = asyncio.run(measure(url, args.repeat))
+        print(f"load average after {load()}")
+        check_outcome(problems)
+
+
+def load() -> str:
+    """The machine's 1, 5 and 15-minute load averages (it is shared: say how busy)."""
+    return " ".join(f"{x:.2f}" for x in os.getloadavg())
 
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:

@@ -7,15 +7,29 @@ import sqlite3
 import threading
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import pytest
 from sqlalchemy import text
 
-from muster.core.events import Event, NewEvent, StreamAppend, decode_payload, event_class, upcaster
+from muster.core.events import (
+    BareEnvelope,
+    Event,
+    FoldEnvelope,
+    NewEvent,
+    StreamAppend,
+    decode_payload,
+    event_class,
+    upcaster,
+)
 from muster.core.events import timer as tev
+from muster.core.queueing.decider import QueueDecider
+from muster.core.runner import DeciderRunner
+from muster.runtime import admin
 from muster.store import ConcurrencyConflict, SqlEventStore, Tracking
 from muster.store.migrate import upgrade_async
 from muster.store.sql import switch_to_wal
+from tests.unit.test_core_runner import scenario
 
 
 def timer(stream: str, deadline: float = 1.0, correlation: str | None = None) -> NewEvent:
@@ -96,6 +110,72 @@ async def test_read_all_filters(store: SqlEventStore) -> None:
     assert [e.position for e in await store.read_all(0, producer="test")] == [1, 2, 3, 5]
     history = await store.read_correlated("wl-1")
     assert [(e.stream_id, e.category, e.producer) for e in history] == [("node-x", "node", "other")]
+
+
+async def test_read_folding_is_read_all_with_the_bare_types_unread(store: SqlEventStore) -> None:
+    """A replay's read (admin.rebuild): the same events as read_all, as much of each as a
+    fold reads (FoldEnvelope), and those of the types it folds bare without their payload
+    (BareEnvelope)."""
+    await put(store, "timer-a", 0, 3)
+    await store.append(
+        [StreamAppend("node-x", 0, [timer("node-x", 5.0, "wl-1")])],
+        producer="other",
+        recorded_at=0.0,
+    )
+    full = await store.read_all(0)
+    folded = [
+        FoldEnvelope(
+            position=e.position,
+            event_id=e.event_id,
+            stream_id=e.stream_id,
+            stream_version=e.stream_version,
+            type=e.type,
+            occurred_at=e.occurred_at,
+            event=e.event,
+        )
+        for e in full
+    ]
+    assert await store.read_folding(0) == folded
+    assert await store.read_folding(0, bare={"node.lost"}) == folded
+    bare = await store.read_folding(1, bare={"timer.fired"}, categories={"timer"}, until=3)
+    assert bare == [
+        BareEnvelope(
+            position=e.position,
+            event_id=e.event_id,
+            stream_id=e.stream_id,
+            stream_version=e.stream_version,
+            type="timer.fired",
+            occurred_at=e.occurred_at,
+        )
+        for e in full[1:3]
+    ]
+    assert [e.position for e in await store.read_folding(0, limit=2)] == [1, 2]
+
+
+async def test_a_rebuild_equals_the_fold_of_what_was_appended(store: SqlEventStore) -> None:
+    """admin.rebuild (read_folding, the queue's clock-only events bare) ends where a fold
+    of the appended envelopes does, on either store."""
+    log = scenario().log.envelopes
+    appended = []
+    for env in log:  # one append each, in log order: the same positions
+        new = NewEvent(
+            stream_id=env.stream_id,
+            event=env.event,
+            occurred_at=env.occurred_at,
+            causation_id=env.causation_id,
+            correlation_id=env.correlation_id,
+        )
+        appended += await store.append(
+            [StreamAppend(env.stream_id, None, [new])], producer=env.producer, recorded_at=0.0
+        )
+    assert any(e.type in QueueDecider.clock_only for e in appended)
+    rebuilt = await admin.rebuild(store, QueueDecider())
+    folded: DeciderRunner[Any] = DeciderRunner(QueueDecider())
+    folded.fold(appended)
+    assert rebuilt.position == folded.position == len(log)
+    assert rebuilt.snapshot() == folded.snapshot()
+    half = await admin.rebuild(store, QueueDecider(), until_position=len(log) // 2)
+    assert half.position == len(log) // 2
 
 
 async def test_envelope_round_trips(store: SqlEventStore) -> None:

@@ -16,8 +16,8 @@ import msgspec
 import pytest
 
 from muster.core import inputs
-from muster.core.decider import Decider
-from muster.core.events import Envelope, NewEvent, StreamAppend, encode_payload
+from muster.core.decider import Decider, clock_only
+from muster.core.events import BareEnvelope, Envelope, NewEvent, StreamAppend, encode_payload
 from muster.core.events import queue as qev
 from muster.core.events import workload as wev
 from muster.core.model import parse
@@ -154,6 +154,67 @@ def test_overlapping_chunks_fold_like_one_pass(log: list[Envelope], decider: Dec
     assert pieces.versions == whole.versions
     assert pieces.last_event_id == whole.last_event_id
     assert decider.summary(pieces.state) == decider.summary(whole.state)
+
+
+def test_the_queue_folds_bare_only_what_it_only_moves_its_clock_on() -> None:
+    """Derived from its dispatch: a type with a handler of its own, or naming a workload
+    (evolve touches it), is never left unread."""
+    bare = clock_only(QueueDecider())
+    assert {"timer.fired", "provisioning.nodes_creating"} <= bare
+    for kept in ("node.pod_stopped", "workload.gang_member_submitted", "admission.admitted"):
+        assert kept not in bare
+
+
+@pytest.mark.parametrize("cut", [0.25, 0.5, 1.0])
+def test_a_fold_with_the_clock_only_types_bare_equals_the_full_fold(
+    log: list[Envelope], cut: float
+) -> None:
+    """What admin.rebuild reads (store.read_folding): the queue's clock-only events as
+    their rows alone; the state, clock, versions and next decisions are the same."""
+    decider = QueueDecider()
+    bare = clock_only(decider)
+    prefix = log[: int(len(log) * cut)]
+    assert any(e.type in bare for e in prefix)
+    thin = [
+        BareEnvelope(
+            position=e.position,
+            event_id=e.event_id,
+            stream_id=e.stream_id,
+            stream_version=e.stream_version,
+            type=e.type,
+            occurred_at=e.occurred_at,
+        )
+        if e.type in bare
+        else e
+        for e in prefix
+    ]
+    whole: DeciderRunner[Any] = DeciderRunner(decider)
+    applied = whole.fold(prefix)
+    light: DeciderRunner[Any] = DeciderRunner(decider)
+    assert light.fold(thin) == applied and light.position == whole.position
+    assert light.snapshot() == whole.snapshot()
+    assert light.decide() == whole.decide()
+
+
+def test_a_fold_that_raises_keeps_what_it_folded_before(log: list[Envelope]) -> None:
+    """The runner's bookkeeping (position, versions, causation) stops at the last event
+    evolve took: the loop retries from there."""
+
+    class Failing(QueueDecider):
+        def evolve(self, state: Any, envelope: Any) -> Any:  # type: ignore[override]
+            if envelope.position == log[9].position:
+                raise RuntimeError("poisoned")
+            return super().evolve(state, envelope)
+
+    runner: DeciderRunner[Any] = DeciderRunner(Failing())
+    with pytest.raises(RuntimeError):
+        runner.fold(log[:20])
+    assert runner.position == log[8].position
+    assert runner.last_event_id == log[8].event_id
+    assert runner.versions == DeciderRunner(QueueDecider()).versions | {
+        e.stream_id: e.stream_version for e in log[:9]
+    }
+    assert runner.state.now == max(e.occurred_at for e in log[:9])
 
 
 def test_fold_skips_other_categories_but_moves_the_position(log: list[Envelope]) -> None:

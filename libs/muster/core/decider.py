@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from typing import Any, Protocol, TypeVar
 
-from muster.core.events import Envelope, NewEvent
+from muster.core.events import BareEnvelope, Folded, NewEvent
 
 S = TypeVar("S")
 
@@ -27,7 +27,7 @@ class Decider(Protocol[S]):
 
     def initial(self) -> S: ...
 
-    def evolve(self, state: S, envelope: Envelope) -> S: ...
+    def evolve(self, state: S, envelope: Folded) -> S: ...
 
     def decide(self, state: S) -> list[NewEvent]: ...
 
@@ -40,7 +40,16 @@ class Decider(Protocol[S]):
         ...
 
 
-def advance(state: Clocked, envelope: Envelope) -> None:
+def clock_only(decider: Decider[Any]) -> frozenset[str]:
+    """Wire types on which the decider's ``evolve`` does nothing but ``advance``: a replay
+    folds them from their row alone (``BareEnvelope``), without decoding the payload. A
+    decider names them in an attribute ``clock_only`` (derived from its own dispatch, as
+    ``queueing.state.clock_only_types``); none by default."""
+    found: frozenset[str] = getattr(decider, "clock_only", frozenset())
+    return found
+
+
+def advance(state: Clocked, envelope: Folded | BareEnvelope) -> None:
     """Logical time only moves forward, carried by the events themselves."""
     if envelope.occurred_at > state.now:
         state.now = envelope.occurred_at

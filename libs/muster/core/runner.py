@@ -13,10 +13,10 @@ from __future__ import annotations
 import pickle
 from collections.abc import Iterable
 from dataclasses import replace
-from typing import Any, Generic, TypeVar
+from typing import Any, Generic, TypeVar, cast
 
-from muster.core.decider import Decider
-from muster.core.events import Envelope, NewEvent, StreamAppend
+from muster.core.decider import Clocked, Decider, advance
+from muster.core.events import BareEnvelope, Folded, NewEvent, StreamAppend
 from muster.core.events import timer as tev
 
 S = TypeVar("S")
@@ -37,18 +37,31 @@ class DeciderRunner(Generic[S]):
     def categories(self) -> frozenset[str]:
         return self.decider.categories
 
-    def fold(self, envelopes: Iterable[Envelope]) -> int:
-        """Fold events past ``position``; already-applied positions are skipped (idempotent)."""
+    def fold(self, envelopes: Iterable[Folded | BareEnvelope]) -> int:
+        """Fold events past ``position``; already-applied positions are skipped (idempotent).
+        A ``BareEnvelope`` (a type the decider names ``clock_only``) only moves the clock.
+
+        The loop keeps its bookkeeping in locals (a replay runs it a million times) and
+        stores it on the way out, also when ``evolve`` raises: as of the last event folded."""
         applied = 0
-        for env in envelopes:
-            if env.position <= self.position:
-                continue
-            if env.category in self.decider.categories:
-                self.state = self.decider.evolve(self.state, env)
-                self.versions[env.stream_id] = env.stream_version
-                self.last_event_id = env.event_id
-                applied += 1
-            self.position = env.position
+        categories, evolve = self.decider.categories, self.decider.evolve
+        versions = self.versions  # holds only streams of its categories: a cheap first check
+        state, position, last = self.state, self.position, self.last_event_id
+        try:
+            for env in envelopes:
+                if env.position <= position:
+                    continue
+                if env.stream_id in versions or env.category in categories:
+                    if isinstance(env, BareEnvelope):
+                        advance(cast(Clocked, state), env)
+                    else:
+                        state = evolve(state, env)
+                    versions[env.stream_id] = env.stream_version
+                    last = env.event_id
+                    applied += 1
+                position = env.position
+        finally:
+            self.state, self.position, self.last_event_id = state, position, last
         if applied:
             self.quiet = False
         return applied

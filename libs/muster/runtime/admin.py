@@ -9,7 +9,7 @@ from typing import Any
 
 from muster.bus.kafka import Publisher, ensure_topics
 from muster.core import inputs
-from muster.core.decider import Decider
+from muster.core.decider import Decider, clock_only
 from muster.core.events import Envelope, NewEvent, StreamAppend, encode_payload
 from muster.core.model.cluster import ClusterSpec
 from muster.core.model.manifests import Manifests, merge
@@ -109,13 +109,15 @@ async def rebuild(
 ) -> DeciderRunner[Any]:
     """Fold the store from the beginning, never from a snapshot: replay is the check."""
     runner: DeciderRunner[Any] = DeciderRunner(decider)
+    bare = clock_only(decider)  # folded from the row alone: their payloads are not read
     with collection_paused():
         while True:
-            envs = await store.read_all(
+            envs = await store.read_folding(
                 runner.position,
                 categories=decider.categories,
                 limit=REPLAY_BATCH,
                 until=until_position,
+                bare=bare,
             )
             if until_time is not None:
                 # The log is in position order; --until TIME stops at the first event past it.

@@ -5,11 +5,13 @@ them)."""
 from __future__ import annotations
 
 import uuid
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
 from muster.core.events import (
+    BareEnvelope,
     Envelope,
+    FoldEnvelope,
     NewEvent,
     StreamAppend,
     category_of,
@@ -31,6 +33,18 @@ COLUMNS = (
     "causation_id",
     "correlation_id",
     "producer",
+    "payload",
+)
+
+# What a fold reads of a row (``read_folding``, a ``FoldEnvelope``), the payload last.
+FOLD_COLUMNS = (
+    "position",
+    "event_id",
+    "stream_id",
+    "stream_version",
+    "type",
+    "schema_version",
+    "occurred_at",
     "payload",
 )
 
@@ -103,3 +117,35 @@ def envelope(values: Sequence[Any]) -> Envelope:
         producer=producer,
         event=event,
     )
+
+
+def fold_items(rows: Iterable[Sequence[Any]]) -> list[FoldEnvelope | BareEnvelope]:
+    """From rows in ``FOLD_COLUMNS`` order: what a fold reads of each, bare where the
+    payload was left out (NULL: the column itself is never NULL)."""
+    out: list[FoldEnvelope | BareEnvelope] = []
+    append = out.append
+    for position, event_id, stream_id, stream_version, wire_type, version, at, payload in rows:
+        if payload is None:
+            append(
+                BareEnvelope(
+                    position=position,
+                    event_id=event_id,
+                    stream_id=stream_id,
+                    stream_version=stream_version,
+                    type=wire_type,
+                    occurred_at=at,
+                )
+            )
+        else:
+            append(
+                FoldEnvelope(
+                    position=position,
+                    event_id=event_id,
+                    stream_id=stream_id,
+                    stream_version=stream_version,
+                    type=wire_type,
+                    occurred_at=at,
+                    event=decode_json(wire_type, version, payload),
+                )
+            )
+    return out

@@ -17,23 +17,25 @@ from __future__ import annotations
 import asyncio
 import sqlite3
 import time
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Collection, Iterable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from functools import partial
 from typing import Any, TypeVar
 
-from sqlalchemy import Connection, Engine, create_engine, func, select, text
+from sqlalchemy import Connection, Engine, case, create_engine, func, null, select, text
 from sqlalchemy import event as sa_event
 from sqlalchemy.engine import make_url
 from sqlalchemy.ext.asyncio import AsyncEngine, create_async_engine
 
 from muster.core.events import (
+    BareEnvelope,
     Envelope,
+    FoldEnvelope,
     StreamAppend,
 )
 from muster.store.bell import CHANNEL, FileBell, bell_path
-from muster.store.rows import envelope, planned_rows, values_of
+from muster.store.rows import FOLD_COLUMNS, envelope, fold_items, planned_rows, values_of
 from muster.store.schema import events, snapshot_history, snapshots, tracking
 from muster.store.sqlite_fast import Busy, LoopConnection
 
@@ -310,6 +312,40 @@ class SqlEventStore:
         if limit is not None:
             query = query.limit(limit)
         return await self._read(lambda conn: [tuple(row) for row in conn.execute(query)])
+
+    async def read_folding(
+        self,
+        after: int = 0,
+        *,
+        limit: int | None = None,
+        until: int | None = None,
+        categories: Iterable[str] | None = None,
+        bare: Collection[str] = (),
+    ) -> list[FoldEnvelope | BareEnvelope]:
+        """``read_all`` for a fold, which needs no more of a row than ``FoldEnvelope``; the
+        events of the types in ``bare`` without their payload, undecoded (``BareEnvelope``:
+        a replay's ``clock_only``)."""
+        if self._fast is not None:
+            rows = self._fast.read_folding(
+                after, limit=limit, until=until, categories=categories, bare=bare
+            )
+            return fold_items(rows)
+        c = events.c
+        payload: Any = c.payload
+        if bare:
+            payload = case((c.type.in_(sorted(bare)), null()), else_=c.payload)
+        query = (
+            select(*(c[name] for name in FOLD_COLUMNS[:-1]), payload)
+            .where(c.position > after)
+            .order_by(c.position)
+        )
+        if until is not None:
+            query = query.where(c.position <= until)
+        if categories is not None:
+            query = query.where(c.category.in_(sorted(categories)))
+        if limit is not None:
+            query = query.limit(limit)
+        return await self._read(lambda conn: fold_items(conn.execute(query)))
 
     async def read_correlated(
         self, correlation_id: str, after: int = 0, *, limit: int | None = None

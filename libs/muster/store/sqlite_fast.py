@@ -17,14 +17,14 @@ from __future__ import annotations
 
 import contextlib
 import sqlite3
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Collection, Iterable, Iterator, Sequence
 from typing import Any
 
 from sqlalchemy import exc as sa_exc
 
 from muster.core.events import StreamAppend
 from muster.store.bell import FileBell
-from muster.store.rows import COLUMNS, planned_rows, values_of
+from muster.store.rows import COLUMNS, FOLD_COLUMNS, planned_rows, values_of
 
 _INSERT = f"INSERT INTO events ({', '.join(COLUMNS)}) VALUES ({', '.join('?' * len(COLUMNS))})"
 _TRACK = (
@@ -76,8 +76,41 @@ class LoopConnection:
         categories: Iterable[str] | None,
         producer: str | None,
     ) -> list[tuple[Any, ...]]:
+        return self._select(_SELECT, [], after, limit, until, categories, producer)
+
+    def read_folding(
+        self,
+        after: int,
+        *,
+        limit: int | None,
+        until: int | None,
+        categories: Iterable[str] | None,
+        bare: Collection[str],
+    ) -> list[tuple[Any, ...]]:
+        """``read_all``'s rows in ``FOLD_COLUMNS`` order, the payload NULL for the types in
+        ``bare`` (a fold does not decode them: ``rows.fold_items``)."""
+        params: list[Any] = []
+        payload = "payload"
+        if bare:
+            wanted = sorted(bare)
+            marks = ", ".join("?" * len(wanted))
+            payload = f"CASE WHEN type IN ({marks}) THEN NULL ELSE payload END"
+            params.extend(wanted)
+        select = f"SELECT {', '.join(FOLD_COLUMNS[:-1])}, {payload} FROM events"
+        return self._select(select, params, after, limit, until, categories, None)
+
+    def _select(
+        self,
+        select: str,
+        params: list[Any],
+        after: int,
+        limit: int | None,
+        until: int | None,
+        categories: Iterable[str] | None,
+        producer: str | None,
+    ) -> list[tuple[Any, ...]]:
         where: list[str] = ["position > ?"]
-        params: list[Any] = [after]
+        params = [*params, after]
         if until is not None:
             where.append("position <= ?")
             params.append(until)
@@ -93,7 +126,7 @@ class LoopConnection:
         if producer is not None:
             where.append("producer = ?")
             params.append(producer)
-        sql = f"{_SELECT} WHERE {' AND '.join(where)} ORDER BY position"
+        sql = f"{select} WHERE {' AND '.join(where)} ORDER BY position"
         if limit is not None:
             sql += f" LIMIT {int(limit)}"
         with _as_store_errors(sql):

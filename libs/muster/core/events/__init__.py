@@ -2,8 +2,11 @@
 
 from muster.core.events import node, provisioning, queue, timer, workload
 from muster.core.events.base import (
+    BareEnvelope,
     Envelope,
     Event,
+    Folded,
+    FoldEnvelope,
     NewEvent,
     StreamAppend,
     UnknownEventType,
@@ -18,8 +21,11 @@ from muster.core.events.base import (
 )
 
 __all__ = [
+    "BareEnvelope",
     "Envelope",
     "Event",
+    "FoldEnvelope",
+    "Folded",
     "NewEvent",
     "StreamAppend",
     "UnknownEventType",

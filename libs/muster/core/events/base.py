@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import Any, ClassVar, TypeVar
+from typing import Any, ClassVar, Protocol, TypeVar
 
 import msgspec
 
@@ -176,3 +176,66 @@ class Envelope(msgspec.Struct, frozen=True, kw_only=True):
         event = decode_payload(data["type"], data["schema_version"], data["payload"])
         fields["schema_version"] = event.VERSION
         return cls(event=event, **fields)
+
+
+class Folded(Protocol):
+    """What a decider's ``evolve`` (and the runner around it) may read of a stored event:
+    an ``Envelope`` has it all; a replay builds a ``FoldEnvelope``, which has only this,
+    and reads no more of the row (not when it was recorded, by whom, caused by what)."""
+
+    @property
+    def position(self) -> int: ...
+
+    @property
+    def event_id(self) -> str: ...
+
+    @property
+    def stream_id(self) -> str: ...
+
+    @property
+    def stream_version(self) -> int: ...
+
+    @property
+    def type(self) -> str: ...
+
+    @property
+    def occurred_at(self) -> float: ...
+
+    @property
+    def event(self) -> Event: ...
+
+    @property
+    def category(self) -> str: ...
+
+
+class FoldEnvelope(msgspec.Struct, frozen=True, kw_only=True):
+    """A stored event as a replay folds it (``Folded``): a third of an envelope's columns
+    fewer to read and build, for a million events."""
+
+    position: int
+    event_id: str
+    stream_id: str
+    stream_version: int
+    type: str
+    occurred_at: float
+    event: Event
+
+    @property
+    def category(self) -> str:
+        return category_of(self.stream_id)
+
+
+class BareEnvelope(msgspec.Struct, frozen=True, kw_only=True):
+    """A stored event a replay folds without reading its payload: one of the types a
+    decider's ``evolve`` only moves the clock on (``Decider.clock_only``)."""
+
+    position: int
+    event_id: str
+    stream_id: str
+    stream_version: int
+    type: str
+    occurred_at: float
+
+    @property
+    def category(self) -> str:
+        return category_of(self.stream_id)

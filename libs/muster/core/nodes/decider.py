@@ -14,7 +14,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from muster.core.events import Envelope, Event, NewEvent
+from muster.core.events import Event, Folded, NewEvent
 from muster.core.events import node as nev
 from muster.core.model.workload import Runtime
 from muster.core.nodes.state import NodeAgentState, Pod, PodKey, evolve
@@ -43,7 +43,7 @@ class NodeAgentDecider:
     def initial(self) -> NodeAgentState:
         return NodeAgentState(shard=self.shard, shards=self.shards, agent=self.name, node=self.node)
 
-    def evolve(self, state: NodeAgentState, envelope: Envelope) -> NodeAgentState:
+    def evolve(self, state: NodeAgentState, envelope: Folded) -> NodeAgentState:
         return evolve(state, envelope)
 
     def decide(self, state: NodeAgentState) -> list[NewEvent]:

@@ -9,7 +9,7 @@ from functools import singledispatch
 from sortedcontainers import SortedList
 
 from muster.core.decider import advance
-from muster.core.events import Envelope, Event
+from muster.core.events import Event, Folded
 from muster.core.events import node as nev
 from muster.core.events import provisioning as pev
 from muster.core.events import queue as qev
@@ -99,7 +99,7 @@ def beating(state: NodeAgentState) -> list[str]:
     return sorted(n for n in state.nodes if n not in state.doomed)
 
 
-def evolve(state: NodeAgentState, envelope: Envelope) -> NodeAgentState:
+def evolve(state: NodeAgentState, envelope: Folded) -> NodeAgentState:
     advance(state, envelope)
     _apply(envelope.event, state)
     return state

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from muster.core.events import Envelope, Event, NewEvent
+from muster.core.events import Event, Folded, NewEvent
 from muster.core.events import provisioning as pev
 from muster.core.model.cluster import ClusterSpec
 from muster.core.model.queues import DWS_CLASS, MAX_RUN_SECONDS
@@ -40,7 +40,7 @@ class ProvisionerDecider:
     def initial(self) -> ProvisionerState:
         return ProvisionerState()
 
-    def evolve(self, state: ProvisionerState, envelope: Envelope) -> ProvisionerState:
+    def evolve(self, state: ProvisionerState, envelope: Folded) -> ProvisionerState:
         return evolve(state, envelope)
 
     def decide(self, state: ProvisionerState) -> list[NewEvent]:

@@ -7,7 +7,7 @@ from functools import singledispatch
 from typing import Literal
 
 from muster.core.decider import advance
-from muster.core.events import Envelope, Event
+from muster.core.events import Event, Folded
 from muster.core.events import provisioning as pev
 from muster.core.events import queue as qev
 from muster.core.events import workload as wev
@@ -122,7 +122,7 @@ def correlation_id(state: ProvisionerState, rid: str) -> str:
     return workload or rid[:64]
 
 
-def evolve(state: ProvisionerState, envelope: Envelope) -> ProvisionerState:
+def evolve(state: ProvisionerState, envelope: Folded) -> ProvisionerState:
     advance(state, envelope)
     _apply(envelope.event, state)
     return state

@@ -23,7 +23,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from muster.core.events import Envelope
+from muster.core.events import Envelope, Folded
 from muster.core.events import queue as qev
 from muster.core.events import workload as wev
 from muster.core.model.inventory import ACCELERATORS
@@ -50,7 +50,7 @@ class Usage:
     held: tuple[float, int] | None = None
 
 
-def fold(usage: dict[str, Usage], env: Envelope) -> None:
+def fold(usage: dict[str, Usage], env: Folded) -> None:
     """Apply one event (others are ignored)."""
     ev, at = env.event, env.occurred_at
     if isinstance(ev, wev.WorkloadSubmitted):

@@ -8,7 +8,7 @@ from functools import singledispatch
 from typing import Any
 
 from muster.core.decider import advance
-from muster.core.events import Envelope, Event, NewEvent
+from muster.core.events import Event, Folded, NewEvent
 from muster.core.events import node as nev
 from muster.core.events import queue as qev
 from muster.core.events import workload as wev
@@ -166,7 +166,7 @@ class WorkloadsState:
     usage: dict[str, accounting.Usage] = field(default_factory=dict)
 
 
-def evolve(state: WorkloadsState, envelope: Envelope) -> WorkloadsState:
+def evolve(state: WorkloadsState, envelope: Folded) -> WorkloadsState:
     advance(state, envelope)
     qs.evolve(state.queue, envelope)
     provisioning.fold(state.requests, envelope.event, state.now)
@@ -345,7 +345,7 @@ class WorkloadsView:
     def initial(self) -> WorkloadsState:
         return WorkloadsState()
 
-    def evolve(self, state: WorkloadsState, envelope: Envelope) -> WorkloadsState:
+    def evolve(self, state: WorkloadsState, envelope: Folded) -> WorkloadsState:
         return evolve(state, envelope)
 
     def decide(self, state: WorkloadsState) -> list[NewEvent]:
