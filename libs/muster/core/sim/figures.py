@@ -6,13 +6,17 @@ window (GPU-seconds held by admitted workloads / GPUs of the declared nodes x wi
 and TPU chips alike, held as ``muster report`` counts them: core/views/accounting.py; none
 for a cluster with node pools, whose capacity is not fixed),
 per-namespace figures with slowdown (JCT over run time) and Jain's fairness index over
-the namespaces' mean slowdowns, and preemption: evictions, GPU-seconds they threw away,
-and the most times one workload was evicted for one preemptor.
+the namespaces' mean slowdowns, and preemption: evictions, GPU-seconds they threw away (and
+their share of all GPU-seconds held), and the most times one workload was evicted for one
+preemptor.
+
+``job_figures`` computes the job-level figures from jobs' times alone, so a replay made
+outside the harness (bench/oracle.py) is measured by the same code.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from statistics import mean
 from typing import Any
@@ -24,18 +28,24 @@ from muster.core.model.inventory import ACCELERATORS
 from muster.core.sim.summary import percentile
 from muster.core.views import accounting
 
+Span = tuple[float, float, int]  # (from, to, devices held)
 
-def figures(envelopes: Iterable[Envelope]) -> dict[str, Any]:
-    """The figures of a whole log (see the module's docstring)."""
+
+def figures(
+    envelopes: Iterable[Envelope], horizon: tuple[float, float] | None = None
+) -> dict[str, Any]:
+    """The figures of a whole log (see the module's docstring); utilisation over
+    ``horizon`` (from, to), by default the arrival window."""
     run = _Run()
     for env in envelopes:
         run.fold(env)
-    return run.report()
+    return run.report(horizon)
 
 
-@dataclass
-class _Job:
-    """A workload's figures, from its accounting (``core/views/accounting.py``)."""
+@dataclass(frozen=True)
+class Job:
+    """A job's times: from a workload's accounting (``core/views/accounting.py``) or a
+    replay's own; ``ran`` is the seconds it held its devices, over all its attempts."""
 
     namespace: str
     submitted: float
@@ -44,9 +54,36 @@ class _Job:
     ran: float  # seconds holding quota, over all its attempts
 
     @staticmethod
-    def of(u: accounting.Usage) -> _Job:
+    def of(u: accounting.Usage) -> Job:
         ran = sum(b - a for a, b, _ in u.spans)
-        return _Job(u.namespace, u.submitted, u.started, u.ended, ran)
+        return Job(u.namespace, u.submitted, u.started, u.ended, ran)
+
+
+def job_figures(
+    jobs: Sequence[Job],
+    spans: Sequence[Span],
+    capacity: int,
+    horizon: tuple[float, float] | None = None,
+) -> dict[str, Any]:
+    """JCT and queueing delay, utilisation of ``capacity`` devices by ``spans`` over
+    ``horizon`` (by default the arrival window), per-namespace figures and Jain's index of
+    the namespaces' mean slowdowns, and the device-seconds held in all."""
+    done = [j for j in jobs if j.finished is not None]
+    waits = [j.admitted - j.submitted for j in jobs if j.admitted is not None]
+    jcts = [j.finished - j.submitted for j in done if j.finished is not None]
+    namespaces = _namespaces(jobs)
+    if horizon is None and jobs:
+        horizon = (min(j.submitted for j in jobs), max(j.submitted for j in jobs))
+    return {
+        "jobs": len(jobs),
+        "finished": len(done),
+        "jct_seconds": _spread(jcts),
+        "wait_seconds": _spread(waits),
+        "utilisation": _utilisation(spans, capacity, horizon),
+        "namespaces": namespaces,
+        "jain_slowdown": _jain([ns["slowdown"] for ns in namespaces.values()]),
+        "gpu_seconds": round(sum((b - a) * g for a, b, g in spans), 1),
+    }
 
 
 @dataclass
@@ -73,63 +110,53 @@ class _Run:
         accounting.fold(self.usage, env)
 
     @property
-    def jobs(self) -> dict[str, _Job]:
-        return {wid: _Job.of(u) for wid, u in self.usage.items()}
-
-    @property
-    def gpu_seconds(self) -> list[tuple[float, float, int]]:
+    def gpu_seconds(self) -> list[Span]:
         """Every interval a workload held devices: (from, to, devices)."""
         return [span for u in self.usage.values() for span in u.spans]
 
-    def report(self) -> dict[str, Any]:
-        jobs = self.jobs
-        done = [j for j in jobs.values() if j.finished is not None]
-        waits = [j.admitted - j.submitted for j in jobs.values() if j.admitted is not None]
-        jcts = [j.finished - j.submitted for j in done if j.finished is not None]
-        namespaces = self._namespaces(jobs)
+    def report(self, horizon: tuple[float, float] | None = None) -> dict[str, Any]:
+        out = job_figures(
+            [Job.of(u) for u in self.usage.values()], self.gpu_seconds, self.capacity, horizon
+        )
+        held = out["gpu_seconds"]
         return {
-            "jobs": len(jobs),
-            "finished": len(done),
-            "jct_seconds": _spread(jcts),
-            "wait_seconds": _spread(waits),
-            "utilisation": self._utilisation(jobs),
-            "namespaces": namespaces,
-            "jain_slowdown": _jain([ns["slowdown"] for ns in namespaces.values()]),
+            **out,
             "evictions": self.evictions,
             "preemption_lost_gpu_seconds": round(self.lost_gpu_seconds, 1),
+            "preemption_lost_share": round(self.lost_gpu_seconds / held, 5) if held else 0.0,
             "max_evictions_per_victim_per_preemptor": max(self.per_pair.values(), default=0),
         }
 
-    def _utilisation(self, jobs: dict[str, _Job]) -> float | None:
-        """GPU-seconds held inside the arrival window over what the nodes offer in it."""
-        if not self.capacity or not jobs:
-            return None
-        start = min(j.submitted for j in jobs.values())
-        end = max(j.submitted for j in jobs.values())
-        if end <= start:
-            return None
-        held = sum(max(0.0, min(b, end) - max(a, start)) * g for a, b, g in self.gpu_seconds)
-        return round(held / (self.capacity * (end - start)), 4)
 
-    @staticmethod
-    def _namespaces(every: dict[str, _Job]) -> dict[str, dict[str, Any]]:
-        by_ns: dict[str, list[_Job]] = {}
-        for job in every.values():
-            by_ns.setdefault(job.namespace, []).append(job)
-        out = {}
-        for ns, jobs in sorted(by_ns.items()):
-            done = [j for j in jobs if j.finished is not None and j.ran > 0]
-            waits = [j.admitted - j.submitted for j in jobs if j.admitted is not None]
-            slow = [(j.finished - j.submitted) / j.ran for j in done if j.finished is not None]
-            out[ns] = {
-                "jobs": len(jobs),
-                "mean_wait": round(mean(waits), 1) if waits else 0.0,
-                "mean_jct": round(mean(j.finished - j.submitted for j in done), 1)  # type: ignore[operator]
-                if done
-                else 0.0,
-                "slowdown": round(mean(slow), 3) if slow else 1.0,
-            }
-        return out
+def _utilisation(
+    spans: Sequence[Span], capacity: int, horizon: tuple[float, float] | None
+) -> float | None:
+    """Device-seconds held inside the horizon over what the nodes offer in it."""
+    if not capacity or horizon is None or horizon[1] <= horizon[0]:
+        return None
+    start, end = horizon
+    held = sum(max(0.0, min(b, end) - max(a, start)) * g for a, b, g in spans)
+    return round(held / (capacity * (end - start)), 4)
+
+
+def _namespaces(every: Sequence[Job]) -> dict[str, dict[str, Any]]:
+    by_ns: dict[str, list[Job]] = {}
+    for job in every:
+        by_ns.setdefault(job.namespace, []).append(job)
+    out = {}
+    for ns, jobs in sorted(by_ns.items()):
+        done = [j for j in jobs if j.finished is not None and j.ran > 0]
+        waits = [j.admitted - j.submitted for j in jobs if j.admitted is not None]
+        slow = [(j.finished - j.submitted) / j.ran for j in done if j.finished is not None]
+        out[ns] = {
+            "jobs": len(jobs),
+            "mean_wait": round(mean(waits), 1) if waits else 0.0,
+            "mean_jct": round(mean(j.finished - j.submitted for j in done), 1)  # type: ignore[operator]
+            if done
+            else 0.0,
+            "slowdown": round(mean(slow), 3) if slow else 1.0,
+        }
+    return out
 
 
 def _spread(values: list[float]) -> dict[str, float]:
