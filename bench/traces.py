@@ -132,6 +132,7 @@ def main(argv: list[str] | None = None) -> int:
                 print(f"{name}: {result['livelock']} (no figures)")
                 continue  # its figures describe a run cut short
             rows[name] = result
+            print(f"{name}: ran, {result['wall']:.1f}s harness wall", flush=True)
             if args.baseline:
                 before = _baseline(args.baseline, cluster, jobs)
                 print(
