@@ -17,10 +17,14 @@ def row(jct: float, jain: float = 1.0, lost: float = 0.0, **waits: float) -> dic
         "jct_seconds": {"mean": jct},
         "wait_seconds": {"mean": 0.0, "p99": 0.0},
         "utilisation": 0.5,
-        "jain_slowdown": jain,
+        "jain_slowdown_of_means": jain,
+        "jain_slowdown": 0.1,
         "evictions": 0,
         "preemption_lost_share": lost,
-        "namespaces": {ns: {"jobs": 1, "mean_wait": w, "slowdown": 1.0} for ns, w in waits.items()},
+        "namespaces": {
+            ns: {"jobs": 1, "mean_wait": w, "slowdown": 1.0, "slowdown_of_means": 1.0}
+            for ns, w in waits.items()
+        },
         "wall": 1.0,
         "events": 10,
     }

@@ -44,6 +44,7 @@ def test_figures_of_a_run_worked_out_by_hand() -> None:
         "mean_wait": 0.0,
         "mean_jct": 10.0,
         "slowdown": 1.0,
+        "slowdown_of_means": 1.0,
     }
     assert found["namespaces"]["b"]["slowdown"] == 1.5  # (20/10 + 10/10) / 2
     assert found["jain_slowdown"] == pytest.approx(2.5**2 / (2 * (1 + 1.5**2)), abs=0.001)
@@ -66,8 +67,18 @@ def test_job_figures_of_a_replay_made_outside_the_harness() -> None:
     assert (found["wait_seconds"]["mean"], found["jct_seconds"]["mean"]) == (5.0, 15.0)
     assert (found["utilisation"], found["gpu_seconds"]) == (0.75, 30.0)
     b = {"jobs": 2, "mean_wait": 10.0, "mean_jct": 20.0, "slowdown": 2.0}
-    assert found["namespaces"]["b"] == b
+    assert found["namespaces"]["b"] == b | {"slowdown_of_means": 2.0}
     assert found["jain_slowdown"] == pytest.approx(9 / (2 * 5), abs=0.001)
+
+
+def test_a_namespaces_slowdown_of_means_weighs_jobs_by_their_run_time() -> None:
+    """Issue 19 measured Jain over each VC's mean JCT / mean run time: a 1-second job that
+    waited 99 s makes the mean slowdown 50.5, the slowdown of means 55 / 5.5 = 10."""
+    jobs = [Job("c", 0, 99, 100, 1), Job("c", 0, 0, 10, 10), Job("d", 0, 0, 10, 10)]
+    found = job_figures(jobs, [], capacity=0)
+    assert found["namespaces"]["c"]["slowdown"] == 50.5
+    assert found["namespaces"]["c"]["slowdown_of_means"] == 10.0
+    assert found["jain_slowdown_of_means"] == pytest.approx(11**2 / (2 * 101), abs=0.001)
 
 
 def test_sim_summary_prints_figures_and_no_event_log(capsys: pytest.CaptureFixture[str]) -> None:
