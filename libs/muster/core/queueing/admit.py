@@ -17,7 +17,7 @@ from muster.core.model.queues import ClusterQueueSpec
 from muster.core.model.resources import format_quantity
 from muster.core.placement.book import NodeBook, Placement
 from muster.core.placement.view import view
-from muster.core.queueing import placing
+from muster.core.queueing import attained, placing
 from muster.core.queueing import preemption as pre
 from muster.core.queueing.cursor import QueueCursor
 from muster.core.queueing.flavors import FIT, Assignment, Unassignable, assign
@@ -61,7 +61,7 @@ def nominate(
         pinned = assign(cq, snap.state.flavors, wl.spec, snap.tree, False, pinned=wl.preempted_for)
         if isinstance(pinned, Assignment):
             return Verdict(wl, cq.name, pinned)
-    key = (cq.name, wl.shape, wl.priority if can_preempt else None)
+    key = (cq.name, wl.shape, attained.rank(snap.state, wl) if can_preempt else None)
     cache = snap.no_fit.setdefault(id(snap.tree.queues[cq.name].root()), {})
     cached = cache.get(key)
     if cached is not None:
@@ -146,11 +146,13 @@ def preempt(
     gone = snap.evicted | spared | snap.grown
     candidates = [h for h in holders(snap, cq.name) if h.id not in gone]
     candidates, protected = _unprotected(snap, candidates, outcome)
+    rank = attained.rank(snap.state, wl)
+    candidates = _ranked(snap, cq, candidates)
     excluded: frozenset[str] = frozenset()
     while True:
         victims = pre.victims(
             snap.tree,
-            pre.Preemptor(wl.id, cq, wl.priority, wl.order, outcome),
+            pre.Preemptor(wl.id, cq, rank, wl.order, outcome),
             candidates,
             snap.state.fair_sharing.preemption_strategies if snap.fair_sharing else None,
             placeable=_placeable_without(snap, cq, wl, outcome),
@@ -186,7 +188,7 @@ def preempt(
         # not shared, so each lane it parks learns when they end.
         if not spared and not protected:
             root = id(snap.tree.queues[cq.name].root())
-            snap.no_fit.setdefault(root, {})[(cq.name, wl.shape, wl.priority)] = verdict
+            snap.no_fit.setdefault(root, {})[(cq.name, wl.shape, rank)] = verdict
         return _partial(snap, cq, wl) or Verdict(wl, cq.name, verdict)
     if snap.dry:
         return Verdict(wl, cq.name, outcome, victims)
@@ -210,6 +212,24 @@ def preempt(
         victims,
         placement=planned if isinstance(planned, Placement) else None,
     )
+
+
+def _ranked(snap: Snapshot, cq: ClusterQueueSpec, candidates: list[pre.Holder]) -> list[pre.Holder]:
+    """Candidates with the ranks a preemptor of ``cq`` compares: with attained service,
+    priority and level now in ``cq`` (attained.py), else their priority."""
+    las = cq.attained_service
+    if las is None:
+        return candidates
+    state = snap.state
+    return [
+        replace(
+            h,
+            priority=attained.holder_rank(
+                state, las, state.workloads[h.id], h.cluster_queue == cq.name
+            ),
+        )
+        for h in candidates
+    ]
 
 
 def _unprotected(
