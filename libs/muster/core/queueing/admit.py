@@ -144,10 +144,10 @@ def preempt(
     none do. The room goes to the preemptor: later entries of this cycle cannot take it."""
     spared = snap.state.evicted_for.get(wl.id, set())  # it evicted them once already
     gone = snap.evicted | spared | snap.grown
-    candidates = [h for h in holders(snap, cq.name) if h.id not in gone]
-    candidates, protected = _unprotected(snap, candidates, outcome)
     rank = attained.rank(snap.state, wl)
-    candidates = _ranked(snap, cq, candidates)
+    candidates = [h for h in holders(snap, cq.name) if h.id not in gone]
+    candidates = _ranked(snap, cq, candidates, rank)
+    candidates, protected = _unprotected(snap, candidates, outcome)
     excluded: frozenset[str] = frozenset()
     while True:
         victims = pre.victims(
@@ -214,22 +214,28 @@ def preempt(
     )
 
 
-def _ranked(snap: Snapshot, cq: ClusterQueueSpec, candidates: list[pre.Holder]) -> list[pre.Holder]:
-    """Candidates with the ranks a preemptor of ``cq`` compares: with attained service,
-    priority and level now in ``cq`` (attained.py), else their priority."""
+def _ranked(
+    snap: Snapshot, cq: ClusterQueueSpec, candidates: list[pre.Holder], rank: int
+) -> list[pre.Holder]:
+    """Candidates with the ranks a preemptor of ``cq`` (of rank ``rank``) compares: with
+    attained service, priority and level now in ``cq`` (attained.py), else their priority.
+    Those of ``cq`` ranked above the preemptor are no victims under any policy: left out
+    here, before the costlier checks. Ranked once per cycle (``now`` is the cycle's)."""
     las = cq.attained_service
     if las is None:
         return candidates
-    state = snap.state
-    return [
-        replace(
-            h,
-            priority=attained.holder_rank(
-                state, las, state.workloads[h.id], h.cluster_queue == cq.name
-            ),
-        )
-        for h in candidates
-    ]
+    state, cache, out = snap.state, snap.ranked, []
+    for h in candidates:
+        key = (cq.name, h.id)
+        ranked = cache.get(key)
+        if ranked is None:
+            same = h.cluster_queue == cq.name
+            wl = state.workloads[h.id]
+            ranked = cache[key] = replace(h, priority=attained.holder_rank(state, las, wl, same))
+        if ranked.cluster_queue == cq.name and ranked.priority > rank:
+            continue
+        out.append(ranked)
+    return out
 
 
 def _unprotected(

@@ -11,6 +11,7 @@ from collections.abc import Callable
 
 from muster.core.model.queues import ClusterQueueSpec
 from muster.core.placement.view import view
+from muster.core.queueing import preemption as pre
 from muster.core.queueing import quota as qt
 from muster.core.queueing.flavors import Unassignable
 from muster.core.queueing.parking import Counters, LaneId, Stamp
@@ -39,6 +40,8 @@ class Snapshot:
         self.evicted: set[str] = set()
         # Grown in this cycle (growth.py): no victim until its growth is folded.
         self.grown: set[str] = set()
+        # Preemption candidates ranked by attained service, per (preemptor's queue, id).
+        self.ranked: dict[tuple[str, str], pre.Holder] = {}
         self.rules: dict[str, tuple[bool, bool]] = {}
         self.protecting = protecting(state)  # any minAdmitDuration: candidates are filtered
         self.verdicts: list[Verdict] = []
