@@ -54,6 +54,7 @@ class NodeAgentDecider:
                         attempt=pod.attempt,
                         pod=pod.name,
                         reason=state.stopping[key],
+                        grace_seconds=state.graces.get(pod.workload_id, 30.0),
                     ),
                 )
             )

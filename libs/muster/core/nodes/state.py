@@ -63,6 +63,7 @@ class NodeAgentState:
     checkpointing: Checkpointing = field(default_factory=Checkpointing)
     checkpoints: dict[str, tuple[float | None, int]] = field(default_factory=dict)
     progress: dict[str, tuple[float, float]] = field(default_factory=dict)
+    graces: dict[str, float] = field(default_factory=dict)  # workload -> SIGTERM..SIGKILL
     unregistered: dict[str, Registration] = field(default_factory=dict)
     nodes: set[str] = field(default_factory=set)  # registered, not yet removed or lost
     declared: dict[str, NodeInventory] = field(default_factory=dict)  # existing, owned
@@ -131,6 +132,8 @@ def _apply(event: Event, state: NodeAgentState) -> None:
 @_apply.register
 def _(event: wev.WorkloadSubmitted, state: NodeAgentState) -> None:
     state.runtimes[event.workload_id] = event.spec.runtime
+    if event.spec.termination_grace_seconds != 30.0:
+        state.graces[event.workload_id] = event.spec.termination_grace_seconds
     total = event.spec.total_requests()
     state.checkpoints[event.workload_id] = (
         event.spec.checkpoint_interval_seconds,
@@ -307,6 +310,7 @@ def _(event: qev.WorkloadFinished, state: NodeAgentState) -> None:
 def _forget(state: NodeAgentState, workload_id: str) -> None:
     state.checkpoints.pop(workload_id, None)
     state.progress.pop(workload_id, None)
+    state.graces.pop(workload_id, None)
 
 
 @_apply.register
