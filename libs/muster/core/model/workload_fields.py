@@ -442,6 +442,7 @@ CAPACITY_POD_TEMPLATE = _with(
         POD_SPEC,
         "PodTemplate pod spec",
         priorityClassName=passed(_CAPACITY),
+        terminationGracePeriodSeconds=passed(_CAPACITY),
         containers=_CAPACITY_CONTAINER,
         initContainers=_with(
             _CAPACITY_CONTAINER,
