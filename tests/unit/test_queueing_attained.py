@@ -225,3 +225,28 @@ def test_a_workloads_own_interval_wins_over_the_clusters() -> None:
 def test_without_an_interval_a_preempted_job_loses_everything() -> None:
     h = _long_and_short({"levels": [100]})
     assert figures(h.log.envelopes)["preemption_lost_gpu_seconds"] == 50 * 4
+
+
+def test_between_tenants_attained_service_preempts_only_down_to_a_fair_share() -> None:
+    """With tenant fair sharing, LAS takes from another tenant only while that tenant keeps
+    at least the preemptor's tenant's share after it (Kueue's LessThanOrEqualToFinalShare,
+    reference §1.6, between LocalQueues): b's newcomer takes b's own long job, not a's,
+    although a's was admitted last (Kueue's order would take it first)."""
+    doc = gpu_node_cluster(
+        "las",
+        nodes=1,
+        gpus=4,
+        nominal=4,
+        namespaces=("a", "b"),
+        attainedService={"levels": [100]},
+        preemption={"withinClusterQueue": "LowerPriority"},
+        admissionScope={"admissionMode": "UsageBasedAdmissionFairSharing"},
+    )
+    jobs = [
+        gpu_job("b-long", 0, 1, 2, 1000, namespace="b"),
+        gpu_job("a-long", 1, 1, 2, 1000, namespace="a"),
+        gpu_job("b-short", 100, 1, 2, 20, namespace="b"),
+    ]
+    h = run_verified(doc, jobs)
+    assert _at(h, qev.WorkloadEvicted, "b-long") == [100.0]
+    assert _at(h, qev.WorkloadEvicted, "a-long") == []

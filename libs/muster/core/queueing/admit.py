@@ -146,7 +146,7 @@ def preempt(
     gone = snap.evicted | spared | snap.grown
     rank = attained.rank(snap.state, wl)
     candidates = [h for h in holders(snap, cq.name) if h.id not in gone]
-    candidates = _ranked(snap, cq, candidates, rank)
+    candidates = _fair_to_tenants(snap, cq, wl, outcome, _ranked(snap, cq, candidates, rank))
     candidates, protected = _unprotected(snap, candidates, outcome)
     excluded: frozenset[str] = frozenset()
     while True:
@@ -235,6 +235,34 @@ def _ranked(
         if ranked.cluster_queue == cq.name and ranked.priority > rank:
             continue
         out.append(ranked)
+    return out
+
+
+def _fair_to_tenants(
+    snap: Snapshot,
+    cq: ClusterQueueSpec,
+    wl: WorkloadEntry,
+    outcome: Assignment,
+    candidates: list[pre.Holder],
+) -> list[pre.Holder]:
+    """Attained service with tenant fair sharing: a workload of another tenant is taken for
+    its level only while its tenant keeps at least the preemptor's tenant's share (both
+    weighted, after the preemption: Kueue's LessThanOrEqualToFinalShare, between tenants).
+    Within a tenant LAS preempts freely; a class above the preemptor's is no candidate
+    anyway, and one below it is taken whatever the shares."""
+    if cq.attained_service is None or cq.admission_mode != "UsageBasedAdmissionFairSharing":
+        return candidates
+    mine = snap.share_after(cq, wl.local_queue, outcome.usage, +1)
+    state, out = snap.state, []
+    for h in candidates:
+        victim = state.workloads[h.id]
+        if (
+            h.cluster_queue != cq.name
+            or victim.local_queue == wl.local_queue
+            or victim.priority < wl.priority
+            or snap.share_after(cq, victim.local_queue, h.usage, -1) >= mine
+        ):
+            out.append(h)
     return out
 
 
