@@ -25,7 +25,10 @@ Configurations (``--configs``, all by default):
 * ``fair``: one ClusterQueue, BestEffortFIFO, tenant (LocalQueue) fair sharing with
   weights = the VCs' sizes;
 * ``cohort``: a ClusterQueue per VC in one cohort, nominal quota = its share of the GPUs
-  by the VC table, fair sharing on and ``reclaimWithinCohort: Any``.
+  by the VC table, fair sharing on and ``reclaimWithinCohort: Any``;
+* ``las``: ``fair`` plus attained-service priority (Tiresias' 2D-LAS levels, starvation
+  guard), preemption of higher levels (``withinClusterQueue: LowerPriority``, a minimum
+  run ``minAdmitDuration``) and a cluster default checkpoint interval.
 
 Reference rows: ``oracle-fifo`` (non-preemptive strict FIFO) and ``oracle-sjf``
 (non-preemptive SJF knowing every duration), consolidate placement (bench/oracle.py).
@@ -75,8 +78,15 @@ ITP = "itp_cluster06.csv"
 VC_TABLE = "philly_helios_vc_config.csv"
 NODES, GPUS_PER_NODE = 64, 8
 GPU = "nvidia.com/gpu"
-CONFIGS = ("strict", "besteffort", "fair", "cohort")
+CONFIGS = ("strict", "besteffort", "fair", "cohort", "las")
 ORACLES = ("oracle-fifo", "oracle-sjf")
+# ``las``: Tiresias' discretised 2D-LAS thresholds (GPU-seconds), its starvation factor,
+# the minimum run before a workload may be preempted (again), and the cluster's default
+# checkpoint interval (Helios' restore overheads).
+LAS_LEVELS = (3_600.0, 36_000.0)
+LAS_STARVATION = 10.0
+LAS_MIN_RUN = 600.0
+LAS_CHECKPOINT = 600.0
 TARGETS = {"strict": 20.0, "fair": 15.0}  # seconds of harness wall the engine issue asks
 # A log this many events per job has no fixed point (under ten are usual): a livelock.
 RUNAWAY_EVENTS_PER_JOB = 500
@@ -276,7 +286,14 @@ def cluster_doc(
         doc["localQueues"] = [{"namespace": v, "name": "q", "clusterQueue": "all"} for v in vcs]
         return doc
     fair = {"admissionMode": "UsageBasedAdmissionFairSharing"}
-    doc["clusterQueues"] = [_queue("all", total, admissionScope=fair)]
+    las: dict[str, Any] = {}
+    if config == "las":
+        las = {
+            "attainedService": {"levels": list(LAS_LEVELS), "starvationFactor": LAS_STARVATION},
+            "preemption": {"withinClusterQueue": "LowerPriority", "minAdmitDuration": LAS_MIN_RUN},
+        }
+        doc["checkpointing"] = {"intervalSeconds": LAS_CHECKPOINT}
+    doc["clusterQueues"] = [_queue("all", total, admissionScope=fair, **las)]
     doc["localQueues"] = [
         {"namespace": v, "name": "q", "clusterQueue": "all", "fairSharing": {"weight": sizes[v]}}
         for v in vcs

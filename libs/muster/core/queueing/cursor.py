@@ -29,6 +29,9 @@ class QueueCursor:
         self.snap = snap
         self.cq = cq
         self.fair = cq.admission_mode == "UsageBasedAdmissionFairSharing"
+        # With attained service, rank (priority class, then level) goes before the tenants'
+        # shares: a short job of a heavy tenant passes a long one of a light tenant.
+        self.rank_first = cq.attained_service is not None
         self.at: dict[int, int] = {}  # id(lane) -> position of its head
         # Heaps of (head key, lane): one per tenant with fair sharing, else one.
         self.heaps: dict[str, list[tuple[tuple[int, int, int, str], int, Lane]]] = {}
@@ -50,7 +53,9 @@ class QueueCursor:
             if heap:
                 # A preemptor goes first, whatever its tenant's share: the room its
                 # victims free is its own, not the lighter tenant's (the victims').
-                k = (heap[0][0][0], self.snap.tenant_share(self.cq, lq), heap[0][0])
+                head = heap[0][0]
+                rank = head[1] if self.rank_first else 0
+                k = (head[0], rank, self.snap.tenant_share(self.cq, lq), head)
                 if best is None or k < best:
                     best, found = k, lq
         return found

@@ -27,7 +27,7 @@ from collections.abc import Iterator
 
 from muster.core.events import NewEvent
 from muster.core.model.queues import ClusterQueueSpec
-from muster.core.queueing import checks
+from muster.core.queueing import attained, checks
 from muster.core.queueing import quota as qt
 from muster.core.queueing.admit import nominate, pods_ready_block, preempt_rules, process
 from muster.core.queueing.cursor import QueueCursor
@@ -306,7 +306,7 @@ def _drain_known(snap: Snapshot, cursor: QueueCursor) -> None:
             return  # its own history (preempted for flavors, partial) decides
         wl = snap.workload(lane, cursor.at[id(lane)])
         preempts = can_preempt and not never_preempts(snap.state, wl)
-        hit = cache.get((cq.name, wl.shape, wl.priority if preempts else None))
+        hit = cache.get((cq.name, wl.shape, attained.rank(snap.state, wl) if preempts else None))
         if hit is None:
             return
         lane, at = cursor.park(wl)

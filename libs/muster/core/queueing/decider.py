@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from muster.core.events import Envelope, NewEvent
-from muster.core.queueing import figures, sharding
+from muster.core.queueing import attained, figures, sharding
 from muster.core.queueing import state as qs
 from muster.core.queueing.cycle import admission_cycle
 from muster.core.queueing.settle import settle
@@ -18,7 +18,7 @@ class QueueDecider:
     categories = frozenset(
         {"config", "cloud", "workload", "admission", "provisioning", "node", "timer"}
     )
-    snapshot_format = "queue-state-v18"
+    snapshot_format = "queue-state-v19"
     keeps_history = True  # its snapshots are kept by position too (explain --at)
 
     def __init__(self, name: str = sharding.UNSPLIT) -> None:
@@ -41,7 +41,7 @@ class QueueDecider:
 
     def next_deadline(self, state: qs.QueueState) -> float | None:
         """waitForPodsReady's next timeout, the end of a requeue backoff, or of a
-        preemption protection (minAdmitDuration)."""
+        preemption protection (minAdmitDuration), or an attained-service level change."""
         config = state.wait_for_pods_ready
         times = []
         if config.enable:
@@ -57,6 +57,9 @@ class QueueDecider:
         ]
         if (protection := qs.protection_ends(state)) is not None:
             times.append(protection)
+        # Attained-service levels move with time; they matter only while something waits.
+        if state.pending and (due := attained.next_due(state)) is not None:
+            times.append(due)
         if (
             self.name != sharding.UNSPLIT
             and (claims := sharding.next_deadline(state, self.name)) is not None

@@ -11,11 +11,12 @@ from collections.abc import Callable
 
 from muster.core.model.queues import ClusterQueueSpec
 from muster.core.placement.view import view
+from muster.core.queueing import preemption as pre
 from muster.core.queueing import quota as qt
 from muster.core.queueing.flavors import Unassignable
 from muster.core.queueing.parking import Counters, LaneId, Stamp
 from muster.core.queueing.pending import Lane
-from muster.core.queueing.state import QueueState, WorkloadEntry, protecting
+from muster.core.queueing.state import QueueState, Usage, WorkloadEntry, protecting
 from muster.core.queueing.verdicts import Verdict
 
 
@@ -39,6 +40,8 @@ class Snapshot:
         self.evicted: set[str] = set()
         # Grown in this cycle (growth.py): no victim until its growth is folded.
         self.grown: set[str] = set()
+        # Preemption candidates ranked by attained service, per (preemptor's queue, id).
+        self.ranked: dict[tuple[str, str], pre.Holder] = {}
         self.rules: dict[str, tuple[bool, bool]] = {}
         self.protecting = protecting(state)  # any minAdmitDuration: candidates are filtered
         self.verdicts: list[Verdict] = []
@@ -73,6 +76,10 @@ class Snapshot:
         # The first end of a protection (minAdmitDuration) the last failed search met.
         self.protection_met = 0.0
 
+    def share_after(self, cq: ClusterQueueSpec, lq: str, change: Usage, sign: int) -> float:
+        """The LocalQueue's weighted share once ``change`` is added (+1) or taken (-1)."""
+        return self._tenant_share(cq, lq, change, sign)
+
     def tenant_share(self, cq: ClusterQueueSpec, lq: str) -> float:
         """The LocalQueue's weighted share of its ClusterQueue (cached until it is charged)."""
         share = self.shares.get(lq)
@@ -80,9 +87,18 @@ class Snapshot:
             share = self.shares[lq] = self._tenant_share(cq, lq)
         return share
 
-    def _tenant_share(self, cq: ClusterQueueSpec, lq: str) -> float:
+    def _tenant_share(
+        self, cq: ClusterQueueSpec, lq: str, change: Usage | None = None, sign: int = 0
+    ) -> float:
+        """``change`` x ``sign``: the share with that usage added (+1) or taken (-1)."""
         node = self.tree.queues[cq.name]
         usage = self.lq_usage.get(lq, {})
+        if change:
+            usage = {f: dict(r) for f, r in usage.items()}
+            for flavor, resources in change.items():
+                per = usage.setdefault(flavor, {})
+                for resource, qty in resources.items():
+                    per[resource] = per.get(resource, 0) + sign * qty
         share = 0.0
         for flavor, resources in usage.items():
             for resource, qty in resources.items():

@@ -7,8 +7,10 @@ and TPU chips alike, held as ``muster report`` counts them: core/views/accountin
 for a cluster with node pools, whose capacity is not fixed),
 per-namespace figures with slowdown (JCT over run time; its mean, and the mean JCT over
 the mean run time) and Jain's fairness index over the namespaces' slowdowns (both ways),
-and preemption: evictions, GPU-seconds they threw away (and their share of all
-GPU-seconds held), and the most times one workload was evicted for one preemptor.
+and preemption: evictions, GPU-seconds they threw away (with checkpoints: since the last
+one, plus the restore after it: the simulated node agent's model, core/nodes/state.py;
+and their share of all GPU-seconds held), and the most times one workload was evicted
+for one preemptor.
 
 ``job_figures`` computes the job-level figures from jobs' times alone, so a replay made
 outside the harness (bench/oracle.py) is measured by the same code.
@@ -24,6 +26,8 @@ from typing import Any
 from muster.core.events import Envelope
 from muster.core.events import provisioning as pev
 from muster.core.events import queue as qev
+from muster.core.events import workload as wev
+from muster.core.model.cluster import Checkpointing, kept
 from muster.core.model.inventory import ACCELERATORS
 from muster.core.sim.summary import percentile
 from muster.core.views import accounting
@@ -92,8 +96,14 @@ class _Run:
     usage: dict[str, accounting.Usage] = field(default_factory=dict)
     capacity: int = 0  # accelerator devices of the declared nodes
     evictions: int = 0
-    lost_gpu_seconds: float = 0.0  # held by attempts that preemption ended
+    # Held by attempts that preemption ended, since their last checkpoint, and spent by
+    # the attempts after them restoring it.
+    lost_gpu_seconds: float = 0.0
     per_pair: dict[tuple[str, str], int] = field(default_factory=dict)  # (preemptor, victim)
+    checkpointing: Checkpointing = field(default_factory=Checkpointing)
+    intervals: dict[str, float | None] = field(default_factory=dict)  # workload -> its own
+    restoring: dict[str, float] = field(default_factory=dict)  # workload -> restore ahead
+    restored: dict[str, float] = field(default_factory=dict)  # its current attempt's restore
 
     def fold(self, env: Envelope) -> None:
         ev, at = env.event, env.occurred_at
@@ -101,14 +111,34 @@ class _Run:
             # Pools grow and shrink: a cluster with any has no fixed capacity to divide by.
             nodes = () if ev.spec.node_pools else ev.spec.nodes
             self.capacity = sum(n.allocatable.get(d, 0) for n in nodes for d in ACCELERATORS)
+            self.checkpointing = ev.spec.checkpointing
+        elif isinstance(ev, wev.WorkloadSubmitted):
+            self.intervals[ev.workload_id] = ev.spec.checkpoint_interval_seconds
         elif isinstance(ev, qev.WorkloadEvicted) and ev.workload_id in self.usage:
             held = self.usage[ev.workload_id].held
             self.evictions += 1
             if ev.preemptor is not None:
-                self.lost_gpu_seconds += (at - held[0]) * held[1] if held is not None else 0.0
+                if held is not None:
+                    self.lost_gpu_seconds += self._lost(ev.workload_id, at - held[0], held[1])
                 pair = (ev.preemptor, ev.workload_id)
                 self.per_pair[pair] = self.per_pair.get(pair, 0) + 1
+        elif isinstance(ev, qev.QuotaReserved) and ev.workload_id in self.restoring:
+            # The attempt after a preemption spends its restore first (as the simulated
+            # node agent runs it: core/nodes/state.py).
+            restore = self.restored[ev.workload_id] = self.restoring.pop(ev.workload_id)
+            self.lost_gpu_seconds += restore * accounting.devices(ev.usage)
         accounting.fold(self.usage, env)
+
+    def _lost(self, wid: str, run: float, devices: int) -> float:
+        """GPU-seconds a preempted attempt of ``run`` seconds loses: all of it, or with a
+        checkpoint interval what it ran since its last checkpoint (its restore counted
+        when it was spent); its next attempt restores first."""
+        interval = self.checkpointing.interval(self.intervals.get(wid))
+        if interval is None:
+            return run * devices
+        progress = max(0.0, run - self.restored.pop(wid, 0.0))
+        self.restoring[wid] = self.checkpointing.restore(devices)
+        return (progress - kept(progress, interval)) * devices
 
     @property
     def gpu_seconds(self) -> list[Span]:
