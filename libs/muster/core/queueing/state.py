@@ -406,8 +406,9 @@ def lane_key(state: QueueState, wl: WorkloadEntry) -> LaneKey:
         or wl.check_retries
     ):
         return ("workload", wl.id)
-    # Its class too: whether it may preempt (preemptionPolicy) is the class's.
-    return (wl.shape, wl.priority, wl.spec.priority_class)
+    # Its class too: whether it may preempt (preemptionPolicy) is the class's; and its
+    # declared run time: whether it may backfill on reserved nodes (reservations.py).
+    return (wl.shape, wl.priority, wl.spec.priority_class, wl.spec.max_run_duration_seconds)
 
 
 def enqueue(state: QueueState, wl: WorkloadEntry) -> None:

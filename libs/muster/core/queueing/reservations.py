@@ -1,0 +1,259 @@
+"""Reservations and backfill around them (a ClusterQueue's ``backfill``): Slurm's
+sched/backfill and Volcano's reserve + backfill actions, done the replayable way.
+
+A ClusterQueue with ``backfill`` gives its first pending head (in admission order) that
+has waited ``reserveAfterSeconds`` and cannot be admitted now a **reservation**: the
+nodes the placement engine would give it at the earliest moment running work frees
+enough of them, and that moment as its estimated start. Running workloads are taken to
+end in the order of their estimated ends: ``reserved_at + maxRunDurationSeconds`` when
+they declare one (Slurm's time limit), else ``reserved_at + defaultRunSeconds`` (Slurm's
+DefaultTime) when the queue gives one, else unknown: after every known end, oldest
+first. The smallest such prefix whose end lets the head fit (in quota and on the nodes)
+gives the nodes and the start; an unknown end in it makes the start unknown (the nodes
+are held as they free).
+
+While a reservation stands, every other workload placed on existing nodes (of any queue;
+one of a higher priority than the holder excepted) goes on a reserved node only if its
+own ``maxRunDurationSeconds`` ends before the estimated start (Slurm's conservative
+backfill rule); otherwise only on other nodes, and, if it is in the holder's cohort tree,
+only if the holder still fits the quota the tree would have at the start with it
+running. So no admission delays the holder: given declared durations are honoured, its
+estimated start never moves later.
+
+Derived state: reservations are worked out from the state at the start of every cycle
+(running workloads, their declared durations, the pending heads, the time), never
+stored; replay re-derives them with every decision. The holder's pending reason
+(``Reserved``) and the refused one's (``BlockedByReservation``) say what the operator
+needs: how many nodes, which, and the estimated start.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+from muster.core.model.queues import BackfillPolicy, ClusterQueueSpec
+from muster.core.placement.book import NodeBook, Placement
+from muster.core.placement.view import view
+from muster.core.queueing import placing
+from muster.core.queueing import quota as qt
+from muster.core.queueing.flavors import FIT, Assignment, Unassignable, assign
+from muster.core.queueing.state import QueueState, WorkloadEntry
+
+if TYPE_CHECKING:
+    from muster.core.queueing.snapshot import Snapshot
+
+# Heads of one queue looked at for a reservation per cycle (the first that needs one gets it).
+MAX_HEADS = 8
+
+
+@dataclass(slots=True)
+class Reservation:
+    holder: str  # the workload it is for
+    name: str  # the holder's name, for messages
+    cluster_queue: str
+    priority: int
+    nodes: frozenset[str]
+    start: float | None  # estimated start; None: unknown (an end it waits for is unknown)
+    tree: qt.QuotaTree  # its cohort tree's quota at the start, the holder charged
+    root: str  # the cohort tree's root queue or cohort
+
+    def describe(self, now: float) -> str:
+        names = ", ".join(sorted(self.nodes)[:8]) + (", ..." if len(self.nodes) > 8 else "")
+        return f"reserved {len(self.nodes)} node(s) ({names}), {self.when(now)}"
+
+    def when(self, now: float) -> str:
+        if self.start is None:
+            return "estimated start unknown (running work on them declares no duration)"
+        return f"estimated start at {self.start:g} (in {max(self.start - now, 0.0):g}s)"
+
+
+def estimated_end(wl: WorkloadEntry, policy: BackfillPolicy) -> float | None:
+    """When a running workload frees what it holds: its declared maxRunDurationSeconds,
+    else the queue's defaultRunSeconds, from its quota reservation; None: unknown."""
+    started = wl.run.reserved_at
+    if started is None:
+        return None
+    declared = wl.spec.max_run_duration_seconds
+    if declared is not None:
+        return started + declared
+    if policy.default_run_seconds is not None:
+        return started + policy.default_run_seconds
+    return None
+
+
+def ends_before(state: QueueState, wl: WorkloadEntry, r: Reservation) -> bool:
+    """Slurm's backfill rule: started now, its declared run ends by the reservation's start."""
+    declared = wl.spec.max_run_duration_seconds
+    return declared is not None and r.start is not None and state.now + declared <= r.start
+
+
+def binding(
+    state: QueueState, reservations: list[Reservation], wl: WorkloadEntry
+) -> list[Reservation]:
+    """The reservations ``wl`` must not delay: not its own, nor one of a lower priority."""
+    return [
+        r
+        for r in reservations
+        if r.holder != wl.id and wl.priority <= r.priority and not ends_before(state, wl, r)
+    ]
+
+
+def reserve(snap: Snapshot) -> list[Reservation]:
+    """This cycle's reservations, at most one per ClusterQueue with ``backfill``, in queue
+    name order (a later one is made around the earlier ones' nodes), worked out on the
+    snapshot before anything of the cycle is charged to it."""
+    state, tree, book, routes = snap.state, snap.tree, snap.book, snap.routes
+    out: list[Reservation] = []
+    for name in sorted(state.cluster_queues):
+        cq = state.cluster_queues[name]
+        if cq.backfill is None or cq.stop_policy != "None":
+            continue
+        taken = frozenset().union(*(r.nodes for r in out))
+        for wl in heads(state, name)[:MAX_HEADS]:
+            if state.now - wl.queued_at < cq.backfill.reserve_after_seconds:
+                continue
+            found = _reservation(state, cq, wl, tree, book, routes, taken, snap.root_name(name))
+            if found is not None:
+                out.append(found)
+                break
+    return out
+
+
+def heads(state: QueueState, cq: str) -> list[WorkloadEntry]:
+    """The pending heads of the queue's lanes, in admission order (a lane's others come
+    after its head and have its shape)."""
+    found = []
+    for key, lq in state.local_queues.items():
+        if lq.cluster_queue != cq:
+            continue
+        for lane in state.lanes.of(key):
+            wl = state.workloads[lane.members[0][1]]
+            if wl.requeue_at is not None and state.now < wl.requeue_at:
+                continue  # in backoff: not admissible, not to be reserved for
+            found.append((lane.head_key(), wl))
+    found.sort(key=lambda kw: kw[0])
+    return [wl for _, wl in found]
+
+
+def next_reservation_time(state: QueueState) -> float | None:
+    """When a queue's pending head first waits ``reserveAfterSeconds`` (the queue's timer)."""
+    times = [
+        wl.queued_at + cq.backfill.reserve_after_seconds
+        for cq in state.cluster_queues.values()
+        if cq.backfill is not None and cq.backfill.reserve_after_seconds > 0
+        for wl in heads(state, cq.name)[:MAX_HEADS]
+    ]
+    return min((t for t in times if t > state.now), default=None)
+
+
+def _reservation(
+    state: QueueState,
+    cq: ClusterQueueSpec,
+    wl: WorkloadEntry,
+    tree: qt.QuotaTree,
+    book: NodeBook,
+    routes: dict[tuple[object, ...], bool],
+    taken: frozenset[str],
+    root: str,
+) -> Reservation | None:
+    """Its reservation, or None: it fits now (nothing to reserve), goes to the
+    provisioner's nodes, or no end of running work makes room for it."""
+    policy = cq.backfill
+    assert policy is not None
+    now_fits = assign(cq, state.flavors, wl.spec, tree, False)
+    if isinstance(now_fits, Unassignable) and now_fits.reason != "WaitingForQuota":
+        return None  # over what the queue could ever give, or no flavor: no end helps
+    if isinstance(now_fits, Assignment) and not placing.routed(state, wl, now_fits, routes):
+        return None  # the provisioner makes its nodes
+    within = frozenset(n for n in book.nodes if n not in taken) if taken else None
+    running = _by_end(state, policy, book)
+
+    def fits(k: int) -> tuple[qt.QuotaTree, Assignment, Placement] | None:
+        future = qt.copy_on_read(tree)
+        trial = view(book)
+        for other, _ in running[:k]:
+            queue = other.run.cluster_queue
+            if queue is not None and queue in future.queues:
+                future.add(queue, other.run.usage, -1)
+            trial.release(other.id)
+        a = assign(cq, state.flavors, wl.spec, future, False)
+        if not isinstance(a, Assignment) or a.mode != FIT:
+            return None
+        if not placing.routed(state, wl, a, routes):
+            return None
+        got = placing.try_place(
+            state, trial, wl, cq.name, a, {}, routes, within=within, explain=False
+        )
+        if not isinstance(got, Placement):
+            return None
+        future.add(cq.name, a.usage)
+        return future, a, got
+
+    if fits(0) is not None:
+        return None  # it fits now: the rounds admit it
+    lo, hi = 1, len(running)
+    if fits(hi) is None:
+        return None
+    while lo < hi:  # the smallest prefix of ends that makes room (more ends: more room)
+        mid = (lo + hi) // 2
+        if fits(mid) is None:
+            lo = mid + 1
+        else:
+            hi = mid
+    got = fits(lo)
+    assert got is not None
+    future, _, placement = got
+    ends = [end for _, end in running[:lo]]
+    start = None if any(e is None for e in ends) else max([state.now, *(e for e in ends if e)])
+    return Reservation(
+        holder=wl.id,
+        name=wl.spec.name,
+        cluster_queue=cq.name,
+        priority=wl.priority,
+        nodes=frozenset(placement.nodes.values()),
+        start=start,
+        tree=future,
+        root=root,
+    )
+
+
+def _by_end(
+    state: QueueState, policy: BackfillPolicy, book: NodeBook
+) -> list[tuple[WorkloadEntry, float | None]]:
+    """Running workloads holding quota, by estimated end (unknown ones last, oldest
+    first; ties by when they got quota)."""
+    out = []
+    for wid in state.active:
+        other = state.workloads[wid]
+        if other.holds_quota:
+            out.append((other, estimated_end(other, policy)))
+    inf = float("inf")
+    out.sort(key=lambda we: (we[1] if we[1] is not None else inf, we[0].run.reserved_seq))
+    return out
+
+
+def quota_left(
+    snap: Snapshot, cq: ClusterQueueSpec, wl: WorkloadEntry, r: Reservation, counts: dict[str, int]
+) -> bool:
+    """Whether the reservation's cohort tree at its start still has room for ``wl``
+    running (another tree's quota is not the holder's)."""
+    state = snap.state
+    if snap.root_name(cq.name) != r.root:
+        return True
+    a = assign(cq, state.flavors, wl.spec, r.tree, False, counts or None)
+    return isinstance(a, Assignment) and a.mode == FIT
+
+
+def blocked(state: QueueState, r: Reservation, wl: WorkloadEntry) -> Unassignable:
+    """Why a workload that fits now waits: only the reserved nodes or quota would take it."""
+    declared = wl.spec.max_run_duration_seconds
+    why = (
+        "it declares no maxRunDurationSeconds"
+        if declared is None
+        else f"its maxRunDurationSeconds ({declared}s) ends after that"
+    )
+    return Unassignable(
+        "BlockedByReservation",
+        f"it would delay {r.name}, which holds a reservation: {r.describe(state.now)}; {why}",
+    )
