@@ -104,6 +104,9 @@ def reserve(snap: Snapshot) -> list[Reservation]:
     name order (a later one is made around the earlier ones' nodes), worked out on the
     snapshot before anything of the cycle is charged to it."""
     state, tree, book, routes = snap.state, snap.tree, snap.book, snap.routes
+    kept = state.notes.reserved
+    for wid in [w for w in kept if w not in state.pending]:
+        del kept[wid]  # admitted or gone: its search is of no use
     out: list[Reservation] = []
     for name in sorted(state.cluster_queues):
         cq = state.cluster_queues[name]
@@ -158,25 +161,91 @@ def _reservation(
     root: str,
 ) -> Reservation | None:
     """Its reservation, or None: it fits now (nothing to reserve), goes to the
-    provisioner's nodes, or no end of running work makes room for it."""
+    provisioner's nodes, or no end of running work makes room for it. What was found is
+    kept in the notebook with what it was found from (the same state finds the same);
+    a search after the state moved starts where the last one ended."""
     policy = cq.backfill
     assert policy is not None
+    key = (
+        state.config_version,
+        state.book.version,
+        tuple(sorted(state.quota_changed.items())),
+        taken,
+        policy,
+    )
+    kept = state.notes.reserved.get(wl.id)
+    if kept is not None and kept[0] == key:
+        found = kept[1]
+    else:
+        hint = kept[1] if kept is not None else None
+        found = _search(state, cq, wl, tree, book, routes, taken, policy, hint)
+        state.notes.reserved[wl.id] = (key, found)
+    if found is None:
+        return None
+    future = qt.copy_on_read(tree)
+    for queue, usage in found.released.items():
+        future.add(queue, usage, -1)
+    future.add(cq.name, found.usage)
+    ends = found.ends
+    start = None if any(e is None for e in ends) else max([state.now, *(e for e in ends if e)])
+    return Reservation(
+        holder=wl.id,
+        name=wl.spec.name,
+        cluster_queue=cq.name,
+        priority=wl.priority,
+        nodes=found.nodes,
+        start=start,
+        tree=future,
+        root=root,
+    )
+
+
+@dataclass(frozen=True, slots=True)
+class _Found:
+    """What a search found: the nodes, the ends it waits for, and the quota at its start
+    (usage the ended work gives back per queue, the holder's)."""
+
+    nodes: frozenset[str]
+    ends: tuple[float | None, ...]
+    released: dict[str, dict[str, dict[str, int]]]
+    usage: dict[str, dict[str, int]]
+    prefix: frozenset[str]  # the workloads whose ends it waits for
+
+
+def _search(
+    state: QueueState,
+    cq: ClusterQueueSpec,
+    wl: WorkloadEntry,
+    tree: qt.QuotaTree,
+    book: NodeBook,
+    routes: dict[tuple[object, ...], bool],
+    taken: frozenset[str],
+    policy: BackfillPolicy,
+    hint: _Found | None,
+) -> _Found | None:
     now_fits = assign(cq, state.flavors, wl.spec, tree, False)
     if isinstance(now_fits, Unassignable) and now_fits.reason != "WaitingForQuota":
         return None  # over what the queue could ever give, or no flavor: no end helps
     if isinstance(now_fits, Assignment) and not placing.routed(state, wl, now_fits, routes):
         return None  # the provisioner makes its nodes
     within = frozenset(n for n in book.nodes if n not in taken) if taken else None
-    running = _by_end(state, policy, book)
+    running = _by_end(state, policy)
 
-    def fits(k: int) -> tuple[qt.QuotaTree, Assignment, Placement] | None:
-        future = qt.copy_on_read(tree)
+    def fits(k: int) -> _Found | None:
+        released: dict[str, dict[str, dict[str, int]]] = {}
         trial = view(book)
         for other, _ in running[:k]:
             queue = other.run.cluster_queue
-            if queue is not None and queue in future.queues:
-                future.add(queue, other.run.usage, -1)
+            if queue is not None and queue in tree.queues:
+                per_queue = released.setdefault(queue, {})
+                for flavor, amounts in other.run.usage.items():
+                    per_flavor = per_queue.setdefault(flavor, {})
+                    for resource, qty in amounts.items():
+                        per_flavor[resource] = per_flavor.get(resource, 0) + qty
             trial.release(other.id)
+        future = qt.copy_on_read(tree)
+        for queue, usage in released.items():
+            future.add(queue, usage, -1)
         a = assign(cq, state.flavors, wl.spec, future, False)
         if not isinstance(a, Assignment) or a.mode != FIT:
             return None
@@ -187,13 +256,27 @@ def _reservation(
         )
         if not isinstance(got, Placement):
             return None
-        future.add(cq.name, a.usage)
-        return future, a, got
+        return _Found(
+            nodes=frozenset(got.nodes.values()),
+            ends=tuple(end for _, end in running[:k]),
+            released=released,
+            usage=a.usage,
+            prefix=frozenset(other.id for other, _ in running[:k]),
+        )
 
     if fits(0) is not None:
         return None  # it fits now: the rounds admit it
-    lo, hi = 1, len(running)
-    if fits(hi) is None:
+    n = len(running)
+    if hint is not None:  # the last search's prefix, less what ended since
+        k = max(
+            (i + 1 for i, (other, _) in enumerate(running) if other.id in hint.prefix), default=0
+        )
+        if 1 < k <= n and (found := fits(k)) is not None and fits(k - 1) is None:
+            return found
+        if k == 1 and (found := fits(1)) is not None:
+            return found
+    lo, hi = 1, n
+    if n == 0 or fits(hi) is None:
         return None
     while lo < hi:  # the smallest prefix of ends that makes room (more ends: more room)
         mid = (lo + hi) // 2
@@ -201,26 +284,10 @@ def _reservation(
             lo = mid + 1
         else:
             hi = mid
-    got = fits(lo)
-    assert got is not None
-    future, _, placement = got
-    ends = [end for _, end in running[:lo]]
-    start = None if any(e is None for e in ends) else max([state.now, *(e for e in ends if e)])
-    return Reservation(
-        holder=wl.id,
-        name=wl.spec.name,
-        cluster_queue=cq.name,
-        priority=wl.priority,
-        nodes=frozenset(placement.nodes.values()),
-        start=start,
-        tree=future,
-        root=root,
-    )
+    return fits(lo)
 
 
-def _by_end(
-    state: QueueState, policy: BackfillPolicy, book: NodeBook
-) -> list[tuple[WorkloadEntry, float | None]]:
+def _by_end(state: QueueState, policy: BackfillPolicy) -> list[tuple[WorkloadEntry, float | None]]:
     """Running workloads holding quota, by estimated end (unknown ones last, oldest
     first; ties by when they got quota)."""
     out = []
