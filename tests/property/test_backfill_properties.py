@@ -8,7 +8,8 @@ the job holding the reservation (slurm.conf(5): "Backfill scheduling will initia
 lower-priority jobs if doing so does not delay the expected initiation time of any
 higher priority job"): every cycle's estimated start for the gang is no later than the
 one before, and the gang starts no later than the first estimate. Replay re-derives
-every decision (reservations are derived state).
+every decision (reservations are derived state), and a search from a fresh notebook finds
+what the kept one did.
 """
 
 from __future__ import annotations
@@ -56,6 +57,14 @@ def test_the_gangs_estimated_start_never_moves_later(load: tuple[int, list[Any]]
     def spy(snap: Any) -> list[rsv.Reservation]:
         out = real(snap)
         seen.extend(r.start for r in out if r.name == "gang")
+        # The notebook's searches are a cache: a fresh one finds the same.
+        notes = snap.state.notes
+        kept, notes.reserved = notes.reserved, {}
+        fresh = real(snap)
+        notes.reserved = kept
+        assert [(r.holder, r.nodes, r.start) for r in fresh] == [
+            (r.holder, r.nodes, r.start) for r in out
+        ]
         return out
 
     with pytest.MonkeyPatch.context() as mp:
