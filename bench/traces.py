@@ -54,7 +54,7 @@ VC_TABLE = "philly_helios_vc_config.csv"
 NODES, GPUS_PER_NODE = 64, 8
 GPU = "nvidia.com/gpu"
 CONFIGS = ("strict", "fair", "cohort", "backfill", "strict-backfill")
-BACKFILL = {"reserveAfterSeconds": 0}
+BACKFILL = {"reserveAfterSeconds": int(os.environ.get("MUSTER_BENCH_RESERVE_AFTER", "0"))}
 TARGETS = {"strict": 20.0, "fair": 15.0}  # seconds of harness wall the engine issue asks
 # A log this many events per job has no fixed point (under ten are usual): a livelock.
 RUNAWAY_EVENTS_PER_JOB = 500

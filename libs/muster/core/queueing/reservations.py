@@ -29,6 +29,9 @@ needs: how many nodes, which, and the estimated start.
 
 from __future__ import annotations
 
+import heapq
+import itertools
+from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
@@ -38,13 +41,26 @@ from muster.core.placement.view import view
 from muster.core.queueing import placing
 from muster.core.queueing import quota as qt
 from muster.core.queueing.flavors import FIT, Assignment, Unassignable, assign
+from muster.core.queueing.pending import Lane
 from muster.core.queueing.state import QueueState, WorkloadEntry
 
 if TYPE_CHECKING:
     from muster.core.queueing.snapshot import Snapshot
 
-# Heads of one queue looked at for a reservation per cycle (the first that needs one gets it).
-MAX_HEADS = 8
+# Pending workloads of one queue looked at per cycle for a reservation (Slurm's
+# bf_max_job_test): those that fit now, then the first that does not.
+MAX_LOOK = 64
+
+
+@dataclass(frozen=True, slots=True)
+class Running:
+    """Work that holds (or, taken now, is about to hold) quota and nodes: when it ends."""
+
+    id: str
+    queue: str | None
+    usage: dict[str, dict[str, int]]
+    end: float | None  # None: unknown
+    seq: int  # ties: who got quota first (taken now: after everyone running)
 
 
 @dataclass(slots=True)
@@ -53,6 +69,7 @@ class Reservation:
     name: str  # the holder's name, for messages
     cluster_queue: str
     priority: int
+    order: int  # its place in the queue: it binds only work behind it
     nodes: frozenset[str]
     start: float | None  # estimated start; None: unknown (an end it waits for is unknown)
     tree: qt.QuotaTree  # its cohort tree's quota at the start, the holder charged
@@ -72,14 +89,7 @@ def estimated_end(wl: WorkloadEntry, policy: BackfillPolicy) -> float | None:
     """When a running workload frees what it holds: its declared maxRunDurationSeconds,
     else the queue's defaultRunSeconds, from its quota reservation; None: unknown."""
     started = wl.run.reserved_at
-    if started is None:
-        return None
-    declared = wl.spec.max_run_duration_seconds
-    if declared is not None:
-        return started + declared
-    if policy.default_run_seconds is not None:
-        return started + policy.default_run_seconds
-    return None
+    return None if started is None else _declared_end(wl, policy, started)
 
 
 def ends_before(state: QueueState, wl: WorkloadEntry, r: Reservation) -> bool:
@@ -91,61 +101,108 @@ def ends_before(state: QueueState, wl: WorkloadEntry, r: Reservation) -> bool:
 def binding(
     state: QueueState, reservations: list[Reservation], wl: WorkloadEntry
 ) -> list[Reservation]:
-    """The reservations ``wl`` must not delay: not its own, nor one of a lower priority."""
+    """The reservations ``wl`` must not delay: those of work ahead of it in admission
+    order (a higher priority, or as high and submitted earlier)."""
     return [
         r
         for r in reservations
-        if r.holder != wl.id and wl.priority <= r.priority and not ends_before(state, wl, r)
+        if (-wl.priority, wl.order) > (-r.priority, r.order) and not ends_before(state, wl, r)
     ]
 
 
 def reserve(snap: Snapshot) -> list[Reservation]:
     """This cycle's reservations, at most one per ClusterQueue with ``backfill``, in queue
     name order (a later one is made around the earlier ones' nodes), worked out on the
-    snapshot before anything of the cycle is charged to it."""
-    state, tree, book, routes = snap.state, snap.tree, snap.book, snap.routes
+    snapshot before anything of the cycle is charged to it. Pending workloads are taken
+    in admission order, as Slurm's backfill walks its queue: those that fit now are
+    charged (on copies: they are about to be admitted and take that room), the first
+    that does not and has waited long enough gets the reservation."""
+    state, routes = snap.state, snap.routes
+    tree, book = qt.copy_on_read(snap.tree), view(snap.book)
     kept = state.notes.reserved
     for wid in [w for w in kept if w not in state.pending]:
         del kept[wid]  # admitted or gone: its search is of no use
     out: list[Reservation] = []
+    now: list[Running] = []  # taken now, in this order
     for name in sorted(state.cluster_queues):
         cq = state.cluster_queues[name]
-        if cq.backfill is None or cq.stop_policy != "None":
+        policy = cq.backfill
+        if policy is None or cq.stop_policy != "None":
             continue
         taken = frozenset().union(*(r.nodes for r in out))
-        for wl in heads(state, name)[:MAX_HEADS]:
-            if state.now - wl.queued_at < cq.backfill.reserve_after_seconds:
+        for wl in itertools.islice(in_order(state, name), MAX_LOOK):
+            usage = _take_now(state, cq, wl, tree, book, routes)
+            if usage is not None:
+                end = _declared_end(wl, policy, state.now)
+                now.append(Running(wl.id, cq.name, usage, end, 1 << 62 | len(now)))
                 continue
-            found = _reservation(state, cq, wl, tree, book, routes, taken, snap.root_name(name))
+            if state.now - wl.queued_at < policy.reserve_after_seconds:
+                continue
+            root = snap.root_name(name)
+            found = _reservation(state, cq, wl, tree, book, routes, taken, root, now)
             if found is not None:
                 out.append(found)
                 break
     return out
 
 
-def heads(state: QueueState, cq: str) -> list[WorkloadEntry]:
-    """The pending heads of the queue's lanes, in admission order (a lane's others come
-    after its head and have its shape)."""
-    found = []
-    for key, lq in state.local_queues.items():
-        if lq.cluster_queue != cq:
-            continue
-        for lane in state.lanes.of(key):
-            wl = state.workloads[lane.members[0][1]]
-            if wl.requeue_at is not None and state.now < wl.requeue_at:
-                continue  # in backoff: not admissible, not to be reserved for
-            found.append((lane.head_key(), wl))
-    found.sort(key=lambda kw: kw[0])
-    return [wl for _, wl in found]
+def _take_now(
+    state: QueueState,
+    cq: ClusterQueueSpec,
+    wl: WorkloadEntry,
+    tree: qt.QuotaTree,
+    book: NodeBook,
+    routes: dict[tuple[object, ...], bool],
+) -> dict[str, dict[str, int]] | None:
+    """What it takes if it fits now (quota without preemption, a place on the nodes),
+    charged to the copies ``tree`` and ``book``; None if it does not fit."""
+    a = assign(cq, state.flavors, wl.spec, tree, False)
+    if not isinstance(a, Assignment) or a.mode != FIT:
+        return None
+    placed = placing.try_place(state, book, wl, cq.name, a, {}, routes, explain=False)
+    if isinstance(placed, Unassignable):
+        return None
+    tree.add(cq.name, a.usage)
+    return a.usage
+
+
+def _declared_end(wl: WorkloadEntry, policy: BackfillPolicy, start: float) -> float | None:
+    declared = wl.spec.max_run_duration_seconds
+    if declared is not None:
+        return start + declared
+    if policy.default_run_seconds is not None:
+        return start + policy.default_run_seconds
+    return None
+
+
+def in_order(state: QueueState, cq: str) -> Iterator[WorkloadEntry]:
+    """The queue's pending workloads in admission order (lanes merged member by member),
+    those in a backoff left out."""
+    lanes = [
+        lane
+        for key, lq in state.local_queues.items()
+        if lq.cluster_queue == cq
+        for lane in state.lanes.of(key)
+    ]
+
+    def members(lane: Lane) -> Iterator[tuple[tuple[int, int, int, str], str]]:
+        for at in range(len(lane.members)):
+            yield lane.head_key(at), lane.members[at][1]
+
+    for _, wid in heapq.merge(*(members(lane) for lane in lanes)):
+        wl = state.workloads[wid]
+        if wl.requeue_at is not None and state.now < wl.requeue_at:
+            continue  # in backoff: not admissible, not to be reserved for
+        yield wl
 
 
 def next_reservation_time(state: QueueState) -> float | None:
-    """When a queue's pending head first waits ``reserveAfterSeconds`` (the queue's timer)."""
+    """When a queue's pending workload first waits ``reserveAfterSeconds`` (its timer)."""
     times = [
         wl.queued_at + cq.backfill.reserve_after_seconds
         for cq in state.cluster_queues.values()
         if cq.backfill is not None and cq.backfill.reserve_after_seconds > 0
-        for wl in heads(state, cq.name)[:MAX_HEADS]
+        for wl in itertools.islice(in_order(state, cq.name), MAX_LOOK)
     ]
     return min((t for t in times if t > state.now), default=None)
 
@@ -159,6 +216,7 @@ def _reservation(
     routes: dict[tuple[object, ...], bool],
     taken: frozenset[str],
     root: str,
+    now: list[Running],
 ) -> Reservation | None:
     """Its reservation, or None: it fits now (nothing to reserve), goes to the
     provisioner's nodes, or no end of running work makes room for it. What was found is
@@ -172,13 +230,14 @@ def _reservation(
         tuple(sorted(state.quota_changed.items())),
         taken,
         policy,
+        state.now if now else None,  # the ends of work taken now count from now
     )
     kept = state.notes.reserved.get(wl.id)
     if kept is not None and kept[0] == key:
         found = kept[1]
     else:
         hint = kept[1] if kept is not None else None
-        found = _search(state, cq, wl, tree, book, routes, taken, policy, hint)
+        found = _search(state, cq, wl, tree, book, routes, taken, policy, hint, now)
         state.notes.reserved[wl.id] = (key, found)
     if found is None:
         return None
@@ -193,6 +252,7 @@ def _reservation(
         name=wl.spec.name,
         cluster_queue=cq.name,
         priority=wl.priority,
+        order=wl.order,
         nodes=found.nodes,
         start=start,
         tree=future,
@@ -222,6 +282,7 @@ def _search(
     taken: frozenset[str],
     policy: BackfillPolicy,
     hint: _Found | None,
+    now: list[Running],
 ) -> _Found | None:
     now_fits = assign(cq, state.flavors, wl.spec, tree, False)
     if isinstance(now_fits, Unassignable) and now_fits.reason != "WaitingForQuota":
@@ -229,16 +290,16 @@ def _search(
     if isinstance(now_fits, Assignment) and not placing.routed(state, wl, now_fits, routes):
         return None  # the provisioner makes its nodes
     within = frozenset(n for n in book.nodes if n not in taken) if taken else None
-    running = _by_end(state, policy)
+    running = _by_end(state, policy, now)
 
     def fits(k: int) -> _Found | None:
         released: dict[str, dict[str, dict[str, int]]] = {}
         trial = view(book)
-        for other, _ in running[:k]:
-            queue = other.run.cluster_queue
+        for other in running[:k]:
+            queue = other.queue
             if queue is not None and queue in tree.queues:
                 per_queue = released.setdefault(queue, {})
-                for flavor, amounts in other.run.usage.items():
+                for flavor, amounts in other.usage.items():
                     per_flavor = per_queue.setdefault(flavor, {})
                     for resource, qty in amounts.items():
                         per_flavor[resource] = per_flavor.get(resource, 0) + qty
@@ -258,19 +319,17 @@ def _search(
             return None
         return _Found(
             nodes=frozenset(got.nodes.values()),
-            ends=tuple(end for _, end in running[:k]),
+            ends=tuple(other.end for other in running[:k]),
             released=released,
             usage=a.usage,
-            prefix=frozenset(other.id for other, _ in running[:k]),
+            prefix=frozenset(other.id for other in running[:k]),
         )
 
     if fits(0) is not None:
         return None  # it fits now: the rounds admit it
     n = len(running)
     if hint is not None:  # the last search's prefix, less what ended since
-        k = max(
-            (i + 1 for i, (other, _) in enumerate(running) if other.id in hint.prefix), default=0
-        )
+        k = max((i + 1 for i, other in enumerate(running) if other.id in hint.prefix), default=0)
         if 1 < k <= n and (found := fits(k)) is not None and fits(k - 1) is None:
             return found
         if k == 1 and (found := fits(1)) is not None:
@@ -287,16 +346,19 @@ def _search(
     return fits(lo)
 
 
-def _by_end(state: QueueState, policy: BackfillPolicy) -> list[tuple[WorkloadEntry, float | None]]:
-    """Running workloads holding quota, by estimated end (unknown ones last, oldest
-    first; ties by when they got quota)."""
-    out = []
+def _by_end(state: QueueState, policy: BackfillPolicy, now: list[Running]) -> list[Running]:
+    """Running workloads holding quota, and those taken now, by estimated end (unknown
+    ones last, oldest first; ties by when they got quota)."""
+    out = list(now)
     for wid in state.active:
         other = state.workloads[wid]
         if other.holds_quota:
-            out.append((other, estimated_end(other, policy)))
+            end = estimated_end(other, policy)
+            out.append(
+                Running(wid, other.run.cluster_queue, other.run.usage, end, other.run.reserved_seq)
+            )
     inf = float("inf")
-    out.sort(key=lambda we: (we[1] if we[1] is not None else inf, we[0].run.reserved_seq))
+    out.sort(key=lambda r: (r.end if r.end is not None else inf, r.seq))
     return out
 
 
