@@ -13,8 +13,9 @@ Configurations (``--configs``, all by default):
 * ``cohort``: a ClusterQueue per VC in one cohort, nominal quota = its share of 512 by
   the VC table, fair sharing on and ``reclaimWithinCohort: Any``;
 * ``backfill`` / ``strict-backfill``: ``fair`` / ``strict`` with reservations and backfill
-  (``backfill: {reserveAfterSeconds: 0}``; the trace declares no durations, so reserved
-  nodes are held as they free and backfill goes only around them).
+  (``backfill: {reserveAfterSeconds: 0}``, or ``$MUSTER_BENCH_RESERVE_AFTER`` seconds; the
+  trace declares no durations, so reserved nodes are held as they free and backfill goes
+  only around them).
 
 Each run checks its own outcome and fails loudly otherwise: the harness reached its fixed
 point (no livelock), every job was admitted and finished successfully (none rejected,

@@ -1,30 +1,33 @@
 """Reservations and backfill around them (a ClusterQueue's ``backfill``): Slurm's
 sched/backfill and Volcano's reserve + backfill actions, done the replayable way.
 
-A ClusterQueue with ``backfill`` gives its first pending head (in admission order) that
-has waited ``reserveAfterSeconds`` and cannot be admitted now a **reservation**: the
-nodes the placement engine would give it at the earliest moment running work frees
-enough of them, and that moment as its estimated start. Running workloads are taken to
-end in the order of their estimated ends: ``reserved_at + maxRunDurationSeconds`` when
-they declare one (Slurm's time limit), else ``reserved_at + defaultRunSeconds`` (Slurm's
-DefaultTime) when the queue gives one, else unknown: after every known end, oldest
-first. The smallest such prefix whose end lets the head fit (in quota and on the nodes)
+A ClusterQueue with ``backfill`` walks its pending workloads in admission order, as
+Slurm's backfill walks its queue: those that fit now (quota without preemption, a place
+on the nodes) are taken on copies of the quota and the book, since the cycle is about to
+admit them; the first that does not and has waited ``reserveAfterSeconds`` gets a
+**reservation**: the nodes the placement engine would give it at the earliest moment
+running work frees enough of them, and that moment as its estimated start. Running work
+(and work taken now) is taken to end in the order of its estimated ends: its start plus
+``maxRunDurationSeconds`` when declared (Slurm's time limit), else plus the queue's
+``defaultRunSeconds`` (Slurm's DefaultTime), else unknown: after every known end, oldest
+first. The smallest such prefix whose end lets the holder fit (in quota and on the nodes)
 gives the nodes and the start; an unknown end in it makes the start unknown (the nodes
 are held as they free).
 
-While a reservation stands, every other workload placed on existing nodes (of any queue;
-one of a higher priority than the holder excepted) goes on a reserved node only if its
-own ``maxRunDurationSeconds`` ends before the estimated start (Slurm's conservative
+While a reservation stands, every workload behind its holder in admission order (a lower
+priority, or as high and submitted later; of any queue) goes on a reserved node only if
+its own ``maxRunDurationSeconds`` ends before the estimated start (Slurm's conservative
 backfill rule); otherwise only on other nodes, and, if it is in the holder's cohort tree,
 only if the holder still fits the quota the tree would have at the start with it
 running. So no admission delays the holder: given declared durations are honoured, its
 estimated start never moves later.
 
 Derived state: reservations are worked out from the state at the start of every cycle
-(running workloads, their declared durations, the pending heads, the time), never
-stored; replay re-derives them with every decision. The holder's pending reason
-(``Reserved``) and the refused one's (``BlockedByReservation``) say what the operator
-needs: how many nodes, which, and the estimated start.
+(running workloads, their declared durations, the pending ones, the time), never
+stored; replay re-derives them with every decision. The notebook keeps each holder's last
+search with what it was made from (a cache: a fresh one finds the same). The holder's
+pending reason (``Reserved``) and the refused one's (``BlockedByReservation``) say what
+the operator needs: how many nodes, which, and the estimated start.
 """
 
 from __future__ import annotations
