@@ -28,7 +28,11 @@ Configurations (``--configs``, all by default):
   by the VC table, fair sharing on and ``reclaimWithinCohort: Any``;
 * ``las``: ``fair`` plus attained-service priority (Tiresias' 2D-LAS levels, starvation
   guard), preemption of higher levels (``withinClusterQueue: LowerPriority``, a minimum
-  run ``minAdmitDuration``) and a cluster default checkpoint interval.
+  run ``minAdmitDuration``) and a cluster default checkpoint interval;
+* ``backfill`` / ``strict-backfill``: ``fair`` / ``strict`` with reservations and backfill
+  (``backfill: {reserveAfterSeconds: 0}``, or ``$MUSTER_BENCH_RESERVE_AFTER`` seconds; the
+  trace declares no durations, so reserved nodes are held as they free and backfill goes
+  only around them).
 
 Reference rows: ``oracle-fifo`` (non-preemptive strict FIFO) and ``oracle-sjf``
 (non-preemptive SJF knowing every duration), consolidate placement (bench/oracle.py).
@@ -78,7 +82,7 @@ ITP = "itp_cluster06.csv"
 VC_TABLE = "philly_helios_vc_config.csv"
 NODES, GPUS_PER_NODE = 64, 8
 GPU = "nvidia.com/gpu"
-CONFIGS = ("strict", "besteffort", "fair", "cohort", "las")
+CONFIGS = ("strict", "besteffort", "fair", "cohort", "las", "backfill", "strict-backfill")
 ORACLES = ("oracle-fifo", "oracle-sjf")
 # ``las``: Tiresias' discretised 2D-LAS thresholds (GPU-seconds), its starvation factor,
 # the minimum run before a workload may be preempted (again), and the cluster's default
@@ -87,6 +91,7 @@ LAS_LEVELS = (3_600.0, 36_000.0)
 LAS_STARVATION = 10.0
 LAS_MIN_RUN = 600.0
 LAS_CHECKPOINT = 600.0
+BACKFILL = {"reserveAfterSeconds": int(os.environ.get("MUSTER_BENCH_RESERVE_AFTER", "0"))}
 TARGETS = {"strict": 20.0, "fair": 15.0}  # seconds of harness wall the engine issue asks
 # A log this many events per job has no fixed point (under ten are usual): a livelock.
 RUNAWAY_EVENTS_PER_JOB = 500
@@ -277,8 +282,9 @@ def cluster_doc(
         doc["localQueues"] = [{"namespace": v, "name": "q", "clusterQueue": v} for v in vcs]
         doc["fairSharing"] = {"enable": True}
         return doc
-    if config == "strict":
-        doc["clusterQueues"] = [_queue("all", total, queueingStrategy="StrictFIFO")]
+    backfill = {"backfill": BACKFILL} if config.endswith("backfill") else {}
+    if config.startswith("strict"):
+        doc["clusterQueues"] = [_queue("all", total, queueingStrategy="StrictFIFO", **backfill)]
         doc["localQueues"] = [{"namespace": v, "name": "q", "clusterQueue": "all"} for v in vcs]
         return doc
     if config == "besteffort":
@@ -293,7 +299,7 @@ def cluster_doc(
             "preemption": {"withinClusterQueue": "LowerPriority", "minAdmitDuration": LAS_MIN_RUN},
         }
         doc["checkpointing"] = {"intervalSeconds": LAS_CHECKPOINT}
-    doc["clusterQueues"] = [_queue("all", total, admissionScope=fair, **las)]
+    doc["clusterQueues"] = [_queue("all", total, admissionScope=fair, **las, **backfill)]
     doc["localQueues"] = [
         {"namespace": v, "name": "q", "clusterQueue": "all", "fairSharing": {"weight": sizes[v]}}
         for v in vcs

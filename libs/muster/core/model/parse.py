@@ -32,6 +32,7 @@ from muster.core.model.queues import (
     PROVISIONING_CONTROLLER,
     AdmissionCheckSpec,
     AttainedService,
+    BackfillPolicy,
     BorrowWithinCohort,
     ClusterQueueSpec,
     CohortSpec,
@@ -357,9 +358,22 @@ def cluster_queue(data: object, path: str = "") -> ClusterQueueSpec:
         admission_mode=_admission_mode(o.obj("admissionScope")),  # type: ignore[arg-type]
         placement=placement_policy(o.obj("placement")) or PlacementPolicy(),
         attained_service=_attained_service(o.obj("attainedService")),
+        backfill=_backfill(o.obj("backfill")),
     )
     o.done()
     return spec
+
+
+def _backfill(o: Obj | None) -> BackfillPolicy | None:
+    """``backfill: {reserveAfterSeconds, defaultRunSeconds}`` (durations: 90, "10m")."""
+    if o is None:
+        return None
+    after = o.duration("reserveAfterSeconds", default=0.0, hi=MAX_RUN_SECONDS) or 0.0
+    default = o.duration("defaultRunSeconds", hi=MAX_RUN_SECONDS)
+    if default is not None and default <= 0:
+        raise InvalidInput(o.at("defaultRunSeconds"), "must be more than 0 seconds")
+    o.done()
+    return BackfillPolicy(reserve_after_seconds=after, default_run_seconds=default)
 
 
 def _admission_checks(o: Obj) -> tuple[tuple[str, ...], dict[str, tuple[str, ...]]]:

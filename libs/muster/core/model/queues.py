@@ -93,6 +93,19 @@ class AttainedService:
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
+class BackfillPolicy:
+    """Reservations and backfill (Slurm's sched/backfill, Volcano's reserve + backfill
+    actions): a head that has waited ``reserve_after_seconds`` and does not fit holds the
+    earliest-freeing nodes that can take it; later work goes there only if its declared
+    ``maxRunDurationSeconds`` ends before the reservation's estimated start."""
+
+    reserve_after_seconds: float = 0.0
+    # Slurm's DefaultTime: the run time assumed for a running workload that declares no
+    # maxRunDurationSeconds (None: unknown, it frees its nodes after every declared one).
+    default_run_seconds: float | None = None
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
 class FlavorFungibility:
     when_can_borrow: Literal["MayStopSearch", "TryNextFlavor"] = "MayStopSearch"
     when_can_preempt: Literal["MayStopSearch", "TryNextFlavor"] = "TryNextFlavor"
@@ -121,6 +134,8 @@ class ClusterQueueSpec:
     placement: PlacementPolicy = field(default_factory=PlacementPolicy)
     # Attained-service priority within each priority class (None: off).
     attained_service: AttainedService | None = None
+    # Reservations for heads that waited, and backfill around them (None: off).
+    backfill: BackfillPolicy | None = None
 
     def group_for(self, resource: str) -> ResourceGroup | None:
         return next((g for g in self.resource_groups if resource in g.covered_resources), None)

@@ -19,6 +19,7 @@ from muster.core.placement.book import NodeBook, Placement
 from muster.core.placement.view import view
 from muster.core.queueing import attained, placing
 from muster.core.queueing import preemption as pre
+from muster.core.queueing import reservations as rsv
 from muster.core.queueing.cursor import QueueCursor
 from muster.core.queueing.flavors import FIT, Assignment, Unassignable, assign
 from muster.core.queueing.snapshot import Snapshot
@@ -340,12 +341,20 @@ def _place_and_admit(
     counts: dict[str, int],
 ) -> Verdict:
     """Admit a fitting assignment once its gang has a place on existing nodes (if it
-    goes there), or say why it has none."""
-    placed = _place(snap, cq, wl, outcome, counts)
+    goes there), or say why it has none. Reservations it must not delay keep it off
+    their nodes and out of the quota their holders will need (reservations.py)."""
+    bound = rsv.binding(snap.state, snap.reservations, wl) if snap.reservations else []
+    for r in bound:
+        if not rsv.quota_left(snap, cq, wl, r, counts):
+            return Verdict(wl, cq.name, rsv.blocked(snap.state, r, wl))
+    placed = _place(snap, cq, wl, outcome, counts, bound)
     if isinstance(placed, Unassignable):
         return Verdict(wl, cq.name, placed)
     if not snap.dry:
         _admit(snap, cq, wl, outcome, counts)
+        for r in bound:  # it still runs at the reservation's start
+            if snap.root_name(cq.name) == r.root:
+                r.tree.add(cq.name, outcome.usage)
     return Verdict(wl, cq.name, outcome, pod_counts=counts, placement=placed)
 
 
@@ -418,16 +427,21 @@ def _place(
     wl: WorkloadEntry,
     outcome: Assignment,
     counts: dict[str, int],
+    bound: Sequence[rsv.Reservation] = (),
 ) -> Placement | Unassignable | None:
-    """Placement on existing nodes (None: the provisioner makes the nodes)."""
+    """Placement on existing nodes (None: the provisioner makes the nodes), off the nodes
+    of the reservations ``bound``."""
+    avoid = frozenset().union(*(r.nodes for r in bound))
     # What placement depends on: the pods (not whose they are), the flavors' labels and
-    # tolerations, the policy. Tenants and queues with lookalike heads share one search.
+    # tolerations, the policy, the nodes it may not take. Tenants and queues with
+    # lookalike heads share one search.
     key = (
         wl.spec.placement or cq.placement,
         wl.shape[2:],
         tuple(sorted(counts.items())),
         tuple(sorted((k, tuple(sorted(v.items()))) for k, v in outcome.node_selectors.items())),
         tuple(sorted((k, tuple(sorted(v.items()))) for k, v in outcome.flavors.items())),
+        avoid,
     )
     if wl.preempted_on is not None:
         # Where its victims made room: there first, before anywhere a lookalike fails.
@@ -447,6 +461,8 @@ def _place(
     known = snap.unplaced.get(key)
     if known is not None:
         return known
+    if avoid:
+        return _place_around(snap, cq, wl, outcome, counts, bound, avoid, key)
     misses = snap.state.notes.misses
     freed = snap.state.book.freed
     pristine = not snap.book.changed()
@@ -465,6 +481,35 @@ def _place(
             if len(misses) > MAX_MISSES:
                 misses.clear()
             misses[key] = (freed, placed)
+    return placed
+
+
+def _place_around(
+    snap: Snapshot,
+    cq: ClusterQueueSpec,
+    wl: WorkloadEntry,
+    outcome: Assignment,
+    counts: dict[str, int],
+    bound: Sequence[rsv.Reservation],
+    avoid: frozenset[str],
+    key: tuple[object, ...],
+) -> Placement | Unassignable | None:
+    """Placement off the reserved nodes ``avoid``; where it has none but would have one
+    on them, the reservation is what it waits for (BlockedByReservation)."""
+    within = frozenset(n for n in snap.book.nodes if n not in avoid)
+    book = view(snap.book) if snap.dry else snap.book
+    placed = placing.try_place(
+        snap.state, book, wl, cq.name, outcome, counts, snap.routes, within=within
+    )
+    if isinstance(placed, Unassignable):
+        anywhere = placing.try_place(
+            snap.state, view(snap.book), wl, cq.name, outcome, counts, snap.routes, explain=False
+        )
+        if isinstance(anywhere, Placement):
+            on = set(anywhere.nodes.values())
+            r = next((r for r in bound if r.nodes & on), bound[0])
+            placed = rsv.blocked(snap.state, r, wl)
+        snap.unplaced[key] = placed
     return placed
 
 

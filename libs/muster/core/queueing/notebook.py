@@ -23,7 +23,17 @@ from muster.core.queueing.quota import QuotaTree
 
 
 class Notebook:
-    __slots__ = ("full", "grow_misses", "holders", "lanes", "misses", "parking", "touched", "tree")
+    __slots__ = (
+        "full",
+        "grow_misses",
+        "holders",
+        "lanes",
+        "misses",
+        "parking",
+        "reserved",
+        "touched",
+        "tree",
+    )
 
     def __init__(self) -> None:
         self.full = True  # look at everything (fresh, or the configuration changed)
@@ -42,6 +52,9 @@ class Notebook:
         # Growers (growth.py) that found no room -> what that was judged against: while it
         # holds, they find none again.
         self.grow_misses: dict[str, Any] = {}
+        # Reservation holders -> what their reservation was worked out from and what it
+        # found (reservations.py): the same state finds the same, a moved one starts there.
+        self.reserved: dict[str, Any] = {}
 
     def touch(self, workload_id: str) -> None:
         self.touched.add(workload_id)
@@ -58,6 +71,7 @@ class Notebook:
         self.parking.clear()
         self.tree = None
         self.grow_misses.clear()
+        self.reserved.clear()
 
     def regrow(self, workload_id: str) -> None:
         """An event touched the workload: whether it grows is judged afresh."""

@@ -8,6 +8,7 @@ placement misses, tenant shares) and its verdicts, recorded lane by lane. The ph
 from __future__ import annotations
 
 from collections.abc import Callable
+from typing import TYPE_CHECKING
 
 from muster.core.model.queues import ClusterQueueSpec
 from muster.core.placement.view import view
@@ -18,6 +19,9 @@ from muster.core.queueing.parking import Counters, LaneId, Stamp
 from muster.core.queueing.pending import Lane
 from muster.core.queueing.state import QueueState, Usage, WorkloadEntry, protecting
 from muster.core.queueing.verdicts import Verdict
+
+if TYPE_CHECKING:
+    from muster.core.queueing.reservations import Reservation
 
 
 class Snapshot:
@@ -68,7 +72,11 @@ class Snapshot:
         )
         self.judge: set[LaneId] | None = None
         self.strict_judged: set[str] = set()  # StrictFIFO queues judged whole (cursors)
-        if not every_verdict and notes.lanes is not None:
+        # Reservations (reservations.py) are worked out afresh each cycle and change what
+        # a lane's verdict depends on (the time, the holder's wait): every lane is judged.
+        self.backfill = any(cq.backfill is not None for cq in state.cluster_queues.values())
+        self.reservations: list[Reservation] = []
+        if not every_verdict and notes.lanes is not None and not self.backfill:
             self.judge = notes.parking.to_judge(notes.lanes, self.counters)
         self.stamps: dict[LaneId, Stamp | None] = {}
         self.emitted: set[LaneId] = set()
@@ -132,6 +140,10 @@ class Snapshot:
         if wids:
             self.emitted.add((lane.local_queue, lane.key))
         self.verdicts += [Verdict(self.state.workloads[w], cq, outcome) for w in wids]
+
+    def reservation_of(self, wid: str) -> Reservation | None:
+        """The reservation this cycle made for the workload, if any."""
+        return next((r for r in self.reservations if r.holder == wid), None)
 
     def workload(self, lane: Lane, at: int) -> WorkloadEntry:
         return self.state.workloads[lane.members[at][1]]

@@ -429,8 +429,14 @@ def lane_key(state: QueueState, wl: WorkloadEntry) -> LaneKey:
     ):
         return ("workload", wl.id)
     # Its class too: whether it may preempt (preemptionPolicy) is the class's. The rank is
-    # its priority, and its attained-service level where its queue has one.
-    return (wl.shape, attained.rank(state, wl), wl.spec.priority_class)
+    # its priority, and its attained-service level where its queue has one; and its
+    # declared run time: whether it may backfill on reserved nodes (reservations.py).
+    return (
+        wl.shape,
+        attained.rank(state, wl),
+        wl.spec.priority_class,
+        wl.spec.max_run_duration_seconds,
+    )
 
 
 def enqueue(state: QueueState, wl: WorkloadEntry) -> None:
