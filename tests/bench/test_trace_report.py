@@ -36,6 +36,14 @@ def test_a_tenants_wait_is_compared_with_its_strict_fifo_wait() -> None:
     assert tenant_ratios({"x": rows["x"]}, "x") == {}  # no strict row: no ratio
 
 
+def test_a_preempted_tenants_waits_after_its_first_admission_count_too() -> None:
+    """Under a preemptive policy the first wait can be 0 while the job waits again after
+    each preemption: the ratio is over the time pending (JCT less the time holding quota)."""
+    rows = {"strict": row(30_000, a=100), "las": row(1, a=0)}
+    rows["las"]["namespaces"]["a"]["mean_pending"] = 300.0
+    assert tenant_ratios(rows, "las") == {"a": 3.0}
+
+
 def test_philly_is_met_only_by_a_configuration_meeting_all_four() -> None:
     rows = {
         "oracle-sjf": row(13_954, a=3_000),

@@ -45,6 +45,7 @@ def test_figures_of_a_run_worked_out_by_hand() -> None:
         "mean_jct": 10.0,
         "slowdown": 1.0,
         "slowdown_of_means": 1.0,
+        "mean_pending": 0.0,
     }
     assert found["namespaces"]["b"]["slowdown"] == 1.5  # (20/10 + 10/10) / 2
     assert found["jain_slowdown"] == pytest.approx(2.5**2 / (2 * (1 + 1.5**2)), abs=0.001)
@@ -67,7 +68,8 @@ def test_job_figures_of_a_replay_made_outside_the_harness() -> None:
     assert (found["wait_seconds"]["mean"], found["jct_seconds"]["mean"]) == (5.0, 15.0)
     assert (found["utilisation"], found["gpu_seconds"]) == (0.75, 30.0)
     b = {"jobs": 2, "mean_wait": 10.0, "mean_jct": 20.0, "slowdown": 2.0}
-    assert found["namespaces"]["b"] == b | {"slowdown_of_means": 2.0}
+    assert found["namespaces"]["b"] == b | {"slowdown_of_means": 2.0, "mean_pending": 10.0}
+    assert found["pending_seconds"]["mean"] == 5.0  # (0 + 10) / 2: JCT less time held
     assert found["jain_slowdown"] == pytest.approx(9 / (2 * 5), abs=0.001)
 
 

@@ -83,6 +83,9 @@ def job_figures(
         "finished": len(done),
         "jct_seconds": _spread(jcts),
         "wait_seconds": _spread(waits),
+        # Not holding quota, from submission to finish: the first wait plus every wait
+        # after a preemption (the first wait alone flatters a preemptive policy).
+        "pending_seconds": _spread([j.finished - j.submitted - j.ran for j in done]),  # type: ignore[operator]
         "utilisation": _utilisation(spans, capacity, horizon),
         "namespaces": namespaces,
         "jain_slowdown": _jain([ns["slowdown"] for ns in namespaces.values()]),
@@ -183,6 +186,9 @@ def _namespaces(every: Sequence[Job]) -> dict[str, dict[str, Any]]:
         out[ns] = {
             "jobs": len(jobs),
             "mean_wait": round(mean(waits), 1) if waits else 0.0,
+            "mean_pending": round(mean(jct - j.ran for jct, j in zip(jcts, done, strict=True)), 1)
+            if jcts
+            else 0.0,
             "mean_jct": round(mean(jcts), 1) if jcts else 0.0,
             "slowdown": round(mean(slow), 3) if slow else 1.0,
             # Mean JCT over mean run time: what issue 19's Jain target was measured with
