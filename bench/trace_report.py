@@ -131,7 +131,7 @@ def _met(ok: bool) -> str:
 def _philly(rows: dict[str, dict[str, Any]]) -> Iterator[str]:
     yield (
         f"target, philly: avg JCT <= {PHILLY_JCT:,.0f} s with Jain >= {PHILLY_JAIN}, GPU-time "
-        f"lost to preemption <= {PHILLY_LOSS:.0%}, no tenant's avg wait > "
+        f"lost to preemption <= {PHILLY_LOSS:.0%}, no tenant's avg wait (pending) > "
         f"{TENANT_RATIO:g}x its FIFO ({FIFO}) figure"
     )
     out, passing = [], []
