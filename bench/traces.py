@@ -58,7 +58,7 @@ CONFIGS = ("strict", "fair", "cohort", "las")
 # the minimum run before a workload may be preempted (again), and the cluster's default
 # checkpoint interval (Helios' restore overheads).
 LAS_LEVELS = (3_600.0, 36_000.0)
-LAS_STARVATION = 10.0
+LAS_STARVATION = 2.0
 LAS_MIN_RUN = 600.0
 LAS_CHECKPOINT = 600.0
 TARGETS = {"strict": 20.0, "fair": 15.0}  # seconds of harness wall the engine issue asks
