@@ -88,7 +88,7 @@ ORACLES = ("oracle-fifo", "oracle-sjf")
 # the minimum run before a workload may be preempted (again), and the cluster's default
 # checkpoint interval (Helios' restore overheads).
 LAS_LEVELS = (3_600.0, 36_000.0)
-LAS_STARVATION = 10.0
+LAS_STARVATION = 2.0
 LAS_MIN_RUN = 600.0
 LAS_CHECKPOINT = 600.0
 BACKFILL = {"reserveAfterSeconds": int(os.environ.get("MUSTER_BENCH_RESERVE_AFTER", "0"))}

@@ -19,7 +19,9 @@ class QueueCursor:
     Order: workloads that preempted first, then priority (descending), then the
     submission order. With usage-based admission fair sharing the next tenant
     (LocalQueue) is the one with the smallest weighted share of the queue's quota
-    at that moment; priority orders work within a tenant. The head of the queue is the
+    at that moment; priority orders work within a tenant. With attained service
+    (attained.py) the rank (priority, then level) goes before the share: fair sharing
+    picks the tenant among the heads of the best rank. The head of the queue is the
     first of its lanes' heads; a lane whose head does not fit is parked whole (its
     other members get the same verdict), so the walk costs lanes and admissions, not
     pending workloads.
