@@ -77,6 +77,7 @@ bench: setup
 	$(BIN)/python -m bench.placement
 	$(BIN)/python -m bench.hostile_apply
 	$(BIN)/python -m bench.busy_trace
+	$(BIN)/python -m bench.traces --trace itp --check
 
 bench-full: setup  # Kueue's full baseline shape, the 100,000-pending cycle, DWS at 1,000 requests, 1,000 gangs on 10,000 nodes (~15.5 min)
 	$(BIN)/python -m bench.kueue_baseline
@@ -85,6 +86,7 @@ bench-full: setup  # Kueue's full baseline shape, the 100,000-pending cycle, DWS
 	$(BIN)/python -m bench.dws_provisioning
 	$(BIN)/python -m bench.placement --full
 	$(BIN)/python -m bench.submit_api --workloads 20000
+	$(BIN)/python -m bench.traces --check  # both traces, every config (Philly's cohort alone ~7 min)
 
 clean:
 	rm -rf $(VENV) $(DATA)

@@ -1,27 +1,56 @@
-"""Real GPU-cluster traces replayed through ``muster sim``'s harness, in virtual time.
+"""Real GPU-cluster traces replayed through ``muster sim``'s harness, in virtual time,
+beside reference replays of the same jobs (bench/oracle.py) computed in the same run.
 
-The Philly week (../shared/traces/philly_1wk_2017-10-02.csv, 11,386 jobs) on 64 nodes x 8
-GPUs, each VC a namespace with its own LocalQueue; a job of up to 8 GPUs is one pod, a
-bigger one a gang of whole-node pods. The trace files are read where they are (never
-copied); durations go to the simulated pods only, the scheduler is never told them.
+Traces (``--trace``, both by default), read where they are (``MUSTER_TRACES``, by default
+../shared/traces; never copied); durations go to the simulated pods only, the scheduler is
+never told them:
+
+* ``philly``: the Philly week (philly_1wk_2017-10-02.csv, 11,386 jobs) on 64 nodes x 8
+  GPUs, each VC a tenant (a namespace with its own LocalQueue), weights = the VCs' sizes
+  in the Helios VC table; utilisation over the week (0 .. 7 days);
+* ``itp``: ITP cluster 6 (itp_cluster06.csv, 2,396 jobs, gang-heavy, up to 64 GPUs) on
+  16 nodes x 8 GPUs; it names no tenant, so every job is one tenant's (``itp``);
+  utilisation over 60 days (its arrivals span 59.8).
+
+A job of up to 8 GPUs is one pod, a bigger one a gang of whole-node 8-GPU pods. A job the
+cluster can never hold (more GPUs than the cluster, or over 8 and not whole nodes) is
+refused: left out of every replay, and counted in the output (none in either trace at
+these sizes).
 
 Configurations (``--configs``, all by default):
 
-* ``strict``: one ClusterQueue of 512 GPUs, StrictFIFO;
+* ``strict``: one ClusterQueue of all the GPUs, StrictFIFO (muster's FIFO: each tenant's
+  waits are compared with this one's);
+* ``besteffort``: one ClusterQueue, BestEffortFIFO (ITP's target compares with it);
 * ``fair``: one ClusterQueue, BestEffortFIFO, tenant (LocalQueue) fair sharing with
-  weights = the VCs' sizes in the Helios VC table;
-* ``cohort``: a ClusterQueue per VC in one cohort, nominal quota = its share of 512 by
-  the VC table, fair sharing on and ``reclaimWithinCohort: Any``.
+  weights = the VCs' sizes;
+* ``cohort``: a ClusterQueue per VC in one cohort, nominal quota = its share of the GPUs
+  by the VC table, fair sharing on and ``reclaimWithinCohort: Any``;
+* ``las``: ``fair`` plus attained-service priority (Tiresias' 2D-LAS levels, starvation
+  guard), preemption of higher levels (``withinClusterQueue: LowerPriority``, a minimum
+  run ``minAdmitDuration``) and a cluster default checkpoint interval;
+* ``backfill`` / ``strict-backfill``: ``fair`` / ``strict`` with reservations and backfill
+  (``backfill: {reserveAfterSeconds: 0}``, or ``$MUSTER_BENCH_RESERVE_AFTER`` seconds; the
+  trace declares no durations, so reserved nodes are held as they free and backfill goes
+  only around them).
+
+Reference rows: ``oracle-fifo`` (non-preemptive strict FIFO) and ``oracle-sjf``
+(non-preemptive SJF knowing every duration), consolidate placement (bench/oracle.py).
 
 Each run checks its own outcome and fails loudly otherwise: the harness reached its fixed
 point (no livelock), every job was admitted and finished successfully (none rejected,
 cancelled or left waiting), no workload was evicted twice for one preemptor. Printed per
-configuration: the harness's wall time (what ``muster sim`` spends deciding), events, JCT
-and queueing-delay percentiles, utilisation over the week, Jain's index of the VCs'
-slowdowns, evictions. ``--baseline REV`` replays the same inputs with the engine of a git
-revision (in a scratch worktree, a subprocess) in the same run, for a before/after figure.
+trace, a row per configuration: avg JCT (and its ratio to oracle SJF's), avg / p99 wait,
+utilisation over the fixed horizon, Jain's index of the tenants' mean slowdowns,
+evictions and the GPU-time they lost (% of all GPU-time held), the worst tenant's avg
+wait over its ``strict`` figure, harness wall and events; then per tenant, its avg wait
+(x its ``strict`` wait; > 2x flagged) and mean slowdown in each configuration.
+``--check`` then says which of the issue's targets are met (trace_report.py); a missed
+target is reported, not an outcome failure. ``--baseline REV`` replays the same inputs
+with the engine of a git revision (in a scratch worktree, a subprocess) in the same run.
 
-    python -m bench.traces [--configs strict,fair,cohort] [--jobs N] [--baseline REV]
+    python -m bench.traces [--trace philly,itp] [--configs strict,besteffort,fair,cohort]
+                           [--jobs N] [--check] [--json FILE] [--baseline REV]
 """
 
 from __future__ import annotations
@@ -35,69 +64,183 @@ import sys
 import tempfile
 import time
 from collections.abc import Iterator
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from bench import check_outcome, machine, run_bounded
+from bench import check_outcome, machine, oracle, run_bounded
+from bench import trace_report as report
 from muster.cli.commands import build_harness
 from muster.core.model import parse
-from muster.core.sim.figures import figures
+from muster.core.sim.figures import Job, figures, job_figures
 from muster.core.sim.summary import summarize
 
 ROOT = Path(__file__).resolve().parents[1]
 TRACES = Path(os.environ.get("MUSTER_TRACES", ROOT.parent / "shared" / "traces"))
 PHILLY = "philly_1wk_2017-10-02.csv"
+ITP = "itp_cluster06.csv"
 VC_TABLE = "philly_helios_vc_config.csv"
 NODES, GPUS_PER_NODE = 64, 8
 GPU = "nvidia.com/gpu"
-CONFIGS = ("strict", "fair", "cohort")
+CONFIGS = ("strict", "besteffort", "fair", "cohort", "las", "backfill", "strict-backfill")
+ORACLES = ("oracle-fifo", "oracle-sjf")
+# ``las``: Tiresias' discretised 2D-LAS thresholds (GPU-seconds), its starvation factor,
+# the minimum run before a workload may be preempted (again), and the cluster's default
+# checkpoint interval (Helios' restore overheads).
+LAS_LEVELS = (3_600.0, 36_000.0)
+LAS_STARVATION = 2.0
+LAS_MIN_RUN = 600.0
+LAS_CHECKPOINT = 600.0
+BACKFILL = {"reserveAfterSeconds": int(os.environ.get("MUSTER_BENCH_RESERVE_AFTER", "0"))}
 TARGETS = {"strict": 20.0, "fair": 15.0}  # seconds of harness wall the engine issue asks
 # A log this many events per job has no fixed point (under ten are usual): a livelock.
 RUNAWAY_EVENTS_PER_JOB = 500
+DAY = 86_400.0
+
+
+@dataclass(frozen=True)
+class Trace:
+    """A trace file and the cluster it is replayed on."""
+
+    name: str
+    file: str
+    nodes: int
+    horizon: float  # utilisation is measured over 0 .. horizon (seconds of the trace)
+    columns: tuple[str, str, str, str]  # the file's job id, submit time, duration, GPUs
+    tenant: str | None  # the file's tenant column; None: one tenant, named as the trace
+
+
+TRACE_SET = {
+    "philly": Trace(
+        "philly", PHILLY, NODES, 7 * DAY, ("job_id", "submit_time", "duration", "num_gpus"), "vc"
+    ),
+    "itp": Trace(
+        "itp", ITP, 16, 60 * DAY, ("job_id", "submission_time", "duration", "num_gpu"), None
+    ),
+}
 
 
 def main(argv: list[str] | None = None) -> int:
     args = _args(argv)
-    jobs = _jobs(args.jobs)
-    sizes = _vc_sizes()
-    print(f"# {machine()}; load {_load()}; {len(jobs):,} jobs of {TRACES / PHILLY}")
+    configs = args.configs.split(",")
+    if args.check:  # the targets are relative to these two
+        configs = [c for c in ("strict", "besteffort") if c not in configs] + configs
+    print(f"# {machine()}; load {_load()}")
     problems: list[str] = []
-    for name in args.configs.split(","):
-        cluster = cluster_doc(name, sorted({j["vc"] for j in _jobs(None)}), sizes)
-        result = run(cluster, jobs)
-        problems += [f"{name}: {p}" for p in outcome(result)]
-        if result["livelock"]:
-            break  # its figures describe a run cut short
-        _print(name, result, len(jobs))
-        if args.baseline:
-            before = _baseline(args.baseline, cluster, jobs)
-            print(
-                f"  baseline {args.baseline}: {before['wall']:.1f}s harness wall, "
-                f"{before['events']:,} events, mean wait {before['wait']:.0f}s "
-                f"(now {result['wall']:.1f}s: {before['wall'] / result['wall']:.1f}x faster)"
-            )
-    print(f"# load after: {_load()}")
+    results: dict[str, dict[str, dict[str, Any]]] = {}
+    for trace in (TRACE_SET[t] for t in args.trace.split(",")):
+        jobs, refused = read(trace, args.jobs)
+        tenants = sorted({j["vc"] for j in jobs})
+        sizes = _vc_sizes() if trace.tenant else {trace.name: trace.nodes * GPUS_PER_NODE}
+        print(
+            f"\n## {trace.name}: {len(jobs):,} jobs of {TRACES / trace.file}, {trace.nodes} x "
+            f"{GPUS_PER_NODE} GPUs, {len(tenants)} tenant(s); refused (never fit): {refused}"
+        )
+        rows = results[trace.name] = {}
+        for name in ORACLES:
+            rows[name] = reference(trace, jobs, name.removeprefix("oracle-"))
+        for name in configs:
+            cluster = cluster_doc(name, tenants, sizes, trace.nodes)
+            result = run(cluster, jobs, trace.horizon)
+            problems += [f"{trace.name} {name}: {p}" for p in outcome(result)]
+            if result["livelock"]:
+                print(f"{name}: {result['livelock']} (no figures)")
+                continue  # its figures describe a run cut short
+            rows[name] = result
+            print(f"{name}: ran, {result['wall']:.1f}s harness wall", flush=True)
+            if args.baseline:
+                before = _baseline(args.baseline, cluster, jobs)
+                print(
+                    f"  {name} baseline {args.baseline}: {before['wall']:.1f}s harness wall, "
+                    f"{before['events']:,} events, mean wait {before['wait']:.0f}s "
+                    f"(now {result['wall']:.1f}s: {before['wall'] / result['wall']:.1f}x faster)"
+                )
+        full = args.jobs is None and trace.name == "philly"
+        print(report.table(rows, walls=TARGETS if full else {}))
+        print(report.tenant_table(rows))
+    if args.check:
+        print()
+        for line in report.check(results):
+            print(line)
+    if args.json:
+        Path(args.json).write_text(json.dumps(results, indent=1, default=str))
+    print(f"\n# load after: {_load()}")
     check_outcome(problems)
     return 0
 
 
 def _args(argv: list[str] | None = None) -> argparse.Namespace:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawTextHelpFormatter)
+    p.add_argument("--trace", default=",".join(TRACE_SET), help="philly, itp or both")
     p.add_argument("--configs", default=",".join(CONFIGS))
-    p.add_argument("--jobs", type=int, help="only the first N jobs of the trace")
+    p.add_argument("--jobs", type=int, help="only the first N jobs of each trace")
+    p.add_argument("--check", action="store_true", help="say which of issue 19's targets are met")
+    p.add_argument("--json", metavar="FILE", help="also write every figure to FILE")
     p.add_argument("--baseline", metavar="REV", help="also replay with this git revision")
-    return p.parse_args(argv)
+    args = p.parse_args(argv)
+    for field, given, known in (
+        ("--trace", args.trace, TRACE_SET),
+        ("--configs", args.configs, CONFIGS),
+    ):
+        if unknown := [x for x in given.split(",") if x not in known]:
+            p.error(f"{field}: {', '.join(unknown)} not one of {', '.join(known)}")
+    return args
 
 
-def _jobs(limit: int | None) -> list[dict[str, Any]]:
-    with (TRACES / PHILLY).open() as f:
+def read(trace: Trace, limit: int | None) -> tuple[list[dict[str, Any]], int]:
+    """The first ``limit`` jobs of the trace (all by default) as rows of the Philly file's
+    columns, and how many of them were refused: more GPUs than the cluster, or a gang
+    that is not whole nodes (see the module's docstring)."""
+    with (TRACES / trace.file).open() as f:
         rows = list(csv.DictReader(f))
-    return rows[:limit] if limit else rows
+    rows = rows[:limit] if limit else rows
+    job_id, submit, duration, gpus = trace.columns
+    jobs = [
+        {
+            "job_id": r[job_id],
+            "submit_time": r[submit],
+            "duration": r[duration],
+            "num_gpus": r[gpus],
+            "vc": r[trace.tenant] if trace.tenant else trace.name,
+        }
+        for r in rows
+    ]
+    fits = [j for j in jobs if _fits(int(j["num_gpus"]), trace.nodes)]
+    return fits, len(jobs) - len(fits)
+
+
+def _fits(gpus: int, nodes: int) -> bool:
+    return gpus <= nodes * GPUS_PER_NODE and (gpus <= GPUS_PER_NODE or gpus % GPUS_PER_NODE == 0)
 
 
 def _vc_sizes() -> dict[str, int]:
     with (TRACES / VC_TABLE).open() as f:
         return {r["vc"]: int(r["gpus"]) for r in csv.DictReader(f)}
+
+
+def reference(trace: Trace, jobs: list[dict[str, Any]], policy: str) -> dict[str, Any]:
+    """The figures of bench/oracle.py's replay of ``jobs`` under ``policy``."""
+    started = time.perf_counter()
+    ran = oracle.replay(
+        [
+            oracle.Job(j["job_id"], float(j["submit_time"]), float(j["duration"]),
+                       int(j["num_gpus"]), j["vc"])
+            for j in jobs
+        ],
+        nodes=trace.nodes,
+        gpus_per_node=GPUS_PER_NODE,
+        policy=policy,
+    )
+    wall = time.perf_counter() - started
+    found = job_figures(
+        [Job(r.job.tenant, r.job.submit, r.start, r.end, r.job.duration) for r in ran],
+        [(r.start, r.end, r.job.gpus) for r in ran],
+        trace.nodes * GPUS_PER_NODE,
+        (0.0, trace.horizon),
+    )
+    return {
+        "wall": wall, "events": None, "evictions": 0, "preemption_lost_share": 0.0, **found
+    }
 
 
 def _queue(name: str, nominal: int, **extra: Any) -> dict[str, Any]:
@@ -113,14 +256,17 @@ def _queue(name: str, nominal: int, **extra: Any) -> dict[str, Any]:
     }
 
 
-def cluster_doc(config: str, vcs: list[str], sizes: dict[str, int]) -> dict[str, Any]:
-    """The cluster description of one configuration (see the module's docstring)."""
-    total = NODES * GPUS_PER_NODE
+def cluster_doc(
+    config: str, vcs: list[str], sizes: dict[str, int], nodes: int = NODES
+) -> dict[str, Any]:
+    """The cluster description of one configuration (see the module's docstring) on
+    ``nodes`` nodes of 8 GPUs."""
+    total = nodes * GPUS_PER_NODE
     doc: dict[str, Any] = {
         "name": "philly",
         "zones": ["z"],
         "resourceFlavors": [{"name": "gpu"}],
-        "nodes": [{"name": "n", "count": NODES, "allocatable": {GPU: GPUS_PER_NODE}}],
+        "nodes": [{"name": "n", "count": nodes, "allocatable": {GPU: GPUS_PER_NODE}}],
     }
     if config == "cohort":
         weight = sum(sizes[v] for v in vcs)
@@ -136,12 +282,24 @@ def cluster_doc(config: str, vcs: list[str], sizes: dict[str, int]) -> dict[str,
         doc["localQueues"] = [{"namespace": v, "name": "q", "clusterQueue": v} for v in vcs]
         doc["fairSharing"] = {"enable": True}
         return doc
-    if config == "strict":
-        doc["clusterQueues"] = [_queue("all", total, queueingStrategy="StrictFIFO")]
+    backfill = {"backfill": BACKFILL} if config.endswith("backfill") else {}
+    if config.startswith("strict"):
+        doc["clusterQueues"] = [_queue("all", total, queueingStrategy="StrictFIFO", **backfill)]
+        doc["localQueues"] = [{"namespace": v, "name": "q", "clusterQueue": "all"} for v in vcs]
+        return doc
+    if config == "besteffort":
+        doc["clusterQueues"] = [_queue("all", total)]  # BestEffortFIFO is the default
         doc["localQueues"] = [{"namespace": v, "name": "q", "clusterQueue": "all"} for v in vcs]
         return doc
     fair = {"admissionMode": "UsageBasedAdmissionFairSharing"}
-    doc["clusterQueues"] = [_queue("all", total, admissionScope=fair)]
+    las: dict[str, Any] = {}
+    if config == "las":
+        las = {
+            "attainedService": {"levels": list(LAS_LEVELS), "starvationFactor": LAS_STARVATION},
+            "preemption": {"withinClusterQueue": "LowerPriority", "minAdmitDuration": LAS_MIN_RUN},
+        }
+        doc["checkpointing"] = {"intervalSeconds": LAS_CHECKPOINT}
+    doc["clusterQueues"] = [_queue("all", total, admissionScope=fair, **las, **backfill)]
     doc["localQueues"] = [
         {"namespace": v, "name": "q", "clusterQueue": "all", "fairSharing": {"weight": sizes[v]}}
         for v in vcs
@@ -169,7 +327,11 @@ def _workloads(jobs: list[dict[str, Any]]) -> Iterator[dict[str, Any]]:
         }
 
 
-def run(cluster: dict[str, Any], jobs: list[dict[str, Any]]) -> dict[str, Any]:
+def run(
+    cluster: dict[str, Any], jobs: list[dict[str, Any]], horizon: float | None = None
+) -> dict[str, Any]:
+    """``jobs`` through the harness on ``cluster``: the figures, utilisation over 0 ..
+    ``horizon`` (by default the arrival window), and what the outcome check needs."""
     spec = parse.cluster(cluster)
     workloads = parse.workload_list(workloads_doc(jobs))
     harness = build_harness(spec, workloads)
@@ -183,7 +345,7 @@ def run(cluster: dict[str, Any], jobs: list[dict[str, Any]]) -> dict[str, Any]:
         "livelock": livelock,
         "expected": len(jobs),
         "outcomes": summarize(envs)["outcomes"],
-        **figures(envs),
+        **figures(envs, None if horizon is None else (0.0, horizon)),
     }
 
 
@@ -200,20 +362,6 @@ def outcome(r: dict[str, Any]) -> list[str]:
             "preemptor"
         )
     return problems
-
-
-def _print(name: str, r: dict[str, Any], jobs: int) -> None:
-    target = TARGETS.get(name)
-    goal = f" (target <= {target:g}s)" if target is not None and jobs >= 11_000 else ""
-    jct, wait = r["jct_seconds"], r["wait_seconds"]
-    print(
-        f"{name}: {r['wall']:.1f}s harness wall{goal}, {r['events']:,} events; JCT mean "
-        f"{jct['mean']:,.0f}s p50 {jct['p50']:,.0f} p99 {jct['p99']:,.0f}; wait mean "
-        f"{wait['mean']:,.0f}s p50 {wait['p50']:,.0f} p99 {wait['p99']:,.0f}; utilisation "
-        f"{r['utilisation']:.1%}; Jain {r['jain_slowdown']}; evictions {r['evictions']} "
-        f"(max {r['max_evictions_per_victim_per_preemptor']} per victim per preemptor, "
-        f"{r['preemption_lost_gpu_seconds']:,.0f} GPU-s lost)"
-    )
 
 
 def _baseline(rev: str, cluster: dict[str, Any], jobs: list[dict[str, Any]]) -> dict[str, Any]:

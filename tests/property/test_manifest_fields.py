@@ -287,6 +287,7 @@ DIFFERENT: dict[tuple[str, str], Any] = {
     ("pod spec", "tolerations"): [{"key": "k", "operator": "Exists"}],
     ("pod spec", "priorityClassName"): "other",
     ("pod spec", "overhead"): {"cpu": "1"},
+    ("pod spec", "terminationGracePeriodSeconds"): 77,
     ("PodTemplate pod spec", "nodeSelector"): {"gpu": "a100"},
     ("PodTemplate pod spec", "tolerations"): [{"key": "k", "operator": "Exists"}],
     ("PodTemplate pod spec", "overhead"): {"cpu": "1"},

@@ -1682,3 +1682,24 @@ def test_a_job_as_kubectl_get_prints_it_is_read() -> None:
     assert (wl.queue_name, wl.pod_sets[0].count) == ("user-queue", 3)
     assert dict(wl.pod_sets[0].requests) == {"cpu": 1000, "memory": 200 * 2**20}
     assert wl.runtime.duration_seconds == 30.0
+
+
+def test_a_jobs_grace_period_and_checkpoint_interval_are_read() -> None:
+    """Kubernetes' terminationGracePeriodSeconds is how long a stopped pod has between
+    SIGTERM and SIGKILL; the checkpoint interval is muster's annotation (issue 19)."""
+    template = {"spec": {"containers": [container()], "terminationGracePeriodSeconds": 120}}
+    doc = job(
+        {"template": template},
+        annotations={"muster.dev/checkpoint-interval-seconds": "600"},
+    )
+    (wl,) = manifests.read([doc]).workloads
+    assert (wl.termination_grace_seconds, wl.checkpoint_interval_seconds) == (120, 600)
+    (plain,) = manifests.read([job({})]).workloads
+    assert (plain.termination_grace_seconds, plain.checkpoint_interval_seconds) == (30, None)
+
+
+def test_a_bad_checkpoint_annotation_names_it() -> None:
+    doc = job({}, annotations={"muster.dev/checkpoint-interval-seconds": "often"})
+    with pytest.raises(InvalidInput) as err:
+        manifests.read([doc])
+    assert "metadata.annotations.muster.dev/checkpoint-interval-seconds" in str(err.value)

@@ -10,7 +10,7 @@ import pytest
 
 from muster.cli.main import main
 from muster.core.model import parse
-from muster.core.sim.figures import figures
+from muster.core.sim.figures import Job, figures, job_figures
 from muster.core.sim.harness import Submission, build
 from tests.unit.harness_inputs import GPU, gpu_job, gpu_node_cluster
 
@@ -44,10 +44,43 @@ def test_figures_of_a_run_worked_out_by_hand() -> None:
         "mean_wait": 0.0,
         "mean_jct": 10.0,
         "slowdown": 1.0,
+        "slowdown_of_means": 1.0,
+        "mean_pending": 0.0,
     }
     assert found["namespaces"]["b"]["slowdown"] == 1.5  # (20/10 + 10/10) / 2
     assert found["jain_slowdown"] == pytest.approx(2.5**2 / (2 * (1 + 1.5**2)), abs=0.001)
     assert found["evictions"] == 0
+    assert (found["gpu_seconds"], found["preemption_lost_share"]) == (50.0, 0.0)
+    # Over a fixed horizon of 0..40 the same 50 GPU-s are 50 / 80.
+    assert figures(h.log.envelopes, horizon=(0, 40))["utilisation"] == 0.625
+
+
+def test_job_figures_of_a_replay_made_outside_the_harness() -> None:
+    """The same figures from jobs' own times (what bench/oracle.py's replays give): one
+    job never admitted counts in the jobs, not in the waits or JCTs."""
+    jobs = [
+        Job("a", submitted=0, admitted=0, finished=10, ran=10),
+        Job("b", submitted=0, admitted=10, finished=20, ran=10),
+        Job("b", submitted=5, admitted=None, finished=None, ran=0),
+    ]
+    found = job_figures(jobs, [(0, 10, 2), (10, 20, 1)], capacity=2, horizon=(0, 20))
+    assert (found["jobs"], found["finished"]) == (3, 2)
+    assert (found["wait_seconds"]["mean"], found["jct_seconds"]["mean"]) == (5.0, 15.0)
+    assert (found["utilisation"], found["gpu_seconds"]) == (0.75, 30.0)
+    b = {"jobs": 2, "mean_wait": 10.0, "mean_jct": 20.0, "slowdown": 2.0}
+    assert found["namespaces"]["b"] == b | {"slowdown_of_means": 2.0, "mean_pending": 10.0}
+    assert found["pending_seconds"]["mean"] == 5.0  # (0 + 10) / 2: JCT less time held
+    assert found["jain_slowdown"] == pytest.approx(9 / (2 * 5), abs=0.001)
+
+
+def test_a_namespaces_slowdown_of_means_weighs_jobs_by_their_run_time() -> None:
+    """Issue 19 measured Jain over each VC's mean JCT / mean run time: a 1-second job that
+    waited 99 s makes the mean slowdown 50.5, the slowdown of means 55 / 5.5 = 10."""
+    jobs = [Job("c", 0, 99, 100, 1), Job("c", 0, 0, 10, 10), Job("d", 0, 0, 10, 10)]
+    found = job_figures(jobs, [], capacity=0)
+    assert found["namespaces"]["c"]["slowdown"] == 50.5
+    assert found["namespaces"]["c"]["slowdown_of_means"] == 10.0
+    assert found["jain_slowdown_of_means"] == pytest.approx(11**2 / (2 * 101), abs=0.001)
 
 
 def test_sim_summary_prints_figures_and_no_event_log(capsys: pytest.CaptureFixture[str]) -> None:
@@ -131,7 +164,7 @@ def test_sim_summary_shows_each_cluster_queues_weighted_share(
         "clusterQueues": [queue("a"), queue("b")],
         "localQueues": [{"namespace": "ns", "name": "q", "clusterQueue": "a"}],
     }
-    job = {
+    job: dict[str, object] = {
         "name": "j",
         "namespace": "ns",
         "queueName": "q",

@@ -119,10 +119,14 @@ class PodFailed(Event):
 @event_class("node.pod_stopped")
 @dataclass(frozen=True, slots=True, kw_only=True)
 class PodStopped(Event):
-    """The pod was killed because its workload was evicted, cancelled or its node removed."""
+    """The pod was stopped because its workload was evicted, cancelled or its node removed:
+    sent SIGTERM, then SIGKILL ``grace_seconds`` later if it still runs (Kubernetes'
+    terminationGracePeriodSeconds; ``muster.runtime.graceful``), so a trainer can
+    checkpoint."""
 
     node: str
     workload_id: str
     attempt: int
     pod: str
     reason: str
+    grace_seconds: float = 30.0

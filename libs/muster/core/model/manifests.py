@@ -48,6 +48,7 @@ EXIT_CODES = "muster.dev/exit-codes"
 MAX_RUN = "muster.dev/max-run-duration-seconds"
 PROVREQ_MAX_RUN = "provreq.kueue.x-k8s.io/maxRunDurationSeconds"
 SUBMIT_AT = "muster.dev/submit-at"
+CHECKPOINT = "muster.dev/checkpoint-interval-seconds"
 DELETE_AT = "muster.dev/delete-at"
 ENFORCEMENT = "muster.dev/enforcement"
 # A pod consuming a standalone ProvisioningRequest; the older prefix is still seen on GKE.
@@ -560,6 +561,7 @@ class _Pod:
     priority_class: object
     sleep: float | None  # seconds of ``sleep N`` in the command lines, if any
     consumes: str | None = None  # its template's consume-provisioning-request annotation
+    grace: object = None  # terminationGracePeriodSeconds, as given
     # Its template's annotations (a Pod's own) and their path in the manifest.
     annotations: Mapping[str, Any] = field(default_factory=dict)
     annotations_path: str = ""
@@ -755,6 +757,18 @@ def _workload(doc: _Doc) -> tuple[WorkloadSpec, float]:
             origin["maxRunDurationSeconds"] = f"metadata.annotations.{key}"
             break
 
+    # Stopped, every pod gets the longest grace period its templates give (one workload).
+    graced = [ps.pod for ps in pod_sets if ps.pod.grace is not None]
+    if graced:
+        longest_grace = max(graced, key=lambda p: _grace(p) or 0)
+        flat["terminationGracePeriodSeconds"] = longest_grace.grace
+        origin["terminationGracePeriodSeconds"] = (
+            f"{_relative(doc, longest_grace.path)}.terminationGracePeriodSeconds"
+        )
+    if CHECKPOINT in annotations:
+        flat["checkpointIntervalSeconds"] = annotations[CHECKPOINT]
+        origin["checkpointIntervalSeconds"] = f"metadata.annotations.{CHECKPOINT}"
+
     runtime: dict[str, Any] = {}
     if RUNTIME in annotations:
         runtime["durationSeconds"] = annotations[RUNTIME]
@@ -778,6 +792,10 @@ def _workload(doc: _Doc) -> tuple[WorkloadSpec, float]:
     if submit_at is not None:
         at = parse_duration(submit_at, doc.at(f"metadata.annotations.{SUBMIT_AT}"))
     return workload, at
+
+
+def _grace(pod: _Pod) -> int | None:
+    return _whole(pod.grace, f"{pod.path}.terminationGracePeriodSeconds")
 
 
 def _relative(doc: _Doc, path: str) -> str:
@@ -1236,6 +1254,7 @@ def _pod(data: object, path: str) -> _Pod:
         tolerations=tolerations,
         priority_class=o.raw("priorityClassName"),
         sleep=sum(init_sleeps) + max(sleeps) if sleeps else None,
+        grace=o.raw("terminationGracePeriodSeconds"),
     )
 
 

@@ -10,6 +10,7 @@ from dataclasses import replace
 
 from muster.core.model.cluster import (
     CapacityStep,
+    Checkpointing,
     ClusterSpec,
     FailureWindow,
     NodePool,
@@ -30,6 +31,8 @@ from muster.core.model.queues import (
     MAX_RUN_SECONDS,
     PROVISIONING_CONTROLLER,
     AdmissionCheckSpec,
+    AttainedService,
+    BackfillPolicy,
     BorrowWithinCohort,
     ClusterQueueSpec,
     CohortSpec,
@@ -104,6 +107,10 @@ def workload(data: object, path: str = "") -> WorkloadSpec:
         placement=placement_policy(o.obj("placement")),
         failure_policy=_failure_policy(o.obj("failurePolicy")),
         gang=_gang(o.obj("gang")),
+        checkpoint_interval_seconds=_positive_seconds(o, "checkpointIntervalSeconds"),
+        termination_grace_seconds=o.number(
+            "terminationGracePeriodSeconds", default=30.0, lo=0.0, hi=MAX_RUN_SECONDS
+        ),
     )
     o.done()
     _gang_member(spec, o)
@@ -350,9 +357,23 @@ def cluster_queue(data: object, path: str = "") -> ClusterQueueSpec:
         stop_policy=_stop_policy(o),  # type: ignore[arg-type]
         admission_mode=_admission_mode(o.obj("admissionScope")),  # type: ignore[arg-type]
         placement=placement_policy(o.obj("placement")) or PlacementPolicy(),
+        attained_service=_attained_service(o.obj("attainedService")),
+        backfill=_backfill(o.obj("backfill")),
     )
     o.done()
     return spec
+
+
+def _backfill(o: Obj | None) -> BackfillPolicy | None:
+    """``backfill: {reserveAfterSeconds, defaultRunSeconds}`` (durations: 90, "10m")."""
+    if o is None:
+        return None
+    after = o.duration("reserveAfterSeconds", default=0.0, hi=MAX_RUN_SECONDS) or 0.0
+    default = o.duration("defaultRunSeconds", hi=MAX_RUN_SECONDS)
+    if default is not None and default <= 0:
+        raise InvalidInput(o.at("defaultRunSeconds"), "must be more than 0 seconds")
+    o.done()
+    return BackfillPolicy(reserve_after_seconds=after, default_run_seconds=default)
 
 
 def _admission_checks(o: Obj) -> tuple[tuple[str, ...], dict[str, tuple[str, ...]]]:
@@ -423,6 +444,25 @@ def _preemption(o: Obj | None) -> PreemptionPolicy:
         min_admit_duration=protect,
         on_preempted=on_preempted,  # type: ignore[arg-type]
     )
+
+
+def _attained_service(o: Obj | None) -> AttainedService | None:
+    """Tiresias' discretised LAS: ``levels`` (GPU-seconds, ascending) and
+    ``starvationFactor``."""
+    if o is None:
+        return None
+    levels: list[float] = []
+    for value, at in o.items("levels", required=True, max_items=16):
+        if isinstance(value, bool) or not isinstance(value, (int, float)) or value <= 0:
+            raise InvalidInput(at, f"must be a positive number of GPU-seconds, not {value!r}")
+        if levels and value <= levels[-1]:
+            raise InvalidInput(at, "levels must be in ascending order")
+        levels.append(float(value))
+    if not levels:
+        raise InvalidInput(o.at("levels"), "must name at least one threshold")
+    factor = o.number("starvationFactor", default=0.0, lo=0.0, hi=1e6)
+    o.done()
+    return AttainedService(levels=tuple(levels), starvation_factor=factor)
 
 
 def _fungibility(o: Obj | None) -> FlavorFungibility:
@@ -613,6 +653,35 @@ def local_queue(data: object, path: str = "") -> LocalQueueSpec:
     return spec
 
 
+def _positive_seconds(o: Obj, key: str) -> float | None:
+    if o.raw(key) is None:
+        return None
+    value = o.number(key, default=0.0, lo=0.0, hi=MAX_RUN_SECONDS)
+    if value <= 0:
+        raise InvalidInput(o.at(key), f"must be a positive number of seconds, got {value:g}")
+    return value
+
+
+def _checkpointing(o: Obj | None) -> Checkpointing:
+    """The cluster's checkpoint default and restore overheads (Helios' by default)."""
+    if o is None:
+        return Checkpointing()
+    interval = _positive_seconds(o, "intervalSeconds")
+    base = Checkpointing()
+    restore = o.obj("restoreSeconds")
+    steps = {}
+    if restore is not None:
+        for key, name in (
+            ("singleGPU", "single_gpu_seconds"),
+            ("singleNode", "single_node_seconds"),
+            ("multiNode", "multi_node_seconds"),
+        ):
+            steps[name] = restore.number(key, default=getattr(base, name), lo=0.0, hi=86_400.0)
+        restore.done()
+    o.done()
+    return Checkpointing(interval_seconds=interval, **steps)
+
+
 def cluster(data: object, path: str = "") -> ClusterSpec:
     """The cluster description: see docs/cluster-description.md."""
     o = Obj(data, path)
@@ -641,6 +710,7 @@ def cluster(data: object, path: str = "") -> ClusterSpec:
         ),
         booking_seconds=_booking(o),
         active_requests=o.integer("activeRequests", default=100, lo=1, hi=100_000) or 100,
+        checkpointing=_checkpointing(o.obj("checkpointing")),
     )
     nodes = [n for item, at in o.items("nodes", max_items=10_000) for n in _node_group(item, at)]
     _unique(o.at("nodes"), [n.name for n in nodes])

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from bisect import bisect_right
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Literal
@@ -75,6 +76,36 @@ class PreemptionPolicy:
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
+class AttainedService:
+    """Tiresias' discretised 2D-LAS (NSDI'19 §3-4): a workload's attained service is the
+    accelerators it held x the seconds it held them, over its admitted attempts; its level
+    is the number of ``levels`` (GPU-second thresholds, ascending) it has passed. Within a
+    priority class a lower level goes first (and, as ``withinClusterQueue`` allows,
+    preempts a higher one); within a level, submission order. A pending workload that has
+    waited ``starvation_factor`` x the seconds it ran goes back to level 0 (Tiresias'
+    STARVELIMIT; 0: never)."""
+
+    levels: tuple[float, ...]
+    starvation_factor: float = 0.0
+
+    def level(self, service: float) -> int:
+        return bisect_right(self.levels, service)
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class BackfillPolicy:
+    """Reservations and backfill (Slurm's sched/backfill, Volcano's reserve + backfill
+    actions): a head that has waited ``reserve_after_seconds`` and does not fit holds the
+    earliest-freeing nodes that can take it; later work goes there only if its declared
+    ``maxRunDurationSeconds`` ends before the reservation's estimated start."""
+
+    reserve_after_seconds: float = 0.0
+    # Slurm's DefaultTime: the run time assumed for a running workload that declares no
+    # maxRunDurationSeconds (None: unknown, it frees its nodes after every declared one).
+    default_run_seconds: float | None = None
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
 class FlavorFungibility:
     when_can_borrow: Literal["MayStopSearch", "TryNextFlavor"] = "MayStopSearch"
     when_can_preempt: Literal["MayStopSearch", "TryNextFlavor"] = "TryNextFlavor"
@@ -101,6 +132,10 @@ class ClusterQueueSpec:
     admission_mode: AdmissionMode = "None"
     # How its workloads are placed on existing nodes (Volcano binpack / HAMi policies).
     placement: PlacementPolicy = field(default_factory=PlacementPolicy)
+    # Attained-service priority within each priority class (None: off).
+    attained_service: AttainedService | None = None
+    # Reservations for heads that waited, and backfill around them (None: off).
+    backfill: BackfillPolicy | None = None
 
     def group_for(self, resource: str) -> ResourceGroup | None:
         return next((g for g in self.resource_groups if resource in g.covered_resources), None)

@@ -187,6 +187,12 @@ class WorkloadSpec:
     placement: PlacementPolicy | None = None  # None: its ClusterQueue's
     failure_policy: FailurePolicy = field(default_factory=FailurePolicy)
     gang: Gang | None = None  # a member of a gang submitted member by member
+    # Seconds between its checkpoints: preempted, it keeps floor(run / interval) x interval
+    # of its progress (None: the cluster's default; no default either: it keeps nothing).
+    checkpoint_interval_seconds: float | None = None
+    # Kubernetes' terminationGracePeriodSeconds: a pod stopped is sent SIGTERM, then
+    # SIGKILL this long after (a trainer checkpoints in between).
+    termination_grace_seconds: float = 30.0
 
     def total_requests(self) -> dict[str, int]:
         return resources.total(ps.total_requests() for ps in self.pod_sets)

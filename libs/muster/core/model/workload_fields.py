@@ -192,7 +192,9 @@ POD_SPEC = Shape(
             "RuntimeClass objects are not read: their scheduling and overhead are not applied"
         ),
         "restartPolicy": passed("container restarts inside a running pod are the kubelet's"),
-        "terminationGracePeriodSeconds": passed("how long a stopped pod takes to end"),
+        "terminationGracePeriodSeconds": honoured(
+            "SIGTERM to SIGKILL when muster stops the pod (preempted: time to checkpoint)"
+        ),
         "os": passed("a validation hint; select nodes by kubernetes.io/os in nodeSelector"),
         "readinessGates": passed("readiness after the pod started"),
         **dict.fromkeys(
@@ -440,6 +442,7 @@ CAPACITY_POD_TEMPLATE = _with(
         POD_SPEC,
         "PodTemplate pod spec",
         priorityClassName=passed(_CAPACITY),
+        terminationGracePeriodSeconds=passed(_CAPACITY),
         containers=_CAPACITY_CONTAINER,
         initContainers=_with(
             _CAPACITY_CONTAINER,

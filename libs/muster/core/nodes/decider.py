@@ -17,12 +17,12 @@ from typing import Any
 from muster.core.events import Event, Folded, NewEvent
 from muster.core.events import node as nev
 from muster.core.model.workload import Runtime
-from muster.core.nodes.state import NodeAgentState, Pod, PodKey, evolve
+from muster.core.nodes.state import NodeAgentState, Pod, PodKey, evolve, run_seconds
 
 
 class NodeAgentDecider:
     categories = frozenset({"cloud", "workload", "admission", "provisioning", "node", "timer"})
-    snapshot_format = "node-agent-state-v6"
+    snapshot_format = "node-agent-state-v7"
 
     def __init__(
         self, shard: int = 0, shards: int = 1, *, simulated: bool = True, node: str = ""
@@ -63,6 +63,7 @@ class NodeAgentDecider:
                         attempt=pod.attempt,
                         pod=pod.name,
                         reason=state.stopping[key],
+                        grace_seconds=state.graces.get(pod.workload_id, 30.0),
                     ),
                 )
             )
@@ -85,7 +86,7 @@ class NodeAgentDecider:
                             workload_id=pod.workload_id,
                             attempt=pod.attempt,
                             pod=pod.name,
-                            finishes_at=state.now + runtime.duration_seconds,
+                            finishes_at=state.now + run_seconds(state, pod.workload_id),
                             run=pod.run,
                         ),
                     )

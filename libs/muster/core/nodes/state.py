@@ -14,7 +14,9 @@ from muster.core.events import node as nev
 from muster.core.events import provisioning as pev
 from muster.core.events import queue as qev
 from muster.core.events import workload as wev
-from muster.core.model.inventory import NodeInventory
+from muster.core.model.cluster import Checkpointing
+from muster.core.model.cluster import kept as checkpoint_kept
+from muster.core.model.inventory import ACCELERATORS, NodeInventory
 from muster.core.model.workload import Runtime
 
 
@@ -34,6 +36,7 @@ class Pod:
     node: str
     finishes_at: float | None = None  # set once started
     run: int = 0  # replacements before this one
+    started_at: float | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -57,6 +60,13 @@ class NodeAgentState:
     registrant: dict[str, str] = field(default_factory=dict)
     now: float = 0.0
     runtimes: dict[str, Runtime] = field(default_factory=dict)  # workload -> runtime
+    # Checkpoints (simulated): the cluster's default; per workload its interval (None: it
+    # keeps nothing when stopped) and accelerators; the progress it kept over its stopped
+    # attempts and the restore its current (next) attempt spends first.
+    checkpointing: Checkpointing = field(default_factory=Checkpointing)
+    checkpoints: dict[str, tuple[float | None, int]] = field(default_factory=dict)
+    progress: dict[str, tuple[float, float]] = field(default_factory=dict)
+    graces: dict[str, float] = field(default_factory=dict)  # workload -> SIGTERM..SIGKILL
     unregistered: dict[str, Registration] = field(default_factory=dict)
     nodes: set[str] = field(default_factory=set)  # registered, not yet removed or lost
     declared: dict[str, NodeInventory] = field(default_factory=dict)  # existing, owned
@@ -135,6 +145,37 @@ def _apply(event: Event, state: NodeAgentState) -> None:
 @_apply.register
 def _(event: wev.WorkloadSubmitted, state: NodeAgentState) -> None:
     state.runtimes[event.workload_id] = event.spec.runtime
+    if event.spec.termination_grace_seconds != 30.0:
+        state.graces[event.workload_id] = event.spec.termination_grace_seconds
+    total = event.spec.total_requests()
+    state.checkpoints[event.workload_id] = (
+        event.spec.checkpoint_interval_seconds,
+        sum(total.get(d, 0) for d in ACCELERATORS),
+    )
+
+
+def run_seconds(state: NodeAgentState, workload_id: str) -> float:
+    """How long a simulated pod of the workload's next attempt runs: what is left after
+    the progress it kept, plus the restore it spends first."""
+    runtime = state.runtimes.get(workload_id, Runtime())
+    kept, restore = state.progress.get(workload_id, (0.0, 0.0))
+    return max(0.0, runtime.duration_seconds - kept) + restore
+
+
+def _checkpointed(state: NodeAgentState, workload_id: str) -> None:
+    """Its attempt is stopped: it keeps its progress up to its last checkpoint (the
+    restore it spent is none) and its next attempt restores first (with an interval)."""
+    own, devices = state.checkpoints.get(workload_id, (None, 0))
+    interval = state.checkpointing.interval(own)
+    if interval is None:
+        return  # it keeps nothing: the next attempt starts from the beginning
+    pods = (state.pods[k] for k in state.by_workload.get(workload_id, ()))
+    starts = [p.started_at for p in pods if p.started_at is not None]
+    kept, restore = state.progress.get(workload_id, (0.0, 0.0))
+    if starts:
+        progress = max(0.0, state.now - min(starts) - restore)
+        kept += checkpoint_kept(progress, interval)
+    state.progress[workload_id] = (kept, state.checkpointing.restore(devices))
 
 
 @_apply.register
@@ -154,6 +195,7 @@ def _(event: pev.ProvisioningProvisioned, state: NodeAgentState) -> None:
 @_apply.register
 def _(event: pev.CloudConfigured, state: NodeAgentState) -> None:
     """Declared (simulated) existing nodes: this agent registers the ones it owns."""
+    state.checkpointing = event.spec.checkpointing
     for inv in event.spec.nodes:
         if not claims(inv.name, state):
             continue
@@ -244,6 +286,7 @@ def _stop_workload(workload_id: str, reason: str, state: NodeAgentState) -> None
 
 @_apply.register
 def _(event: qev.WorkloadEvicted, state: NodeAgentState) -> None:
+    _checkpointed(state, event.workload_id)
     _stop_workload(event.workload_id, f"workload evicted: {event.reason}", state)
 
 
@@ -268,11 +311,19 @@ def _(event: qev.WorkloadGrown, state: NodeAgentState) -> None:
 @_apply.register
 def _(event: qev.WorkloadCancelled, state: NodeAgentState) -> None:
     _stop_workload(event.workload_id, "workload cancelled", state)
+    _forget(state, event.workload_id)
 
 
 @_apply.register
 def _(event: qev.WorkloadFinished, state: NodeAgentState) -> None:
     _stop_workload(event.workload_id, f"workload finished: {event.outcome}", state)
+    _forget(state, event.workload_id)
+
+
+def _forget(state: NodeAgentState, workload_id: str) -> None:
+    state.checkpoints.pop(workload_id, None)
+    state.progress.pop(workload_id, None)
+    state.graces.pop(workload_id, None)
 
 
 @_apply.register
@@ -283,6 +334,7 @@ def _(event: nev.PodStarted, state: NodeAgentState) -> None:
         if pod.finishes_at is not None:
             state.ends.discard((pod.finishes_at, key))
         pod.finishes_at = event.finishes_at
+        pod.started_at = state.now
         state.to_start.discard(key)
         state.ends.add((event.finishes_at, key))
 

@@ -17,8 +17,9 @@ from muster.core.model.queues import ClusterQueueSpec
 from muster.core.model.resources import format_quantity
 from muster.core.placement.book import NodeBook, Placement
 from muster.core.placement.view import view
-from muster.core.queueing import placing
+from muster.core.queueing import attained, placing
 from muster.core.queueing import preemption as pre
+from muster.core.queueing import reservations as rsv
 from muster.core.queueing.cursor import QueueCursor
 from muster.core.queueing.flavors import FIT, Assignment, Unassignable, assign
 from muster.core.queueing.snapshot import Snapshot
@@ -61,7 +62,7 @@ def nominate(
         pinned = assign(cq, snap.state.flavors, wl.spec, snap.tree, False, pinned=wl.preempted_for)
         if isinstance(pinned, Assignment):
             return Verdict(wl, cq.name, pinned)
-    key = (cq.name, wl.shape, wl.priority if can_preempt else None)
+    key = (cq.name, wl.shape, attained.rank(snap.state, wl) if can_preempt else None)
     cache = snap.no_fit.setdefault(id(snap.tree.queues[cq.name].root()), {})
     cached = cache.get(key)
     if cached is not None:
@@ -144,13 +145,15 @@ def preempt(
     none do. The room goes to the preemptor: later entries of this cycle cannot take it."""
     spared = snap.state.evicted_for.get(wl.id, set())  # it evicted them once already
     gone = snap.evicted | spared | snap.grown
+    rank = attained.rank(snap.state, wl)
     candidates = [h for h in holders(snap, cq.name) if h.id not in gone]
+    candidates = _fair_to_tenants(snap, cq, wl, outcome, _ranked(snap, cq, candidates, rank))
     candidates, protected = _unprotected(snap, candidates, outcome)
     excluded: frozenset[str] = frozenset()
     while True:
         victims = pre.victims(
             snap.tree,
-            pre.Preemptor(wl.id, cq, wl.priority, wl.order, outcome),
+            pre.Preemptor(wl.id, cq, rank, wl.order, outcome),
             candidates,
             snap.state.fair_sharing.preemption_strategies if snap.fair_sharing else None,
             placeable=_placeable_without(snap, cq, wl, outcome),
@@ -186,7 +189,7 @@ def preempt(
         # not shared, so each lane it parks learns when they end.
         if not spared and not protected:
             root = id(snap.tree.queues[cq.name].root())
-            snap.no_fit.setdefault(root, {})[(cq.name, wl.shape, wl.priority)] = verdict
+            snap.no_fit.setdefault(root, {})[(cq.name, wl.shape, rank)] = verdict
         return _partial(snap, cq, wl) or Verdict(wl, cq.name, verdict)
     if snap.dry:
         return Verdict(wl, cq.name, outcome, victims)
@@ -210,6 +213,58 @@ def preempt(
         victims,
         placement=planned if isinstance(planned, Placement) else None,
     )
+
+
+def _ranked(
+    snap: Snapshot, cq: ClusterQueueSpec, candidates: list[pre.Holder], rank: int
+) -> list[pre.Holder]:
+    """Candidates with the ranks a preemptor of ``cq`` (of rank ``rank``) compares: with
+    attained service, priority and level now in ``cq`` (attained.py), else their priority.
+    Those of ``cq`` ranked above the preemptor are no victims under any policy: left out
+    here, before the costlier checks. Ranked once per cycle (``now`` is the cycle's)."""
+    las = cq.attained_service
+    if las is None:
+        return candidates
+    state, cache, out = snap.state, snap.ranked, []
+    for h in candidates:
+        key = (cq.name, h.id)
+        ranked = cache.get(key)
+        if ranked is None:
+            same = h.cluster_queue == cq.name
+            wl = state.workloads[h.id]
+            ranked = cache[key] = replace(h, priority=attained.holder_rank(state, las, wl, same))
+        if ranked.cluster_queue == cq.name and ranked.priority > rank:
+            continue
+        out.append(ranked)
+    return out
+
+
+def _fair_to_tenants(
+    snap: Snapshot,
+    cq: ClusterQueueSpec,
+    wl: WorkloadEntry,
+    outcome: Assignment,
+    candidates: list[pre.Holder],
+) -> list[pre.Holder]:
+    """Attained service with tenant fair sharing: a workload of another tenant is taken for
+    its level only while its tenant keeps at least the preemptor's tenant's share (both
+    weighted, after the preemption: Kueue's LessThanOrEqualToFinalShare, between tenants).
+    Within a tenant LAS preempts freely; a class above the preemptor's is no candidate
+    anyway, and one below it is taken whatever the shares."""
+    if cq.attained_service is None or cq.admission_mode != "UsageBasedAdmissionFairSharing":
+        return candidates
+    mine = snap.share_after(cq, wl.local_queue, outcome.usage, +1)
+    state, out = snap.state, []
+    for h in candidates:
+        victim = state.workloads[h.id]
+        if (
+            h.cluster_queue != cq.name
+            or victim.local_queue == wl.local_queue
+            or victim.priority < wl.priority
+            or snap.share_after(cq, victim.local_queue, h.usage, -1) >= mine
+        ):
+            out.append(h)
+    return out
 
 
 def _unprotected(
@@ -286,12 +341,20 @@ def _place_and_admit(
     counts: dict[str, int],
 ) -> Verdict:
     """Admit a fitting assignment once its gang has a place on existing nodes (if it
-    goes there), or say why it has none."""
-    placed = _place(snap, cq, wl, outcome, counts)
+    goes there), or say why it has none. Reservations it must not delay keep it off
+    their nodes and out of the quota their holders will need (reservations.py)."""
+    bound = rsv.binding(snap.state, snap.reservations, wl) if snap.reservations else []
+    for r in bound:
+        if not rsv.quota_left(snap, cq, wl, r, counts):
+            return Verdict(wl, cq.name, rsv.blocked(snap.state, r, wl))
+    placed = _place(snap, cq, wl, outcome, counts, bound)
     if isinstance(placed, Unassignable):
         return Verdict(wl, cq.name, placed)
     if not snap.dry:
         _admit(snap, cq, wl, outcome, counts)
+        for r in bound:  # it still runs at the reservation's start
+            if snap.root_name(cq.name) == r.root:
+                r.tree.add(cq.name, outcome.usage)
     return Verdict(wl, cq.name, outcome, pod_counts=counts, placement=placed)
 
 
@@ -364,16 +427,21 @@ def _place(
     wl: WorkloadEntry,
     outcome: Assignment,
     counts: dict[str, int],
+    bound: Sequence[rsv.Reservation] = (),
 ) -> Placement | Unassignable | None:
-    """Placement on existing nodes (None: the provisioner makes the nodes)."""
+    """Placement on existing nodes (None: the provisioner makes the nodes), off the nodes
+    of the reservations ``bound``."""
+    avoid = frozenset().union(*(r.nodes for r in bound))
     # What placement depends on: the pods (not whose they are), the flavors' labels and
-    # tolerations, the policy. Tenants and queues with lookalike heads share one search.
+    # tolerations, the policy, the nodes it may not take. Tenants and queues with
+    # lookalike heads share one search.
     key = (
         wl.spec.placement or cq.placement,
         wl.shape[2:],
         tuple(sorted(counts.items())),
         tuple(sorted((k, tuple(sorted(v.items()))) for k, v in outcome.node_selectors.items())),
         tuple(sorted((k, tuple(sorted(v.items()))) for k, v in outcome.flavors.items())),
+        avoid,
     )
     if wl.preempted_on is not None:
         # Where its victims made room: there first, before anywhere a lookalike fails.
@@ -393,6 +461,8 @@ def _place(
     known = snap.unplaced.get(key)
     if known is not None:
         return known
+    if avoid:
+        return _place_around(snap, cq, wl, outcome, counts, bound, avoid, key)
     misses = snap.state.notes.misses
     freed = snap.state.book.freed
     pristine = not snap.book.changed()
@@ -411,6 +481,35 @@ def _place(
             if len(misses) > MAX_MISSES:
                 misses.clear()
             misses[key] = (freed, placed)
+    return placed
+
+
+def _place_around(
+    snap: Snapshot,
+    cq: ClusterQueueSpec,
+    wl: WorkloadEntry,
+    outcome: Assignment,
+    counts: dict[str, int],
+    bound: Sequence[rsv.Reservation],
+    avoid: frozenset[str],
+    key: tuple[object, ...],
+) -> Placement | Unassignable | None:
+    """Placement off the reserved nodes ``avoid``; where it has none but would have one
+    on them, the reservation is what it waits for (BlockedByReservation)."""
+    within = frozenset(n for n in snap.book.nodes if n not in avoid)
+    book = view(snap.book) if snap.dry else snap.book
+    placed = placing.try_place(
+        snap.state, book, wl, cq.name, outcome, counts, snap.routes, within=within
+    )
+    if isinstance(placed, Unassignable):
+        anywhere = placing.try_place(
+            snap.state, view(snap.book), wl, cq.name, outcome, counts, snap.routes, explain=False
+        )
+        if isinstance(anywhere, Placement):
+            on = set(anywhere.nodes.values())
+            r = next((r for r in bound if r.nodes & on), bound[0])
+            placed = rsv.blocked(snap.state, r, wl)
+        snap.unplaced[key] = placed
     return placed
 
 

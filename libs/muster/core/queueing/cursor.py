@@ -19,7 +19,9 @@ class QueueCursor:
     Order: workloads that preempted first, then priority (descending), then the
     submission order. With usage-based admission fair sharing the next tenant
     (LocalQueue) is the one with the smallest weighted share of the queue's quota
-    at that moment; priority orders work within a tenant. The head of the queue is the
+    at that moment; priority orders work within a tenant. With attained service
+    (attained.py) the rank (priority, then level) goes before the share: fair sharing
+    picks the tenant among the heads of the best rank. The head of the queue is the
     first of its lanes' heads; a lane whose head does not fit is parked whole (its
     other members get the same verdict), so the walk costs lanes and admissions, not
     pending workloads.
@@ -29,6 +31,9 @@ class QueueCursor:
         self.snap = snap
         self.cq = cq
         self.fair = cq.admission_mode == "UsageBasedAdmissionFairSharing"
+        # With attained service, rank (priority class, then level) goes before the tenants'
+        # shares: a short job of a heavy tenant passes a long one of a light tenant.
+        self.rank_first = cq.attained_service is not None
         self.at: dict[int, int] = {}  # id(lane) -> position of its head
         # Heaps of (head key, lane): one per tenant with fair sharing, else one.
         self.heaps: dict[str, list[tuple[tuple[int, int, int, str], int, Lane]]] = {}
@@ -50,7 +55,9 @@ class QueueCursor:
             if heap:
                 # A preemptor goes first, whatever its tenant's share: the room its
                 # victims free is its own, not the lighter tenant's (the victims').
-                k = (heap[0][0][0], self.snap.tenant_share(self.cq, lq), heap[0][0])
+                head = heap[0][0]
+                rank = head[1] if self.rank_first else 0
+                k = (head[0], rank, self.snap.tenant_share(self.cq, lq), head)
                 if best is None or k < best:
                     best, found = k, lq
         return found

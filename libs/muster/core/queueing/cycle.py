@@ -27,7 +27,7 @@ from collections.abc import Iterator
 
 from muster.core.events import NewEvent
 from muster.core.model.queues import ClusterQueueSpec
-from muster.core.queueing import checks
+from muster.core.queueing import attained, checks
 from muster.core.queueing import quota as qt
 from muster.core.queueing.admit import nominate, pods_ready_block, preempt_rules, process
 from muster.core.queueing.cursor import QueueCursor
@@ -35,6 +35,7 @@ from muster.core.queueing.flavors import Assignment, Unassignable
 from muster.core.queueing.growth import Growers
 from muster.core.queueing.parking import CONFIG, QUOTA, STATE, TIME
 from muster.core.queueing.pending import Lane
+from muster.core.queueing.reservations import reserve
 from muster.core.queueing.snapshot import Snapshot
 from muster.core.queueing.state import QueueState, WorkloadEntry, never_preempts
 from muster.core.queueing.verdicts import REJECTIONS, Verdict, to_events
@@ -54,6 +55,8 @@ def decide(
     dropped early. ``subject`` (with ``every_verdict``): of the verdicts its lanes'
     judgements record for whole lanes, only this workload's (explain)."""
     snap = Snapshot(state, every_verdict=every_verdict, subject=subject)
+    if snap.backfill:
+        snap.reservations = reserve(snap)
     live = [cursor for cursor in lanes_to_judge(snap) if judge_heads(snap, cursor)]
     # The rounds find their own misses: what the heads' judgement found on the book
     # as the log left it is not said again with its numbers of then.
@@ -216,6 +219,13 @@ def judge_heads(snap: Snapshot, cursor: QueueCursor) -> bool:
             for lane, _ in cursor.lanes():
                 snap.stamps[(lane.local_queue, lane.key)] = None
             return True
+        if snap.reservation_of(head.id) is not None:
+            # Reserved: the work behind it backfills around its reservation.
+            top = cursor.peek_lane()
+            assert top is not None
+            _record(snap, top, cursor.at[id(top)], cq.name, why, only=1)
+            cursor.pop(head)  # its lane's next member is judged with the other heads
+            return _judge_lanes(snap, cursor)
         lane, at = cursor.park(head)
         snap.record(lane, at, cq.name, why, only=1)
         rest = [(lane, at + 1), *cursor.rest()]
@@ -223,15 +233,45 @@ def judge_heads(snap: Snapshot, cursor: QueueCursor) -> bool:
         for other, _ in rest:
             _judged(snap, other, kind, cq, why, until)
         return False
+    return _judge_lanes(snap, cursor)
+
+
+def _judge_lanes(snap: Snapshot, cursor: QueueCursor) -> bool:
+    """BestEffortFIFO (and a StrictFIFO queue behind a reserved head): every lane's head
+    is judged, those that cannot be admitted are parked whole."""
+    cq = cursor.cq
     parked = []
     for lane, at in cursor.lanes():
         why, kind, until = _judge(snap, cursor, snap.workload(lane, at))
         if why is not None:
             parked.append(lane)
-            snap.record(lane, at, cq.name, why)
+            _record(snap, lane, at, cq.name, why)
         _judged(snap, lane, kind, cq, why, until)
     cursor.drop(parked)
     return cursor.peek() is not None
+
+
+def _record(
+    snap: Snapshot, lane: Lane, at: int, cq: str, why: Unassignable, *, only: int = 0
+) -> None:
+    """``snap.record``, but a reservation's holder says what it holds (reason Reserved);
+    the rest of its lane gets the verdict as it is."""
+    r = snap.reservation_of(snap.workload(lane, at).id)
+    if r is None:
+        snap.record(lane, at, cq, why, only=only)
+        return
+    held = Unassignable("Reserved", f"{why.message}; {r.describe(snap.state.now)}", why.shortfall)
+    snap.record(lane, at, cq, held, only=1)
+    if only != 1 and at + 1 < len(lane.members):
+        snap.record(lane, at + 1, cq, why, only=max(only - 1, 0))
+
+
+def _strict(snap: Snapshot, cq: ClusterQueueSpec) -> bool:
+    """StrictFIFO, unless a head of the queue holds a reservation: then the work behind
+    it backfills (Slurm's backfill: reserve for the first, start the others around it)."""
+    if cq.queueing_strategy != "StrictFIFO":
+        return False
+    return not any(r.cluster_queue == cq.name for r in snap.reservations)
 
 
 def _judge(
@@ -283,11 +323,11 @@ def admit_rounds(snap: Snapshot, cursors: list[QueueCursor]) -> None:
                 snap.verdicts.append(done)
                 continue
             lane, at = cursor.park(done.workload)
-            if cursor.cq.queueing_strategy != "StrictFIFO":
+            if not _strict(snap, cursor.cq):
                 # Its lane's other members would be judged the same now.
-                snap.record(lane, at, cursor.cq.name, done.outcome)
+                _record(snap, lane, at, cursor.cq.name, done.outcome)
                 continue
-            snap.record(lane, at, cursor.cq.name, done.outcome, only=1)
+            _record(snap, lane, at, cursor.cq.name, done.outcome, only=1)
             _block(snap, cursor, done.workload, [(lane, at + 1), *cursor.rest()])
         cursors = [c for c in cursors if c.peek() is not None]
     growers.turn({})
@@ -309,7 +349,7 @@ def _drain_known(snap: Snapshot, cursor: QueueCursor) -> None:
             return  # its own history (preempted for flavors, partial) decides
         wl = snap.workload(lane, cursor.at[id(lane)])
         preempts = can_preempt and not never_preempts(snap.state, wl)
-        hit = cache.get((cq.name, wl.shape, wl.priority if preempts else None))
+        hit = cache.get((cq.name, wl.shape, attained.rank(snap.state, wl) if preempts else None))
         if hit is None:
             return
         lane, at = cursor.park(wl)

@@ -5,9 +5,10 @@ from __future__ import annotations
 from typing import Any
 
 from muster.core.events import NewEvent
-from muster.core.queueing import figures, sharding
+from muster.core.queueing import attained, figures, sharding
 from muster.core.queueing import state as qs
 from muster.core.queueing.cycle import admission_cycle
+from muster.core.queueing.reservations import next_reservation_time
 from muster.core.queueing.settle import settle
 
 
@@ -18,7 +19,7 @@ class QueueDecider:
     categories = frozenset(
         {"config", "cloud", "workload", "admission", "provisioning", "node", "timer"}
     )
-    snapshot_format = "queue-state-v19"
+    snapshot_format = "queue-state-v21"
     clock_only = qs.clock_only_types()  # replay reads these without payload (core/decider.py)
     keeps_history = True  # its snapshots are kept by position too (explain --at)
 
@@ -41,8 +42,9 @@ class QueueDecider:
         return admission_cycle(state)
 
     def next_deadline(self, state: qs.QueueState) -> float | None:
-        """waitForPodsReady's next timeout, the end of a requeue backoff, or of a
-        preemption protection (minAdmitDuration)."""
+        """waitForPodsReady's next timeout, the end of a requeue backoff, of a
+        preemption protection (minAdmitDuration), an attained-service level change, or a
+        head's wait reaching its queue's backfill.reserveAfterSeconds."""
         config = state.wait_for_pods_ready
         times = []
         if config.enable:
@@ -58,6 +60,11 @@ class QueueDecider:
         ]
         if (protection := qs.protection_ends(state)) is not None:
             times.append(protection)
+        # Attained-service levels move with time; they matter only while something waits.
+        if state.pending and (due := attained.next_due(state)) is not None:
+            times.append(due)
+        if (reserving := next_reservation_time(state)) is not None:
+            times.append(reserving)
         if (
             self.name != sharding.UNSPLIT
             and (claims := sharding.next_deadline(state, self.name)) is not None

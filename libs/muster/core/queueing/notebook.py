@@ -30,6 +30,7 @@ class Notebook:
         "lanes",
         "misses",
         "parking",
+        "reserved",
         "shared",
         "touched",
         "tree",
@@ -52,6 +53,9 @@ class Notebook:
         # Growers (growth.py) that found no room -> what that was judged against: while it
         # holds, they find none again.
         self.grow_misses: dict[str, Any] = {}
+        # Reservation holders -> what their reservation was worked out from and what it
+        # found (reservations.py): the same state finds the same, a moved one starts there.
+        self.reserved: dict[str, Any] = {}
         # Equal immutable parts of workloads (pod sets, run and failure policies, shapes,
         # pending reasons), one object each: a snapshot pickles and restores each once
         # (pickle's memo), not once per workload of a backlog (state.share).
@@ -72,6 +76,7 @@ class Notebook:
         self.parking.clear()
         self.tree = None
         self.grow_misses.clear()
+        self.reserved.clear()
 
     def regrow(self, workload_id: str) -> None:
         """An event touched the workload: whether it grows is judged afresh."""

@@ -8,15 +8,20 @@ placement misses, tenant shares) and its verdicts, recorded lane by lane. The ph
 from __future__ import annotations
 
 from collections.abc import Callable
+from typing import TYPE_CHECKING
 
 from muster.core.model.queues import ClusterQueueSpec
 from muster.core.placement.view import view
+from muster.core.queueing import preemption as pre
 from muster.core.queueing import quota as qt
 from muster.core.queueing.flavors import Unassignable
 from muster.core.queueing.parking import Counters, LaneId, Stamp
 from muster.core.queueing.pending import Lane
-from muster.core.queueing.state import QueueState, WorkloadEntry, protecting
+from muster.core.queueing.state import QueueState, Usage, WorkloadEntry, protecting
 from muster.core.queueing.verdicts import Verdict
+
+if TYPE_CHECKING:
+    from muster.core.queueing.reservations import Reservation
 
 
 class Snapshot:
@@ -43,6 +48,8 @@ class Snapshot:
         self.evicted: set[str] = set()
         # Grown in this cycle (growth.py): no victim until its growth is folded.
         self.grown: set[str] = set()
+        # Preemption candidates ranked by attained service, per (preemptor's queue, id).
+        self.ranked: dict[tuple[str, str], pre.Holder] = {}
         self.rules: dict[str, tuple[bool, bool]] = {}
         self.protecting = protecting(state)  # any minAdmitDuration: candidates are filtered
         self.verdicts: list[Verdict] = []
@@ -69,13 +76,21 @@ class Snapshot:
         )
         self.judge: set[LaneId] | None = None
         self.strict_judged: set[str] = set()  # StrictFIFO queues judged whole (cursors)
-        if not every_verdict and notes.lanes is not None:
+        # Reservations (reservations.py) are worked out afresh each cycle and change what
+        # a lane's verdict depends on (the time, the holder's wait): every lane is judged.
+        self.backfill = any(cq.backfill is not None for cq in state.cluster_queues.values())
+        self.reservations: list[Reservation] = []
+        if not every_verdict and notes.lanes is not None and not self.backfill:
             self.judge = notes.parking.to_judge(notes.lanes, self.counters)
         self.stamps: dict[LaneId, Stamp | None] = {}
         self.emitted: set[LaneId] = set()
         self.dry = False  # judging heads before the rounds: nothing is kept
         # The first end of a protection (minAdmitDuration) the last failed search met.
         self.protection_met = 0.0
+
+    def share_after(self, cq: ClusterQueueSpec, lq: str, change: Usage, sign: int) -> float:
+        """The LocalQueue's weighted share once ``change`` is added (+1) or taken (-1)."""
+        return self._tenant_share(cq, lq, change, sign)
 
     def tenant_share(self, cq: ClusterQueueSpec, lq: str) -> float:
         """The LocalQueue's weighted share of its ClusterQueue (cached until it is charged)."""
@@ -84,9 +99,18 @@ class Snapshot:
             share = self.shares[lq] = self._tenant_share(cq, lq)
         return share
 
-    def _tenant_share(self, cq: ClusterQueueSpec, lq: str) -> float:
+    def _tenant_share(
+        self, cq: ClusterQueueSpec, lq: str, change: Usage | None = None, sign: int = 0
+    ) -> float:
+        """``change`` x ``sign``: the share with that usage added (+1) or taken (-1)."""
         node = self.tree.queues[cq.name]
         usage = self.lq_usage.get(lq, {})
+        if change:
+            usage = {f: dict(r) for f, r in usage.items()}
+            for flavor, resources in change.items():
+                per = usage.setdefault(flavor, {})
+                for resource, qty in resources.items():
+                    per[resource] = per.get(resource, 0) + sign * qty
         share = 0.0
         for flavor, resources in usage.items():
             for resource, qty in resources.items():
@@ -125,6 +149,10 @@ class Snapshot:
         if wids:
             self.emitted.add((lane.local_queue, lane.key))
         self.verdicts += [Verdict(self.state.workloads[w], cq, outcome) for w in wids]
+
+    def reservation_of(self, wid: str) -> Reservation | None:
+        """The reservation this cycle made for the workload, if any."""
+        return next((r for r in self.reservations if r.holder == wid), None)
 
     def workload(self, lane: Lane, at: int) -> WorkloadEntry:
         return self.state.workloads[lane.members[at][1]]

@@ -36,6 +36,7 @@ from muster.core.placement.book import NodeBook, Placement
 from muster.core.placement.devices import DeviceShare
 from muster.core.placement.engine import demands
 from muster.core.provisioning import names
+from muster.core.queueing import attained
 from muster.core.queueing import quota as qt
 from muster.core.queueing.notebook import Notebook
 from muster.core.queueing.pending import LaneKey, PendingQueues
@@ -131,6 +132,11 @@ class WorkloadEntry:
     pending_reason: tuple[str, str] | None = None  # (reason, message) last recorded
     reason_at: float = 0.0
     cancel_requested: bool = False
+    # Attained service (attained.py): GPU-seconds and seconds of its ended attempts (since a
+    # starvation promotion reset them), and the level its running attempt last reached.
+    service: float = 0.0
+    ran: float = 0.0
+    las_level: int = 0
 
     @property
     def admitted_pods(self) -> int:
@@ -275,6 +281,11 @@ class QueueState:
     growers: set[str] = field(default_factory=set)
     notes: Notebook = field(default_factory=Notebook)
     sharding: Sharding = field(default_factory=Sharding)
+    # Attained-service priority (attained.py): running workloads of such queues, pending
+    # ones waiting for a starvation promotion (-> when), and a heap of the due times.
+    las_running: set[str] = field(default_factory=set)
+    las_starving: dict[str, float] = field(default_factory=dict)
+    las_due: list[tuple[float, str, int]] = field(default_factory=list)
 
     def cluster_queue_of(self, spec: WorkloadSpec) -> str | None:
         return self.cluster_queue_of_local(f"{spec.namespace}/{spec.queue_name}")
@@ -313,7 +324,18 @@ def evolve(state: QueueState, envelope: Folded) -> QueueState:
     wid = getattr(event, "workload_id", None)
     if wid is not None and wid in state.workloads:
         _touched(state, state.workloads[wid])
+    if state.las_due and state.las_due[0][0] <= state.now:
+        attained.tick(state, _level_crossed, enqueue)
     return state
+
+
+def _level_crossed(state: QueueState, wl: WorkloadEntry) -> None:
+    """A running workload reached a higher attained-service level: it may be a victim now,
+    so lanes parked on its tree's quota are judged again."""
+    if wl.run.cluster_queue is None:
+        return
+    root = root_of(state, wl.run.cluster_queue)
+    state.quota_changed[root] = state.quota_changed.get(root, 0) + 1
 
 
 def protected_until(state: QueueState, wl: WorkloadEntry) -> float:
@@ -431,8 +453,15 @@ def lane_key(state: QueueState, wl: WorkloadEntry) -> LaneKey:
         or wl.check_retries
     ):
         return ("workload", wl.id)
-    # Its class too: whether it may preempt (preemptionPolicy) is the class's.
-    return (wl.shape, wl.priority, wl.spec.priority_class)
+    # Its class too: whether it may preempt (preemptionPolicy) is the class's. The rank is
+    # its priority, and its attained-service level where its queue has one; and its
+    # declared run time: whether it may backfill on reserved nodes (reservations.py).
+    return (
+        wl.shape,
+        attained.rank(state, wl),
+        wl.spec.priority_class,
+        wl.spec.max_run_duration_seconds,
+    )
 
 
 def enqueue(state: QueueState, wl: WorkloadEntry) -> None:
@@ -444,7 +473,7 @@ def enqueue(state: QueueState, wl: WorkloadEntry) -> None:
         wl.local_queue,
         lane_key(state, wl),
         order=wl.order,
-        priority=wl.priority,
+        priority=attained.rank(state, wl),
         sticky=wl.id in state.preemptors,
         code=wl.pending_reason[0] if wl.pending_reason else None,
     )
@@ -799,6 +828,7 @@ def _(event: qev.WorkloadAdmitted, state: QueueState) -> None:
         wl.run.request_id = event.request_id
         _bump(state.stats.admitted, event.cluster_queue)
         state.stats.observe_admission_wait(event.cluster_queue, state.now - wl.queued_at)
+        attained.admitted(state, wl)
     else:
         # A consumer's attempt begins with its binding (it reserves no quota).
         wl.run = Attempt(attempt=event.attempt, admitted_at=state.now, request_id=event.request_id)
@@ -820,6 +850,7 @@ def _(event: qev.WorkloadEvicted, state: QueueState) -> None:
         _bump(state.stats.preempted, (event.preemption_reason or event.reason, preemptor_cq))
         if event.preemptor in state.pending:
             state.evicted_for.setdefault(event.preemptor, set()).add(wl.id)
+    attained.ended_attempt(state, wl)
     _release(state, wl)
     wl.status = "Pending"
     wl.pending_reason = None
@@ -1173,6 +1204,7 @@ def _end(state: QueueState, workload_id: str, status: Status) -> None:
     state.preemptors.discard(workload_id)
     state.evicted_for.pop(workload_id, None)
     state.backing_off.discard(workload_id)
+    attained.gone(state, workload_id)
     if state.keep_ended:
         return
     # Dropped: no decision looks at an ended workload again, and restoring a snapshot

@@ -63,13 +63,13 @@ def fold(usage: dict[str, Usage], env: Folded) -> None:
     if isinstance(ev, qev.QuotaReserved):
         _release(u, at)
         u.cluster_queue, u.status, u.attempts = ev.cluster_queue, "QuotaReserved", ev.attempt
-        u.held = (at, _devices(ev.usage))
+        u.held = (at, devices(ev.usage))
     elif isinstance(ev, qev.WorkloadAdmitted):
         u.started = at if u.started is None else u.started
         u.status = "Admitted"
     elif isinstance(ev, qev.WorkloadShrunk | qev.WorkloadGrown) and u.held is not None:
         _release(u, at)
-        u.held = (at, _devices(ev.usage))
+        u.held = (at, devices(ev.usage))
     elif isinstance(ev, qev.WorkloadEvicted):
         _release(u, at)
         u.status = "Pending"
@@ -92,7 +92,7 @@ def _outcome(ev: qev.WorkloadFinished | qev.WorkloadCancelled | qev.WorkloadReje
     return "Cancelled" if isinstance(ev, qev.WorkloadCancelled) else "Rejected"
 
 
-def _devices(usage: Mapping[str, Mapping[str, int]]) -> int:
+def devices(usage: Mapping[str, Mapping[str, int]]) -> int:
     return sum(r.get(d, 0) for r in usage.values() for d in ACCELERATORS)
 
 

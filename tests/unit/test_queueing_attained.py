@@ -1,0 +1,252 @@
+"""Attained-service priority (``attainedService``, Tiresias' discretised 2D-LAS) and
+preemption with a checkpoint cost.
+
+Tiresias (Gu et al., NSDI'19) §3.2-§4.1: a job's priority drops as its attained service
+(GPUs x time) passes the thresholds of a few discretised queues; within a queue jobs go in
+FIFO order; a job of a higher queue preempts one of a lower queue, so short jobs pass long
+ones without anyone declaring a duration; a job that waited STARVELIMIT x its executed time
+is promoted back to the highest queue (§4.2). Helios (Hu et al., SC'21) §5: a preempted job
+resumes from its last checkpoint after a restore of 7 / 30 / 60 s for 1 / up to 8 / more GPUs.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from muster.core.events import queue as qev
+from muster.core.model import parse
+from muster.core.model.cluster import Checkpointing, kept
+from muster.core.model.fields import InvalidInput
+from muster.core.model.queues import AttainedService
+from muster.core.queueing.attained import rank_of
+from muster.core.sim.figures import figures
+from muster.core.sim.harness import Harness, Submission
+from tests.unit.harness_inputs import gpu_job, gpu_node_cluster, run_verified
+
+
+def _cluster(
+    las: dict[str, Any] | None, *, checkpoint: float | None = None, **preemption: Any
+) -> dict[str, Any]:
+    extra: dict[str, Any] = {"preemption": {"withinClusterQueue": "LowerPriority", **preemption}}
+    if las is not None:
+        extra["attainedService"] = las
+    doc = gpu_node_cluster("las", nodes=1, gpus=4, nominal=4, **extra)
+    if checkpoint is not None:
+        doc["checkpointing"] = {"intervalSeconds": checkpoint}
+    return doc
+
+
+def _at(h: Harness, kind: type, wid: str) -> list[float]:
+    return [
+        e.occurred_at
+        for e in h.log.envelopes
+        if isinstance(e.event, kind) and e.event.workload_id == wid
+    ]
+
+
+def _finished(h: Harness, wid: str) -> float:
+    (at,) = _at(h, qev.WorkloadFinished, wid)
+    return at
+
+
+# -- levels and ranks ---------------------------------------------------------------------
+
+
+def test_the_level_is_the_number_of_thresholds_passed() -> None:
+    las = AttainedService(levels=(100.0, 1000.0))
+    assert [las.level(s) for s in (0, 99.9, 100, 999, 1000, 1e9)] == [0, 0, 1, 1, 2, 2]
+
+
+def test_a_higher_priority_class_outranks_every_level_of_a_lower_one() -> None:
+    """Priority classes dominate; the level orders within a class (lower level first)."""
+    las = AttainedService(levels=(100.0, 1000.0))
+    assert rank_of(las, 1, 2) > rank_of(las, 0, 0)
+    assert rank_of(las, 0, 0) > rank_of(las, 0, 1) > rank_of(las, 0, 2)
+    assert rank_of(las, -1, 0) < rank_of(las, 0, 2)
+    assert rank_of(None, 7, 3) == 7  # no attained service: the priority alone
+
+
+def test_checkpoints_keep_whole_intervals_and_restores_go_by_size() -> None:
+    """Helios §5: progress up to the last checkpoint; restore 7 / 30 / 60 s."""
+    assert kept(95, 30) == 90 and kept(29, 30) == 0 and kept(95, None) == 0
+    c = Checkpointing(interval_seconds=600)
+    assert (c.restore(1), c.restore(8), c.restore(16)) == (7, 30, 60)
+    assert c.interval(None) == 600 and c.interval(60) == 60
+
+
+@pytest.mark.parametrize(
+    ("las", "where"),
+    [
+        ({"levels": []}, "attainedService.levels"),
+        ({"levels": [100, 50]}, "attainedService.levels[1]"),
+        ({"levels": [-1]}, "attainedService.levels[0]"),
+        ({"levels": [100], "starvationFactor": -2}, "attainedService.starvationFactor"),
+        ({"levels": [100], "quantum": 3}, "attainedService.quantum"),
+    ],
+)
+def test_a_bad_attained_service_names_the_field(las: dict[str, Any], where: str) -> None:
+    with pytest.raises(InvalidInput) as err:
+        parse.cluster(_cluster(las))
+    assert where in str(err.value)
+
+
+@pytest.mark.parametrize(
+    ("doc", "where"),
+    [
+        ({"checkpointIntervalSeconds": 0}, "checkpointIntervalSeconds"),
+        ({"checkpointIntervalSeconds": "often"}, "checkpointIntervalSeconds"),
+        ({"terminationGracePeriodSeconds": -1}, "terminationGracePeriodSeconds"),
+    ],
+)
+def test_a_bad_checkpoint_or_grace_field_is_refused_by_name(
+    doc: dict[str, Any], where: str
+) -> None:
+    base = {"name": "w", "queueName": "q", "podSets": [{"name": "w", "count": 1}]}
+    with pytest.raises(InvalidInput) as err:
+        parse.workload({**base, **doc})
+    assert where in str(err.value)
+
+
+def test_a_bad_cluster_checkpointing_names_the_field() -> None:
+    doc = _cluster(None)
+    doc["checkpointing"] = {"intervalSeconds": 60, "restoreSeconds": {"oneGPU": 5}}
+    with pytest.raises(InvalidInput) as err:
+        parse.cluster(doc)
+    assert "checkpointing.restoreSeconds.oneGPU" in str(err.value)
+
+
+# -- scenarios ----------------------------------------------------------------------------
+
+
+def _long_and_short(las: dict[str, Any] | None, **kw: Any) -> Harness:
+    # long: 4 GPUs x 1000 s from t=0, past 100 GPU-s at t=25; short: 4 GPUs x 20 s at t=50.
+    jobs = [gpu_job("long", 0, 1, 4, 1000), gpu_job("short", 50, 1, 4, 20)]
+    return run_verified(_cluster(las, **kw), jobs)
+
+
+def test_a_short_job_passes_a_long_one_that_attained_more_service() -> None:
+    """Tiresias §3.2/§4.1: the long job is at a lower-priority queue once past the threshold,
+    the newcomer (no service yet) preempts it and finishes first; the long one resumes."""
+    h = _long_and_short({"levels": [100]})
+    assert _at(h, qev.WorkloadEvicted, "long") == [50.0]
+    assert _finished(h, "short") == 70.0
+    assert _finished(h, "long") == 1070.0  # no checkpoints: it ran from the beginning again
+
+
+def test_without_attained_service_the_short_job_waits_for_the_long_one() -> None:
+    h = _long_and_short(None)
+    assert _at(h, qev.WorkloadEvicted, "long") == []
+    assert _finished(h, "short") == 1020.0
+
+
+def test_a_job_at_its_first_level_is_not_preempted_by_a_newcomer() -> None:
+    """Both at level 0 (the long job has not passed 10,000 GPU-s): FIFO within a level."""
+    h = _long_and_short({"levels": [10_000]})
+    assert _at(h, qev.WorkloadEvicted, "long") == []
+
+
+def test_a_higher_priority_class_is_never_preempted_for_its_level() -> None:
+    jobs = [gpu_job("long", 0, 1, 4, 1000, priority=5), gpu_job("short", 50, 1, 4, 20)]
+    h = run_verified(_cluster({"levels": [100]}), jobs)
+    assert _at(h, qev.WorkloadEvicted, "long") == []
+    assert _finished(h, "short") == 1020.0
+
+
+def test_min_admit_duration_keeps_a_level_change_from_preempting_at_once() -> None:
+    """The minimum run before preemption (issue 14's ``minAdmitDuration``) holds for LAS."""
+    h = _long_and_short({"levels": [100]}, minAdmitDuration=300)
+    assert _at(h, qev.WorkloadEvicted, "long") == [300.0]
+
+
+def test_a_level_crossing_wakes_a_waiting_newcomer() -> None:
+    """The newcomer comes while the long job is still at level 0, and waits; the long
+    job's crossing (at 250 s x 4 GPUs = 1000 GPU-s) is a time the decider wakes for."""
+    jobs = [gpu_job("long", 0, 1, 4, 1000), gpu_job("short", 50, 1, 4, 20)]
+    h = run_verified(_cluster({"levels": [1000]}), jobs)
+    assert _at(h, qev.WorkloadEvicted, "long") == [250.0]
+    assert _finished(h, "short") == 270.0
+
+
+def test_a_starving_job_goes_back_to_the_first_level() -> None:
+    """Tiresias §4.2: long (at level 1) is preempted at 50 by a higher class after running
+    50 s; with starvationFactor 1 it is back at level 0 at t=100 and, by FIFO within the
+    level, goes before ``later`` (level 0, submitted at 60) when ``urgent`` ends. Without
+    the guard ``later`` goes first."""
+
+    def run(factor: float) -> Harness:
+        jobs = [
+            gpu_job("long", 0, 1, 4, 1000),
+            gpu_job("urgent", 50, 1, 4, 200, priority=10),
+            gpu_job("later", 60, 1, 4, 200),
+        ]
+        return run_verified(_cluster({"levels": [100], "starvationFactor": factor}), jobs)
+
+    guarded = run(1)
+    assert _at(guarded, qev.QuotaReserved, "long")[:2] == [0.0, 250.0]
+    # Once it passes 100 GPU-s again (t=275) ``later`` may take its turn: LAS time-slices
+    # (minAdmitDuration bounds how often).
+    assert _at(guarded, qev.QuotaReserved, "later")[0] >= 275.0
+    unguarded = run(0)
+    assert _at(unguarded, qev.QuotaReserved, "later") == [250.0]
+    assert _at(unguarded, qev.QuotaReserved, "long") == [0.0, 450.0]
+
+
+# -- checkpoints --------------------------------------------------------------------------
+
+
+def test_a_preempted_job_resumes_from_its_last_checkpoint_after_a_restore() -> None:
+    """Preempted at 50 after 50 s with a checkpoint every 15 s it keeps 45 s; it resumes
+    at 70 with 955 s to go plus a 30 s restore (4 GPUs); figures count the 5 s since the
+    checkpoint and the restore, x 4 GPUs, as lost."""
+    h = _long_and_short({"levels": [100]}, checkpoint=15)
+    assert _finished(h, "long") == 70 + 955 + 30
+    assert figures(h.log.envelopes)["preemption_lost_gpu_seconds"] == (5 + 30) * 4
+
+
+def test_a_workloads_own_interval_wins_over_the_clusters() -> None:
+    spec = parse.workload(
+        {
+            "name": "long",
+            "namespace": "team",
+            "queueName": "q",
+            "checkpointIntervalSeconds": 50,
+            "podSets": [{"name": "w", "count": 1, "requests": {"nvidia.com/gpu": 4}}],
+            "runtime": {"durationSeconds": 1000},
+        }
+    )
+    subs: list[Submission] = [(0.0, "long", spec), gpu_job("short", 50, 1, 4, 20)]
+    h = run_verified(_cluster({"levels": [100]}, checkpoint=15), subs)
+    assert _finished(h, "long") == 70 + 950 + 30  # kept 50 s: its own interval
+    assert figures(h.log.envelopes)["preemption_lost_gpu_seconds"] == 30 * 4
+
+
+def test_without_an_interval_a_preempted_job_loses_everything() -> None:
+    h = _long_and_short({"levels": [100]})
+    assert figures(h.log.envelopes)["preemption_lost_gpu_seconds"] == 50 * 4
+
+
+def test_between_tenants_attained_service_preempts_only_down_to_a_fair_share() -> None:
+    """With tenant fair sharing, LAS takes from another tenant only while that tenant keeps
+    at least the preemptor's tenant's share after it (Kueue's LessThanOrEqualToFinalShare,
+    reference §1.6, between LocalQueues): b's newcomer takes b's own long job, not a's,
+    although a's was admitted last (Kueue's order would take it first)."""
+    doc = gpu_node_cluster(
+        "las",
+        nodes=1,
+        gpus=4,
+        nominal=4,
+        namespaces=("a", "b"),
+        attainedService={"levels": [100]},
+        preemption={"withinClusterQueue": "LowerPriority"},
+        admissionScope={"admissionMode": "UsageBasedAdmissionFairSharing"},
+    )
+    jobs = [
+        gpu_job("b-long", 0, 1, 2, 1000, namespace="b"),
+        gpu_job("a-long", 1, 1, 2, 1000, namespace="a"),
+        gpu_job("b-short", 100, 1, 2, 20, namespace="b"),
+    ]
+    h = run_verified(doc, jobs)
+    assert _at(h, qev.WorkloadEvicted, "b-long") == [100.0]
+    assert _at(h, qev.WorkloadEvicted, "a-long") == []
