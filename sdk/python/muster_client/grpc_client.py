@@ -20,7 +20,7 @@ from typing import Any, TypeVar
 
 from muster_client import errors
 from muster_client.errors import MusterError, TransportError
-from muster_client.http import NODES_PAGE, check_body, new_key
+from muster_client.http import NODES_PAGE, check_body, every_workload, new_key
 from muster_client.models import (
     Event,
     Explanation,
@@ -230,18 +230,11 @@ class AsyncGrpcClient:
         )
         return convert(_to_json(await self._call(self._stub.ListWorkloads, request)), WorkloadPage)
 
-    async def iter_workloads(
+    def iter_workloads(
         self, *, namespace: str | None = None, status: str | None = None, page_size: int = 1000
     ) -> AsyncGenerator[Workload, None]:
         """Every workload, page after page."""
-        after: str | None = None
-        while True:
-            page = await self.list(namespace=namespace, status=status, limit=page_size, after=after)
-            for item in page.items:
-                yield item
-            if not page.next or not page.items:
-                return
-            after = page.next
+        return every_workload(self.list, namespace=namespace, status=status, page_size=page_size)
 
     async def cancel(self, workload_id: str) -> Workload:
         answer = await self._call(self._stub.Cancel, pb.CancelRequest(id=workload_id))

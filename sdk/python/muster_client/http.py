@@ -6,7 +6,7 @@ import asyncio
 import builtins
 import time
 import uuid
-from collections.abc import AsyncGenerator, Mapping, Sequence
+from collections.abc import AsyncGenerator, Awaitable, Callable, Mapping, Sequence
 from typing import Any
 from urllib.parse import quote
 
@@ -285,18 +285,11 @@ class AsyncClient:
                 params[name] = value
         return convert(await self.request("GET", "/v1/workloads", params=params), WorkloadPage)
 
-    async def iter_workloads(
+    def iter_workloads(
         self, *, namespace: str | None = None, status: str | None = None, page_size: int = 1000
     ) -> AsyncGenerator[Workload, None]:
         """Every workload, page after page."""
-        after: str | None = None
-        while True:
-            page = await self.list(namespace=namespace, status=status, limit=page_size, after=after)
-            for item in page.items:
-                yield item
-            if not page.next or not page.items:
-                return
-            after = page.next
+        return every_workload(self.list, namespace=namespace, status=status, page_size=page_size)
 
     async def cancel(self, workload_id: str) -> Workload:
         """Ask for the workload's cancellation (it is Cancelled once its pods are gone)."""
@@ -421,3 +414,21 @@ class AsyncClient:
             if not self.retry.may_retry(attempt, started, wait):
                 raise failure
             await asyncio.sleep(wait)
+
+
+async def every_workload(
+    list_page: Callable[..., Awaitable[WorkloadPage]],
+    *,
+    namespace: str | None,
+    status: str | None,
+    page_size: int,
+) -> AsyncGenerator[Workload, None]:
+    """Every workload, following each page's ``next`` (the HTTP and gRPC clients alike)."""
+    after: str | None = None
+    while True:
+        page = await list_page(namespace=namespace, status=status, limit=page_size, after=after)
+        for item in page.items:
+            yield item
+        if not page.next or not page.items:
+            return
+        after = page.next
