@@ -13,6 +13,7 @@ from __future__ import annotations
 from muster.core.events import Event, NewEvent
 from muster.core.events import provisioning as pev
 from muster.core.events import queue as qev
+from muster.core.placement.devices import DeviceShare
 from muster.core.queueing import checks, failures
 from muster.core.queueing.state import QueueState, WorkloadEntry, pods_ready_clock
 
@@ -117,20 +118,42 @@ def _admit(wl: WorkloadEntry) -> Event | None:
         or not checks.ready(wl)
     ):
         return None
-    message = f"Admitted by ClusterQueue {wl.run.cluster_queue}"
-    waited = [n for n, c in wl.run.checks.items() if not c.message.endswith(checks.NOT_NEEDED)]
+    return admission(
+        wl.id,
+        wl.run.cluster_queue or "",
+        wl.run.attempt,
+        wl.run.placements,
+        {n: c.message for n, c in wl.run.checks.items()},
+        "" if wl.run.placed else pev.request_id(wl.id, wl.run.attempt),
+        wl.run.devices,
+    )
+
+
+def admission(
+    workload_id: str,
+    cluster_queue: str,
+    attempt: int,
+    placements: dict[str, str],
+    ready: dict[str, str],
+    request_id: str,
+    devices: dict[str, tuple[DeviceShare, ...]],
+) -> qev.WorkloadAdmitted:
+    """The admission of an attempt whose checks (name -> Ready message) are all Ready;
+    the message names those that were waited for (not those found not needed)."""
+    message = f"Admitted by ClusterQueue {cluster_queue}"
+    waited = [n for n, why in ready.items() if not why.endswith(checks.NOT_NEEDED)]
     if len(waited) == 1:
         message += f"; AdmissionCheck {waited[0]}: Ready"
     elif waited:
         message += f"; AdmissionChecks {', '.join(sorted(waited))}: Ready"
     return qev.WorkloadAdmitted(
-        workload_id=wl.id,
-        cluster_queue=wl.run.cluster_queue or "",
-        attempt=wl.run.attempt,
-        placements=wl.run.placements,
+        workload_id=workload_id,
+        cluster_queue=cluster_queue,
+        attempt=attempt,
+        placements=placements,
         message=message,
-        request_id="" if wl.run.placed else pev.request_id(wl.id, wl.run.attempt),
-        devices=wl.run.devices,
+        request_id=request_id,
+        devices=devices,
     )
 
 

@@ -12,6 +12,7 @@ from muster.core.placement.book import Placement
 from muster.core.queueing import checks, placing
 from muster.core.queueing import preemption as pre
 from muster.core.queueing.flavors import Assignment, Unassignable
+from muster.core.queueing.settle import admission
 from muster.core.queueing.state import QueueState, WorkloadEntry
 
 # Verdicts that end the workload instead of leaving it waiting: verdict -> rejection reason.
@@ -37,8 +38,10 @@ class Verdict:
 
 
 def to_events(state: QueueState, verdicts: list[Verdict]) -> list[NewEvent]:
-    """Evict victims, reserve quota for the assigned, record reasons that changed."""
+    """Evict victims, reserve quota for the assigned, record reasons that changed; then
+    admit, in submission order, the reserved that wait for nothing (``_admitted_at_once``)."""
     out: list[NewEvent] = []
+    admitted: list[tuple[int, NewEvent]] = []
     for v in verdicts:
         wl = v.workload
         if v.grow:
@@ -71,27 +74,24 @@ def to_events(state: QueueState, verdicts: list[Verdict]) -> list[NewEvent]:
                 v.outcome.flavors,
                 placed=v.placement is not None,
             )
-            out.append(
-                _new(
-                    state,
-                    wl.id,
-                    qev.QuotaReserved(
-                        workload_id=wl.id,
-                        cluster_queue=v.cluster_queue,
-                        flavors=v.outcome.flavors,
-                        usage=v.outcome.usage,
-                        node_selectors=v.outcome.node_selectors,
-                        attempt=wl.run.attempt + 1,
-                        message=_reserved_message(wl, v),
-                        pod_counts=v.pod_counts,
-                        tolerations=placing.injected_tolerations(state, v.outcome),
-                        provisioning=reservation.ask,
-                        placement=v.placement,
-                        checks=reservation.pending,
-                        checks_ready=reservation.ready,
-                    ),
-                )
+            reserved = qev.QuotaReserved(
+                workload_id=wl.id,
+                cluster_queue=v.cluster_queue,
+                flavors=v.outcome.flavors,
+                usage=v.outcome.usage,
+                node_selectors=v.outcome.node_selectors,
+                attempt=wl.run.attempt + 1,
+                message=_reserved_message(wl, v),
+                pod_counts=v.pod_counts,
+                tolerations=placing.injected_tolerations(state, v.outcome),
+                provisioning=reservation.ask,
+                placement=v.placement,
+                checks=reservation.pending,
+                checks_ready=reservation.ready,
             )
+            out.append(_new(state, wl.id, reserved))
+            if (at_once := _admitted_at_once(wl, reserved)) is not None:
+                admitted.append((wl.order, _new(state, wl.id, at_once)))
         elif isinstance(v.outcome, Unassignable):
             if v.outcome.reason in REJECTIONS:
                 event: Event = qev.WorkloadRejected(
@@ -105,7 +105,31 @@ def to_events(state: QueueState, verdicts: list[Verdict]) -> list[NewEvent]:
                     workload_id=wl.id, reason=v.outcome.reason, message=v.outcome.message
                 )
                 out.append(_new(state, wl.id, event))
+    out += [new for _, new in sorted(admitted, key=lambda a: a[0])]
     return out
+
+
+def _admitted_at_once(wl: WorkloadEntry, reserved: qev.QuotaReserved) -> Event | None:
+    """The admission that settle would make on its next look at a workload just reserved
+    on existing nodes with no admission check Pending (every check Ready or none): Kueue
+    sets QuotaReserved and Admitted in one status update then (kueue.md §1.8, scheduler
+    step 5), and so does the cycle, in the same batch after the reservations, in the
+    order settle would have admitted them. Same event, same content: a log where they
+    came one step apart re-derives too (``verify.verify_decisions``)."""
+    placement = reserved.placement
+    if placement is None or reserved.checks or reserved.provisioning is not None:
+        return None
+    if wl.cancel_requested:
+        return None  # settle cancels it first
+    return admission(
+        wl.id,
+        reserved.cluster_queue,
+        reserved.attempt,
+        dict(placement.nodes),
+        dict(reserved.checks_ready),
+        "",
+        dict(placement.devices),
+    )
 
 
 def _reserved_message(wl: WorkloadEntry, v: Verdict) -> str:
