@@ -110,7 +110,9 @@ def _drain(state: QueueState, wl: WorkloadEntry) -> Event | None:
 
 def _admit(wl: WorkloadEntry) -> Event | None:
     """Quota reserved, every node of its request Ready and every admission check Ready:
-    admitted onto the nodes (kueue.md §1.8)."""
+    admitted onto the nodes (kueue.md §1.8). One placed on existing nodes with no check
+    Pending was admitted by the cycle with its reservation (verdicts.py); this admits it
+    too when a log of before (the admission one step later) is replayed."""
     if (
         wl.status != "QuotaReserved"
         or wl.run.placements is None
