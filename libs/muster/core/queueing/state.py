@@ -9,6 +9,8 @@ from dataclasses import dataclass, field, fields, replace
 from functools import singledispatch
 from typing import Any, Literal, NamedTuple, TypeVar
 
+import msgspec
+
 from muster.core.decider import advance
 from muster.core.events import Event, Folded, registered_types
 from muster.core.events import node as nev
@@ -322,8 +324,10 @@ def evolve(state: QueueState, envelope: Folded) -> QueueState:
         handler = _HANDLERS[type(event)] = _apply.dispatch(type(event))
     handler(event, state)
     wid = getattr(event, "workload_id", None)
-    if wid is not None and wid in state.workloads:
-        _touched(state, state.workloads[wid])
+    if wid is not None:
+        wl = state.workloads.get(wid)
+        if wl is not None:
+            _touched(state, wl)
     if state.las_due and state.las_due[0][0] <= state.now:
         attained.tick(state, _level_crossed, enqueue)
     return state
@@ -441,9 +445,10 @@ def pods_ready_clock(wl: WorkloadEntry) -> float | None:
     return at
 
 
-def lane_key(state: QueueState, wl: WorkloadEntry) -> LaneKey:
+def lane_key(state: QueueState, wl: WorkloadEntry, rank: int | None = None) -> LaneKey:
     """Workloads of one lane get one verdict from one state: same shape and priority, and
-    nothing of their own history that the cycle looks at."""
+    nothing of their own history that the cycle looks at. ``rank``: its
+    ``attained.rank``, when the caller has it."""
     if (
         wl.id in state.preemptors
         or wl.id in state.evicted_for  # the workloads it may not take again are its own
@@ -458,7 +463,7 @@ def lane_key(state: QueueState, wl: WorkloadEntry) -> LaneKey:
     # declared run time: whether it may backfill on reserved nodes (reservations.py).
     return (
         wl.shape,
-        attained.rank(state, wl),
+        attained.rank(state, wl) if rank is None else rank,
         wl.spec.priority_class,
         wl.spec.max_run_duration_seconds,
     )
@@ -468,12 +473,13 @@ def enqueue(state: QueueState, wl: WorkloadEntry) -> None:
     """Pending (again), or its lane changed: (re)file it in its LocalQueue's lanes."""
     state.pending.add(wl.id)
     state.notes.lane_changed(state.lanes.lane_of.get(wl.id))
+    rank = attained.rank(state, wl)  # once: the lane's key and its priority
     state.lanes.add(
         wl.id,
         wl.local_queue,
-        lane_key(state, wl),
+        lane_key(state, wl, rank),
         order=wl.order,
-        priority=attained.rank(state, wl),
+        priority=rank,
         sticky=wl.id in state.preemptors,
         code=wl.pending_reason[0] if wl.pending_reason else None,
     )
@@ -595,7 +601,7 @@ def _(event: wev.WorkloadSubmitted, state: QueueState) -> None:
     priority, problem = resolve_priority(state, event.spec)
     spec = replace(
         event.spec,
-        pod_sets=share(state, event.spec.pod_sets, repr(event.spec.pod_sets)),
+        pod_sets=share(state, event.spec.pod_sets, _PARTS_KEY.encode(event.spec.pod_sets)),
         runtime=share(state, event.spec.runtime),
         failure_policy=share(state, event.spec.failure_policy),
     )
@@ -622,6 +628,10 @@ def _(event: wev.WorkloadSubmitted, state: QueueState) -> None:
 
 
 T = TypeVar("T")
+# What stands for an unhashable part in ``share``: its msgpack bytes (a quarter of a
+# repr's cost, paid at every submission a replay folds). Equal bytes are equal values for
+# these plain frozen parts of one type (ints, floats and bools stay distinct).
+_PARTS_KEY = msgspec.msgpack.Encoder()
 SHARED_MAX = 20_000  # distinct shared values kept; past it, the cache starts again
 
 
@@ -629,7 +639,7 @@ def share(state: QueueState, value: T, key: object = None) -> T:
     """An equal value already in the state, if one is (else ``value``, remembered): a
     backlog of workloads of a few templates then holds each part once, and its snapshot
     pickles and restores it once. ``key``: what stands for ``value`` when it is not
-    hashable (a repr: equal reprs of these plain values are equal values). A cache only:
+    hashable (its ``_PARTS_KEY`` bytes). A cache only:
     sharing changes no value (the parts are frozen), and a restored state starts a fresh
     one (``Notebook``)."""
     shared = state.notes.shared
