@@ -12,7 +12,7 @@ from typing import Any, Literal, NamedTuple, TypeVar
 import msgspec
 
 from muster.core.decider import advance
-from muster.core.events import Event, Folded, registered_types
+from muster.core.events import BareEnvelope, Event, Folded, registered_types
 from muster.core.events import node as nev
 from muster.core.events import provisioning as pev
 from muster.core.events import queue as qev
@@ -331,6 +331,16 @@ def evolve(state: QueueState, envelope: Folded) -> QueueState:
     if state.las_due and state.las_due[0][0] <= state.now:
         attained.tick(state, _level_crossed, enqueue)
     return state
+
+
+def fold_bare(state: QueueState, envelope: Folded | BareEnvelope) -> None:
+    """``evolve`` of an event read bare (``clock_only_types``, ``CLOCK_ONLY_WHEN``): the
+    clock moves, and the attained-service levels it made due change, as ``evolve`` does
+    for every event (a replay that only moved the clock left them to the next event, at
+    a later ``now``)."""
+    advance(state, envelope)
+    if state.las_due and state.las_due[0][0] <= state.now:
+        attained.tick(state, _level_crossed, enqueue)
 
 
 def _level_crossed(state: QueueState, wl: WorkloadEntry) -> None:
@@ -1146,6 +1156,11 @@ def _(event: pev.CloudConfigured, state: QueueState) -> None:
     state.book.set_topology(event.spec.topology)
     for node in event.spec.nodes:
         state.inventory[node.name] = node
+
+
+# Types whose fold only moves the clock when a payload field is set: a replay reads them
+# without payload then (``Decider.clock_only_when``; the handler below returns at once).
+CLOCK_ONLY_WHEN: Mapping[str, str] = {nev.NodeRegistered.TYPE: "request_id"}
 
 
 @_apply.register
