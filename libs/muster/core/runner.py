@@ -37,8 +37,10 @@ class DeciderRunner(Generic[S]):
     def categories(self) -> frozenset[str]:
         return self.decider.categories
 
-    def fold(self, envelopes: Iterable[Folded | BareEnvelope]) -> int:
+    def fold(self, envelopes: Iterable[Folded | BareEnvelope], *, ours: bool = False) -> int:
         """Fold events past ``position``; already-applied positions are skipped (idempotent).
+        ``ours``: every envelope is of the decider's categories (the store read only those),
+        so none is looked up to be skipped (two dict probes a replay's event saves).
         A ``BareEnvelope`` (a type the decider names ``clock_only``) is folded as its
         ``evolve`` folds such an event (``bare_fold``: moves the clock, and applies what
         time made due)
@@ -54,7 +56,7 @@ class DeciderRunner(Generic[S]):
             for env in envelopes:
                 if env.position <= position:
                     continue
-                if env.stream_id in versions or env.category in categories:
+                if ours or env.stream_id in versions or env.category in categories:
                     if isinstance(env, BareEnvelope):
                         fold_bare(state, env)
                     else:

@@ -125,9 +125,9 @@ async def rebuild(
                 # The log is in position order; --until TIME stops at the first event past it.
                 cut = next((i for i, e in enumerate(envs) if e.occurred_at > until_time), None)
                 if cut is not None:
-                    runner.fold(envs[:cut])
+                    runner.fold(envs[:cut], ours=True)
                     break
-            runner.fold(envs)
+            runner.fold(envs, ours=True)  # read by the decider's categories
             if len(envs) < REPLAY_BATCH:
                 break
     return runner

@@ -405,16 +405,17 @@ def roots(
 
 def _touched(state: QueueState, wl: WorkloadEntry) -> None:
     """Settle looks at it again; waitForPodsReady's clock runs until its pods are ready."""
-    state.notes.touch(wl.id)
+    wid, notes = wl.id, state.notes  # every workload event of a replay comes here
+    notes.touch(wid)
     if pods_ready_clock(wl) is not None:
-        state.awaiting_pods.add(wl.id)
+        state.awaiting_pods.add(wid)
     else:
-        state.awaiting_pods.discard(wl.id)
-    state.notes.regrow(wl.id)  # what it may grow into is judged afresh
-    if waiting_surplus(wl) is not None:
-        state.growers.add(wl.id)
+        state.awaiting_pods.discard(wid)
+    notes.regrow(wid)  # what it may grow into is judged afresh
+    if wl.status == "Admitted" and waiting_surplus(wl) is not None:  # else None, cheaper
+        state.growers.add(wid)
     else:
-        state.growers.discard(wl.id)
+        state.growers.discard(wid)
 
 
 def waiting_surplus(wl: WorkloadEntry) -> PodSet | None:
