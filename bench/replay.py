@@ -39,7 +39,7 @@ from sqlalchemy import create_engine, func, select
 
 from bench import check_outcome, machine, per_second, ratio, run_bounded
 from muster.cli.commands import EXAMPLES, build_harness, load_cluster
-from muster.core.decider import clock_only
+from muster.core.decider import clock_only, clock_only_when
 from muster.core.events import Envelope, encode_payload
 from muster.core.events import queue as qev
 from muster.core.events import workload as wev
@@ -166,7 +166,7 @@ def stored_count(url: str) -> int:
 
 async def read_like_rebuild(store: SqlEventStore, decider: QueueDecider) -> int:
     """``admin.rebuild``'s read loop without the fold: every batch decoded (but for the
-    types the decider folds from the row alone), then dropped."""
+    events the decider folds from the row alone), then dropped."""
     count = position = 0
     while True:
         envs = await store.read_folding(
@@ -174,6 +174,7 @@ async def read_like_rebuild(store: SqlEventStore, decider: QueueDecider) -> int:
             categories=decider.categories,
             limit=admin.REPLAY_BATCH,
             bare=clock_only(decider),
+            bare_when=clock_only_when(decider),
         )
         count += len(envs)
         if envs:

@@ -22,6 +22,7 @@ from muster.core.events import (
     event_class,
     upcaster,
 )
+from muster.core.events import node as nev
 from muster.core.events import timer as tev
 from muster.core.queueing.decider import QueueDecider
 from muster.core.runner import DeciderRunner
@@ -150,6 +151,37 @@ async def test_read_folding_is_read_all_with_the_bare_types_unread(store: SqlEve
         for e in full[1:3]
     ]
     assert [e.position for e in await store.read_folding(0, limit=2)] == [1, 2]
+
+
+async def test_read_folding_leaves_unread_the_events_a_field_makes_clock_only(
+    store: SqlEventStore,
+) -> None:
+    """``bare_when`` (the queue's ``clock_only_when``): a provisioning request's node is read
+    bare on SQLite (its payload's ``request_id`` is set); an existing node, whose
+    ``request_id`` is empty, is read whole. Elsewhere both are read whole (folds the same)."""
+    nodes = [
+        nev.NodeRegistered(node=name, allocatable={"cpu": 1}, request_id=rid)
+        for name, rid in (("n-1", "wl-1-check-1"), ("n-2", ""))
+    ]
+    await store.append(
+        [
+            StreamAppend(
+                f"node-{e.node}",
+                0,
+                [NewEvent(stream_id=f"node-{e.node}", event=e, occurred_at=1.0)],
+            )
+            for e in nodes
+        ],
+        producer="test",
+        recorded_at=0.0,
+    )
+    read = await store.read_folding(0, bare_when=QueueDecider.clock_only_when)
+    assert [type(e) for e in read] == [
+        BareEnvelope if store.is_sqlite else FoldEnvelope,
+        FoldEnvelope,
+    ]
+    assert [e.type for e in read] == ["node.registered"] * 2
+    assert read[1].event == nodes[1]  # type: ignore[union-attr]
 
 
 async def test_a_rebuild_equals_the_fold_of_what_was_appended(store: SqlEventStore) -> None:

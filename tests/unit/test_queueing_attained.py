@@ -11,16 +11,20 @@ resumes from its last checkpoint after a restore of 7 / 30 / 60 s for 1 / up to 
 
 from __future__ import annotations
 
+import pickle
 from typing import Any
 
 import pytest
 
+from muster.core.events import BareEnvelope
 from muster.core.events import queue as qev
 from muster.core.model import parse
 from muster.core.model.cluster import Checkpointing, kept
 from muster.core.model.fields import InvalidInput
 from muster.core.model.queues import AttainedService
 from muster.core.queueing.attained import rank_of
+from muster.core.queueing.decider import QueueDecider
+from muster.core.runner import DeciderRunner
 from muster.core.sim.figures import figures
 from muster.core.sim.harness import Harness, Submission
 from tests.unit.harness_inputs import gpu_job, gpu_node_cluster, run_verified
@@ -250,3 +254,34 @@ def test_between_tenants_attained_service_preempts_only_down_to_a_fair_share() -
     h = run_verified(doc, jobs)
     assert _at(h, qev.WorkloadEvicted, "b-long") == [100.0]
     assert _at(h, qev.WorkloadEvicted, "a-long") == []
+
+
+# -- replay -------------------------------------------------------------------------------
+
+
+def test_a_replay_that_reads_events_bare_folds_the_levels_as_the_service_did() -> None:
+    """A rebuild reads the queue's clock-only events without payload (``BareEnvelope``:
+    ``timer.fired``, a provisioning request's ``node.registered``). Folding one still applies
+    the level changes time made due at that moment, as ``evolve`` does: the state after
+    every event equals the service's, which folded them whole (Tiresias §4.1's crossing at
+    250 s is a timer the decider woke for)."""
+    jobs = [gpu_job("long", 0, 1, 4, 1000), gpu_job("short", 50, 1, 4, 20)]
+    h = run_verified(_cluster({"levels": [1000]}), jobs)
+    decider = QueueDecider()
+    whole, bare = DeciderRunner(decider), DeciderRunner(decider)
+    read_bare = 0
+    for env in h.log.envelopes:
+        whole.fold([env])
+        if env.type in decider.clock_only:
+            read_bare += 1
+            env = BareEnvelope(
+                position=env.position,
+                event_id=env.event_id,
+                stream_id=env.stream_id,
+                stream_version=env.stream_version,
+                type=env.type,
+                occurred_at=env.occurred_at,
+            )
+        bare.fold([env])
+        assert pickle.dumps(bare.state) == pickle.dumps(whole.state), env
+    assert read_bare and whole.state.las_due == bare.state.las_due

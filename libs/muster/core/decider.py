@@ -9,6 +9,7 @@ run in the services (over the store and Kafka) and in the simulation harness
 
 from __future__ import annotations
 
+from collections.abc import Callable, Mapping
 from typing import Any, Protocol, TypeVar
 
 from muster.core.events import BareEnvelope, Folded, NewEvent
@@ -46,6 +47,22 @@ def clock_only(decider: Decider[Any]) -> frozenset[str]:
     decider names them in an attribute ``clock_only`` (derived from its own dispatch, as
     ``queueing.state.clock_only_types``); none by default."""
     found: frozenset[str] = getattr(decider, "clock_only", frozenset())
+    return found
+
+
+def clock_only_when(decider: Decider[Any]) -> Mapping[str, str]:
+    """Wire types the decider's ``evolve`` only moves the clock on when one field of their
+    payload is set (not empty): type -> that field's JSON name. A replay reads those rows
+    without payload too (the store looks at the field); none by default."""
+    found: Mapping[str, str] = getattr(decider, "clock_only_when", {})
+    return found
+
+
+def bare_fold(decider: Decider[Any]) -> Callable[[Any, BareEnvelope], None]:
+    """How the decider folds an event it reads bare (``clock_only``): what its ``evolve``
+    does for such an event, which is more than ``advance`` when time alone makes
+    something due (the queue's attained-service levels). ``advance`` by default."""
+    found: Callable[[Any, BareEnvelope], None] = getattr(decider, "fold_bare", advance)
     return found
 
 

@@ -13,9 +13,9 @@ from __future__ import annotations
 import pickle
 from collections.abc import Iterable
 from dataclasses import replace
-from typing import Any, Generic, TypeVar, cast
+from typing import Any, Generic, TypeVar
 
-from muster.core.decider import Clocked, Decider, advance
+from muster.core.decider import Decider, bare_fold
 from muster.core.events import BareEnvelope, Folded, NewEvent, StreamAppend
 from muster.core.events import timer as tev
 
@@ -37,23 +37,28 @@ class DeciderRunner(Generic[S]):
     def categories(self) -> frozenset[str]:
         return self.decider.categories
 
-    def fold(self, envelopes: Iterable[Folded | BareEnvelope]) -> int:
+    def fold(self, envelopes: Iterable[Folded | BareEnvelope], *, ours: bool = False) -> int:
         """Fold events past ``position``; already-applied positions are skipped (idempotent).
-        A ``BareEnvelope`` (a type the decider names ``clock_only``) only moves the clock.
+        ``ours``: every envelope is of the decider's categories (the store read only those),
+        so none is looked up to be skipped (two dict probes a replay's event saves).
+        A ``BareEnvelope`` (a type the decider names ``clock_only``) is folded as its
+        ``evolve`` folds such an event (``bare_fold``: moves the clock, and applies what
+        time made due)
 
         The loop keeps its bookkeeping in locals (a replay runs it a million times) and
         stores it on the way out, also when ``evolve`` raises: as of the last event folded."""
         applied = 0
         categories, evolve = self.decider.categories, self.decider.evolve
+        fold_bare = bare_fold(self.decider)
         versions = self.versions  # holds only streams of its categories: a cheap first check
         state, position, last = self.state, self.position, self.last_event_id
         try:
             for env in envelopes:
                 if env.position <= position:
                     continue
-                if env.stream_id in versions or env.category in categories:
+                if ours or env.stream_id in versions or env.category in categories:
                     if isinstance(env, BareEnvelope):
-                        advance(cast(Clocked, state), env)
+                        fold_bare(state, env)
                     else:
                         state = evolve(state, env)
                     versions[env.stream_id] = env.stream_version

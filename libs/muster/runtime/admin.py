@@ -9,7 +9,7 @@ from typing import Any
 
 from muster.bus.kafka import Publisher, ensure_topics
 from muster.core import inputs
-from muster.core.decider import Decider, clock_only
+from muster.core.decider import Decider, clock_only, clock_only_when
 from muster.core.events import Envelope, NewEvent, StreamAppend, encode_payload
 from muster.core.model.cluster import ClusterSpec
 from muster.core.model.manifests import Manifests, merge
@@ -110,6 +110,7 @@ async def rebuild(
     """Fold the store from the beginning, never from a snapshot: replay is the check."""
     runner: DeciderRunner[Any] = DeciderRunner(decider)
     bare = clock_only(decider)  # folded from the row alone: their payloads are not read
+    bare_when = clock_only_when(decider)  # nor these, when the field says so
     with collection_paused():
         while True:
             envs = await store.read_folding(
@@ -118,14 +119,15 @@ async def rebuild(
                 limit=REPLAY_BATCH,
                 until=until_position,
                 bare=bare,
+                bare_when=bare_when,
             )
             if until_time is not None:
                 # The log is in position order; --until TIME stops at the first event past it.
                 cut = next((i for i, e in enumerate(envs) if e.occurred_at > until_time), None)
                 if cut is not None:
-                    runner.fold(envs[:cut])
+                    runner.fold(envs[:cut], ours=True)
                     break
-            runner.fold(envs)
+            runner.fold(envs, ours=True)  # read by the decider's categories
             if len(envs) < REPLAY_BATCH:
                 break
     return runner

@@ -17,7 +17,7 @@ from __future__ import annotations
 import asyncio
 import sqlite3
 import time
-from collections.abc import Callable, Collection, Iterable, Sequence
+from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from functools import partial
@@ -321,13 +321,21 @@ class SqlEventStore:
         until: int | None = None,
         categories: Iterable[str] | None = None,
         bare: Collection[str] = (),
+        bare_when: Mapping[str, str] | None = None,
     ) -> list[FoldEnvelope | BareEnvelope]:
         """``read_all`` for a fold, which needs no more of a row than ``FoldEnvelope``; the
         events of the types in ``bare`` without their payload, undecoded (``BareEnvelope``:
-        a replay's ``clock_only``)."""
+        a replay's ``clock_only``), and on SQLite those of ``bare_when`` whose payload has
+        that field set (``clock_only_when``; elsewhere they are decoded, which folds the
+        same)."""
         if self._fast is not None:
             rows = self._fast.read_folding(
-                after, limit=limit, until=until, categories=categories, bare=bare
+                after,
+                limit=limit,
+                until=until,
+                categories=categories,
+                bare=bare,
+                bare_when=bare_when,
             )
             return fold_items(rows)
         c = events.c

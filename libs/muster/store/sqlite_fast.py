@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import contextlib
 import sqlite3
-from collections.abc import Collection, Iterable, Iterator, Sequence
+from collections.abc import Collection, Iterable, Iterator, Mapping, Sequence
 from typing import Any
 
 from sqlalchemy import exc as sa_exc
@@ -86,16 +86,24 @@ class LoopConnection:
         until: int | None,
         categories: Iterable[str] | None,
         bare: Collection[str],
+        bare_when: Mapping[str, str] | None = None,
     ) -> list[tuple[Any, ...]]:
         """``read_all``'s rows in ``FOLD_COLUMNS`` order, the payload NULL for the types in
-        ``bare`` (a fold does not decode them: ``rows.fold_items``)."""
+        ``bare``, and for those in ``bare_when`` whose payload has that field set (not
+        empty, looked at by SQLite's JSON functions): a fold does not decode them
+        (``rows.fold_items``)."""
         params: list[Any] = []
         payload = "payload"
+        bare_if: list[str] = []
         if bare:
             wanted = sorted(bare)
-            marks = ", ".join("?" * len(wanted))
-            payload = f"CASE WHEN type IN ({marks}) THEN NULL ELSE payload END"
+            bare_if.append(f"type IN ({', '.join('?' * len(wanted))})")
             params.extend(wanted)
+        for wire_type, name in sorted((bare_when or {}).items()):
+            bare_if.append("(type = ? AND json_extract(payload, ?) <> '')")
+            params.extend([wire_type, f"$.{name}"])
+        if bare_if:
+            payload = f"CASE WHEN {' OR '.join(bare_if)} THEN NULL ELSE payload END"
         select = f"SELECT {', '.join(FOLD_COLUMNS[:-1])}, {payload} FROM events"
         return self._select(select, params, after, limit, until, categories, None)
 

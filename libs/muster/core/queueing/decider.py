@@ -21,6 +21,8 @@ class QueueDecider:
     )
     snapshot_format = "queue-state-v21"
     clock_only = qs.clock_only_types()  # replay reads these without payload (core/decider.py)
+    clock_only_when = qs.CLOCK_ONLY_WHEN  # and these, when the field is set
+    fold_bare = staticmethod(qs.fold_bare)  # how it folds them (core/decider.py bare_fold)
     keeps_history = True  # its snapshots are kept by position too (explain --at)
 
     def __init__(self, name: str = sharding.UNSPLIT) -> None:

@@ -9,8 +9,10 @@ from dataclasses import dataclass, field, fields, replace
 from functools import singledispatch
 from typing import Any, Literal, NamedTuple, TypeVar
 
+import msgspec
+
 from muster.core.decider import advance
-from muster.core.events import Event, Folded, registered_types
+from muster.core.events import BareEnvelope, Event, Folded, registered_types
 from muster.core.events import node as nev
 from muster.core.events import provisioning as pev
 from muster.core.events import queue as qev
@@ -322,11 +324,23 @@ def evolve(state: QueueState, envelope: Folded) -> QueueState:
         handler = _HANDLERS[type(event)] = _apply.dispatch(type(event))
     handler(event, state)
     wid = getattr(event, "workload_id", None)
-    if wid is not None and wid in state.workloads:
-        _touched(state, state.workloads[wid])
+    if wid is not None:
+        wl = state.workloads.get(wid)
+        if wl is not None:
+            _touched(state, wl)
     if state.las_due and state.las_due[0][0] <= state.now:
         attained.tick(state, _level_crossed, enqueue)
     return state
+
+
+def fold_bare(state: QueueState, envelope: Folded | BareEnvelope) -> None:
+    """``evolve`` of an event read bare (``clock_only_types``, ``CLOCK_ONLY_WHEN``): the
+    clock moves, and the attained-service levels it made due change, as ``evolve`` does
+    for every event (a replay that only moved the clock left them to the next event, at
+    a later ``now``)."""
+    advance(state, envelope)
+    if state.las_due and state.las_due[0][0] <= state.now:
+        attained.tick(state, _level_crossed, enqueue)
 
 
 def _level_crossed(state: QueueState, wl: WorkloadEntry) -> None:
@@ -391,16 +405,17 @@ def roots(
 
 def _touched(state: QueueState, wl: WorkloadEntry) -> None:
     """Settle looks at it again; waitForPodsReady's clock runs until its pods are ready."""
-    state.notes.touch(wl.id)
+    wid, notes = wl.id, state.notes  # every workload event of a replay comes here
+    notes.touch(wid)
     if pods_ready_clock(wl) is not None:
-        state.awaiting_pods.add(wl.id)
+        state.awaiting_pods.add(wid)
     else:
-        state.awaiting_pods.discard(wl.id)
-    state.notes.regrow(wl.id)  # what it may grow into is judged afresh
-    if waiting_surplus(wl) is not None:
-        state.growers.add(wl.id)
+        state.awaiting_pods.discard(wid)
+    notes.regrow(wid)  # what it may grow into is judged afresh
+    if wl.status == "Admitted" and waiting_surplus(wl) is not None:  # else None, cheaper
+        state.growers.add(wid)
     else:
-        state.growers.discard(wl.id)
+        state.growers.discard(wid)
 
 
 def waiting_surplus(wl: WorkloadEntry) -> PodSet | None:
@@ -441,9 +456,10 @@ def pods_ready_clock(wl: WorkloadEntry) -> float | None:
     return at
 
 
-def lane_key(state: QueueState, wl: WorkloadEntry) -> LaneKey:
+def lane_key(state: QueueState, wl: WorkloadEntry, rank: int | None = None) -> LaneKey:
     """Workloads of one lane get one verdict from one state: same shape and priority, and
-    nothing of their own history that the cycle looks at."""
+    nothing of their own history that the cycle looks at. ``rank``: its
+    ``attained.rank``, when the caller has it."""
     if (
         wl.id in state.preemptors
         or wl.id in state.evicted_for  # the workloads it may not take again are its own
@@ -458,7 +474,7 @@ def lane_key(state: QueueState, wl: WorkloadEntry) -> LaneKey:
     # declared run time: whether it may backfill on reserved nodes (reservations.py).
     return (
         wl.shape,
-        attained.rank(state, wl),
+        attained.rank(state, wl) if rank is None else rank,
         wl.spec.priority_class,
         wl.spec.max_run_duration_seconds,
     )
@@ -468,12 +484,13 @@ def enqueue(state: QueueState, wl: WorkloadEntry) -> None:
     """Pending (again), or its lane changed: (re)file it in its LocalQueue's lanes."""
     state.pending.add(wl.id)
     state.notes.lane_changed(state.lanes.lane_of.get(wl.id))
+    rank = attained.rank(state, wl)  # once: the lane's key and its priority
     state.lanes.add(
         wl.id,
         wl.local_queue,
-        lane_key(state, wl),
+        lane_key(state, wl, rank),
         order=wl.order,
-        priority=attained.rank(state, wl),
+        priority=rank,
         sticky=wl.id in state.preemptors,
         code=wl.pending_reason[0] if wl.pending_reason else None,
     )
@@ -595,7 +612,7 @@ def _(event: wev.WorkloadSubmitted, state: QueueState) -> None:
     priority, problem = resolve_priority(state, event.spec)
     spec = replace(
         event.spec,
-        pod_sets=share(state, event.spec.pod_sets, repr(event.spec.pod_sets)),
+        pod_sets=share(state, event.spec.pod_sets, _PARTS_KEY.encode(event.spec.pod_sets)),
         runtime=share(state, event.spec.runtime),
         failure_policy=share(state, event.spec.failure_policy),
     )
@@ -622,6 +639,10 @@ def _(event: wev.WorkloadSubmitted, state: QueueState) -> None:
 
 
 T = TypeVar("T")
+# What stands for an unhashable part in ``share``: its msgpack bytes (a quarter of a
+# repr's cost, paid at every submission a replay folds). Equal bytes are equal values for
+# these plain frozen parts of one type (ints, floats and bools stay distinct).
+_PARTS_KEY = msgspec.msgpack.Encoder()
 SHARED_MAX = 20_000  # distinct shared values kept; past it, the cache starts again
 
 
@@ -629,7 +650,7 @@ def share(state: QueueState, value: T, key: object = None) -> T:
     """An equal value already in the state, if one is (else ``value``, remembered): a
     backlog of workloads of a few templates then holds each part once, and its snapshot
     pickles and restores it once. ``key``: what stands for ``value`` when it is not
-    hashable (a repr: equal reprs of these plain values are equal values). A cache only:
+    hashable (its ``_PARTS_KEY`` bytes). A cache only:
     sharing changes no value (the parts are frozen), and a restored state starts a fresh
     one (``Notebook``)."""
     shared = state.notes.shared
@@ -1136,6 +1157,11 @@ def _(event: pev.CloudConfigured, state: QueueState) -> None:
     state.book.set_topology(event.spec.topology)
     for node in event.spec.nodes:
         state.inventory[node.name] = node
+
+
+# Types whose fold only moves the clock when a payload field is set: a replay reads them
+# without payload then (``Decider.clock_only_when``; the handler below returns at once).
+CLOCK_ONLY_WHEN: Mapping[str, str] = {nev.NodeRegistered.TYPE: "request_id"}
 
 
 @_apply.register
