@@ -7,9 +7,11 @@ and quota than the run needs (so nothing waits for capacity). First it submits
 --idle workloads one at a time, each once the previous one is admitted (send ->
 admission committed), then measures each process's CPU while nothing happens. Then it
 submits N one-pod, one-GPU workloads (runtime 0.5 s) to intake with C concurrent
-keep-alive clients. A 201 means the WorkloadSubmitted event is committed, so the rate
-is of durable submissions. Once every workload has finished (or was given up on), the
-log gives each one's submit -> admitted latency:
+keep-alive clients, one workload a request (or, with --batch B, B a request through
+``POST /v1/workloads:batch``, all of a batch committed together). A 201 means the
+WorkloadSubmitted events are committed, so the rate is of durable submissions. Once
+every workload has finished (or was given up on), the log gives each one's submit ->
+admitted latency:
 
 * logical: WorkloadAdmitted.occurred_at - WorkloadSubmitted.occurred_at. The
   deciders' clock is carried by the events (it moves with later submissions and
@@ -24,7 +26,7 @@ another and from C concurrent tasks, so the HTTP + service overhead shows as a r
 The run fails (FAILED, non-zero exit) unless every workload was accepted once, admitted
 and finished Succeeded.
 
-    python -m bench.e2e_submit [--workloads 1000] [--clients 32] [--idle 50]
+    python -m bench.e2e_submit [--workloads 1000] [--clients 32] [--idle 50] [--batch 100]
 """
 
 from __future__ import annotations
@@ -143,9 +145,13 @@ async def direct_appends(url: str, n: int, clients: int, duration: float) -> dic
 # -- over HTTP, through the stack --------------------------------------------------------
 
 
-async def submit_all(base: str, n: int, clients: int, duration: float
+async def submit_all(base: str, n: int, clients: int, duration: float, batch: int = 0
                      ) -> tuple[list[str], list[float], dict[int, int], float]:
-    """POST every workload; (ids, per-request seconds, statuses, wall seconds)."""
+    """POST every workload; (ids, per-request seconds, statuses, wall seconds). ``batch``:
+    that many workloads a request through ``POST /v1/workloads:batch`` (each item with
+    its own idempotency key), not one a request."""
+    if batch:
+        return await _submit_batches(base, n, clients, duration, batch)
     ids: list[str] = []
     latencies: list[float] = []
     statuses: dict[int, int] = {}
@@ -167,6 +173,48 @@ async def submit_all(base: str, n: int, clients: int, duration: float
                 statuses[resp.status] = statuses.get(resp.status, 0) + 1
                 if resp.status in (200, 201):
                     ids.append(orjson.loads(payload)["id"])
+
+        started = time.perf_counter()
+        await asyncio.gather(*(client() for _ in range(clients)))
+        took = time.perf_counter() - started
+    return ids, latencies, statuses, took
+
+
+async def _submit_batches(base: str, n: int, clients: int, duration: float, size: int
+                          ) -> tuple[list[str], list[float], dict[int, int], float]:
+    """Batched submission (Armada-style): ``size`` workloads a request. Statuses count
+    workloads, not requests (a batch is all or nothing), so the outcome check reads alike;
+    an item answered ``created: false`` (a repeat) counts as 200."""
+    ids: list[str] = []
+    latencies: list[float] = []
+    statuses: dict[int, int] = {}
+    run = f"{time.time():.0f}"
+    bodies = [
+        orjson.dumps({"items": [
+            {**workload_body(i, duration=duration), "idempotencyKey": f"bench-{run}-{i}"}
+            for i in range(start, min(n, start + size))
+        ]})
+        for start in range(0, n, size)
+    ]
+    todo = iter(bodies)
+    connector = aiohttp.TCPConnector(limit=clients)
+    async with aiohttp.ClientSession(connector=connector) as session:
+
+        async def client() -> None:
+            for body in todo:
+                sent = time.perf_counter()
+                async with session.post(f"{base}/v1/workloads:batch", data=body,
+                                        headers={"Content-Type": "application/json"}) as resp:
+                    payload = await resp.read()
+                latencies.append(time.perf_counter() - sent)
+                if resp.status not in (200, 201):
+                    items = len(orjson.loads(body)["items"])
+                    statuses[resp.status] = statuses.get(resp.status, 0) + items
+                    continue
+                for item in orjson.loads(payload)["items"]:
+                    status = 201 if item["created"] else 200
+                    statuses[status] = statuses.get(status, 0) + 1
+                    ids.append(item["workload"]["id"])
 
         started = time.perf_counter()
         await asyncio.gather(*(client() for _ in range(clients)))
@@ -285,7 +333,7 @@ async def through_stack(stack: Stack, args: argparse.Namespace) -> dict[str, Any
         pids = stack_pids(stack)
         cpu_before = cpu_seconds(pids)
         ids, latencies, statuses, took = await submit_all(
-            stack.url(), args.workloads, args.clients, args.duration)
+            stack.url(), args.workloads, args.clients, args.duration, args.batch)
         done = await wait_done(store, set(ids), args.timeout)
         cpu_after = cpu_seconds(pids)
         head = await store.head()
@@ -308,7 +356,8 @@ async def through_stack(stack: Stack, args: argparse.Namespace) -> dict[str, Any
 def main(argv: list[str] | None = None) -> None:
     args = parse_args(argv)
     n, clients = args.workloads, args.clients
-    print(f"bench.e2e_submit ({machine()}): {n} workloads, {clients} clients")
+    per_request = f"batches of {args.batch}" if args.batch else "one a request"
+    print(f"bench.e2e_submit ({machine()}): {n} workloads, {clients} clients, {per_request}")
     with tempfile.TemporaryDirectory(prefix="muster-bench-") as tmp:
         base = asyncio.run(direct_appends(f"sqlite:///{Path(tmp) / 'baseline.db'}", n, clients,
                                           args.duration))
@@ -326,7 +375,8 @@ def main(argv: list[str] | None = None) -> None:
     http_rate = per_second(len(r["ids"]), r["took"])
     print(f"HTTP submit: {len(r['ids'])} accepted in {r['took']:.2f}s = {http_rate:,.0f} "
           f"submissions/s; statuses {dict(sorted(r['statuses'].items()))}")
-    print(f"  request latency: {summary(r['latencies'])}")
+    print(f"  request latency ({'per batch' if args.batch else 'per request'}): "
+          f"{summary(r['latencies'])}")
     print(f"direct appends (same process, no HTTP): sequential {base['sequential']:,.0f}/s, "
           f"{clients} tasks {base['concurrent']:,.0f}/s")
     print(f"  HTTP/direct: {ratio(http_rate, base['sequential'])} of sequential, "
@@ -375,11 +425,17 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
                    help="seconds to wait for every finish after the last submit (default 60)")
     p.add_argument("--existing-nodes", type=int, default=0,
                    help="place on this many declared 8-GPU nodes instead of provisioning")
+    p.add_argument("--batch", type=int, default=0, metavar="N",
+                   help="submit N workloads a request through POST /v1/workloads:batch "
+                        "(default 0: one workload a request)")
     p.add_argument("--idle", type=int, default=50,
                    help="workloads submitted one at a time on the idle stack first (default 50)")
     p.add_argument("--idle-seconds", type=float, default=10.0,
                    help="seconds the idle stack's CPU is measured over (default 10)")
-    return p.parse_args(argv)
+    args = p.parse_args(argv)
+    if args.batch < 0:
+        p.error("--batch must be 0 (one a request) or more")
+    return args
 
 
 if __name__ == "__main__":

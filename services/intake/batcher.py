@@ -11,6 +11,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import time
+from collections.abc import Callable
 
 from muster.core.events import Envelope, StreamAppend
 from muster.store import ConcurrencyConflict, SqlEventStore
@@ -23,9 +24,17 @@ _Pending = tuple[StreamAppend, "asyncio.Future[Envelope]"]
 
 
 class GroupCommitter:
-    def __init__(self, store: SqlEventStore, producer: str) -> None:
+    def __init__(
+        self,
+        store: SqlEventStore,
+        producer: str,
+        on_commit: Callable[[list[Envelope]], None] | None = None,
+    ) -> None:
         self.store = store
         self.producer = producer
+        # Given each committed group (intake folds its own submissions from it, not
+        # reading them back).
+        self.on_commit = on_commit
         # A plain list and an event, not an asyncio.Queue: at 3,000+ requests a second the
         # queue's put/get and a dataclass per request were a tenth of intake's CPU.
         self._waiting: list[_Pending] = []
@@ -78,6 +87,8 @@ class GroupCommitter:
         for (_, done), env in zip(group, envs, strict=True):
             if not done.done():  # its request may have been cancelled (a client gone)
                 done.set_result(env)
+        if self.on_commit is not None:  # after the answers: its failure strands none
+            self.on_commit(envs)
 
 
 def _answer(done: asyncio.Future[Envelope], exc: BaseException) -> None:

@@ -23,7 +23,9 @@ class Context:
     def __init__(self, loop: DeciderLoop, access: Access) -> None:
         self.loop = loop
         self.access = access
-        self.committer = GroupCommitter(loop.store, producer=inputs.INTAKE)
+        self.committer = GroupCommitter(
+            loop.store, producer=inputs.INTAKE, on_commit=loop.fold_appended
+        )
 
     @property
     def settings(self) -> Settings:

@@ -118,6 +118,17 @@ def test_e2e_submit() -> None:
 
 
 @STACK
+def test_e2e_submit_batched() -> None:
+    # Batches of 6 (the last one 2): statuses count workloads, so its check reads alike.
+    run_bench(
+        "e2e_submit",
+        *("--workloads", "20", "--clients", "4", "--idle", "1", "--idle-seconds", "0.5"),
+        *("--batch", "6"),
+        expect="admitted 20/20, finished 20",
+    )
+
+
+@STACK
 def test_busy_trace() -> None:
     # 60 jobs of the busy trace's shape, through the stack and the harness.
     run_bench("busy_trace", "--jobs", "60", "--mean-duration", "1", "--timeout", "120")

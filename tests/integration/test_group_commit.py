@@ -6,10 +6,28 @@ import asyncio
 
 import pytest
 
+from muster.core import inputs
 from muster.core.events import NewEvent, StreamAppend
 from muster.core.events import timer as tev
+from muster.core.model import parse
+from muster.core.model.workload import WorkloadSpec
+from muster.core.views.workloads import WorkloadsView
+from muster.runtime.loop import DeciderLoop
+from muster.runtime.metrics import ServiceMetrics
+from muster.runtime.settings import load
 from muster.store import ConcurrencyConflict, SqlEventStore
 from services.intake.batcher import GroupCommitter
+
+
+def spec(i: int) -> WorkloadSpec:
+    return parse.workload(
+        {
+            "name": f"w{i}",
+            "namespace": "team-a",
+            "queueName": "training",
+            "podSets": [{"name": "main", "count": 1, "requests": {"cpu": 1}}],
+        }
+    )
 
 
 def one(stream: str) -> StreamAppend:
@@ -50,3 +68,27 @@ async def test_only_single_event_appends_are_grouped(sqlite_store: SqlEventStore
     with pytest.raises(ValueError, match="one event"):
         await committer.append(StreamAppend("timer-x", 0, []))
     await committer.close()
+
+
+async def test_intake_folds_its_committed_submissions_without_reading_them_back(
+    sqlite_store: SqlEventStore,
+) -> None:
+    """Each committed group is folded from what the append returned, when it is next in
+    the log: the view shows the workloads before any step reads the store."""
+    settings = load({}, store_url=sqlite_store.url, kafka_bootstrap="unused:9092")
+    loop = DeciderLoop(WorkloadsView(), sqlite_store, settings, ServiceMetrics(), decides=False)
+    committer = GroupCommitter(sqlite_store, producer="intake", on_commit=loop.fold_appended)
+    news = [inputs.submission(f"w{i}", spec(i), 1.0, None) for i in range(5)]
+    try:
+        await asyncio.gather(*(committer.append(StreamAppend(n.stream_id, 0, [n])) for n in news))
+        # Someone else's event, then ours: ours is not next, so it waits for the step.
+        await sqlite_store.append([one("timer-other")], producer="queue", recorded_at=1.0)
+        late = inputs.submission("w-late", spec(9), 1.0, None)
+        await committer.append(StreamAppend(late.stream_id, 0, [late]))
+    finally:
+        await committer.close()
+    assert sorted(loop.runner.state.workloads) == [f"w{i}" for i in range(5)]
+    assert loop.runner.position == 5
+    await loop.step()
+    assert "w-late" in loop.runner.state.workloads
+    assert loop.runner.position == 7

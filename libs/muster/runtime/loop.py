@@ -121,6 +121,19 @@ class DeciderLoop:
         else:
             await self.catch_up()
 
+    def fold_appended(self, appended: list[Envelope]) -> None:
+        """Fold what was appended on this service's behalf outside a step (intake's group
+        commits) from what ``append`` returned, without reading it back: only when it is
+        next in the log and no step is folding (the fold is synchronous, so none starts
+        meanwhile); otherwise the next step's catch-up reads it, as before."""
+        if self._lock.locked() or not appended:
+            return
+        if appended[0].position == self.runner.position + 1:
+            try:
+                self._folded(self.runner.fold(appended))
+            except Exception as exc:  # the step's catch-up meets it again, and rides it out
+                self.log.warning("folding own appends failed", error=_brief(exc))
+
     async def moved(self, timeout: float) -> bool:
         """Wait until the fold moves past where it is now; False on timeout."""
         try:

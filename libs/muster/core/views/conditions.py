@@ -12,6 +12,7 @@ Preempted False ("Previously: ...") instead of dropping them.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from functools import singledispatch
 from typing import Any
@@ -94,6 +95,13 @@ def _previously(conds: Conditions, type_: str, now: float) -> None:
 def fold(conds: Conditions, event: Event, now: float) -> None:
     """``event`` of this workload, at logical time ``now``."""
     _apply(event, conds, now)
+
+
+def handler(kind: type[Event]) -> Callable[[Any, Conditions, float], None] | None:
+    """``fold``'s handler for events of ``kind``, or None if it ignores them: a caller
+    folding many events looks it up once a type (intake's view, on every event)."""
+    found = _apply.dispatch(kind)
+    return None if found is _apply.dispatch(Event) else found
 
 
 @singledispatch

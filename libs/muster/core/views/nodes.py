@@ -10,7 +10,7 @@ on it.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from functools import singledispatch
 from typing import Any
@@ -45,6 +45,13 @@ class NodeRecord:
 def fold(nodes: dict[str, NodeRecord], event: Event, now: float) -> None:
     """Apply one event to the records (other events are ignored)."""
     _apply(event, nodes, now)
+
+
+def handler(kind: type[Event]) -> Callable[[Any, dict[str, NodeRecord], float], None] | None:
+    """``fold``'s handler for events of ``kind``, or None if it ignores them: a caller
+    folding many events looks it up once a type (intake's view, on every event)."""
+    found = _apply.dispatch(kind)
+    return None if found is _apply.dispatch(Event) else found
 
 
 @singledispatch

@@ -6,6 +6,7 @@ A read model folded from ``provisioning-*`` events, for every request: standalon
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from functools import singledispatch
 from typing import Any
@@ -73,6 +74,13 @@ class RequestView:
 def fold(views: dict[str, RequestView], event: Event, now: float) -> None:
     """Apply one event to the views (other events are ignored)."""
     _apply(event, views, now)
+
+
+def handler(kind: type[Event]) -> Callable[[Any, dict[str, RequestView], float], None] | None:
+    """``fold``'s handler for events of ``kind``, or None if it ignores them: a caller
+    folding many events looks it up once a type (intake's view, on every event)."""
+    found = _apply.dispatch(kind)
+    return None if found is _apply.dispatch(Event) else found
 
 
 def _set(view: RequestView, kind: str, status: str, reason: str, message: str, now: float) -> None:

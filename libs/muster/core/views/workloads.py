@@ -3,6 +3,7 @@ local queues that exist (to refuse submissions to unknown ones)."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from functools import singledispatch
 from typing import Any
@@ -169,17 +170,48 @@ class WorkloadsState:
 def evolve(state: WorkloadsState, envelope: Folded) -> WorkloadsState:
     advance(state, envelope)
     qs.evolve(state.queue, envelope)
-    provisioning.fold(state.requests, envelope.event, state.now)
-    node_view.fold(state.nodes, envelope.event, state.now)
+    event = envelope.event
+    plan = _PLANS.get(type(event))
+    if plan is None:
+        plan = _PLANS[type(event)] = _plan(type(event))
+    requests, nodes, own, conditions = plan
+    if requests is not None:
+        requests(event, state.requests, state.now)
+    if nodes is not None:
+        nodes(event, state.nodes, state.now)
     accounting.fold(state.usage, envelope)
-    _apply(envelope.event, state)
-    wid = getattr(envelope.event, "workload_id", None)
-    view = state.workloads.get(wid) if isinstance(wid, str) else None
-    if view is not None:
-        cond.fold(view.conditions, envelope.event, envelope.occurred_at)
+    if own is not None:
+        own(event, state)
+    wid = getattr(event, "workload_id", None)
+    if conditions is not None and isinstance(wid, str):
+        view = state.workloads.get(wid)
+        if view is not None:
+            conditions(event, view.conditions, envelope.occurred_at)
     if wid in state.gangs and wid in state.workloads:
         _follow(state, wid)
     return state
+
+
+# What each fold does with an event type, looked up once a type: most types concern a
+# few of the folds, and singledispatch's lookup on every call was a tenth of the view's
+# fold in a burst. None: that fold ignores the type.
+_Plan = tuple[
+    Callable[[Any, dict[str, provisioning.RequestView], float], None] | None,
+    Callable[[Any, dict[str, node_view.NodeRecord], float], None] | None,
+    Callable[[Any, WorkloadsState], None] | None,
+    Callable[[Any, cond.Conditions, float], None] | None,
+]
+_PLANS: dict[type, _Plan] = {}
+
+
+def _plan(kind: type[Event]) -> _Plan:
+    own = _apply.dispatch(kind)
+    return (
+        provisioning.handler(kind),
+        node_view.handler(kind),
+        None if own is _apply.dispatch(Event) else own,
+        cond.handler(kind),
+    )
 
 
 def _follow(state: WorkloadsState, gid: str) -> None:
