@@ -173,6 +173,29 @@ def test_a_level_crossing_wakes_a_waiting_newcomer() -> None:
     assert _finished(h, "short") == 270.0
 
 
+def _day_and_week(levels: list[float]) -> Harness:
+    # day: 4 GPUs x 200 s from t=0, past 100 GPU-s at 25; week: 4 GPUs x 2000 s from t=30
+    # (level 0) preempts it; day keeps 120 GPU-s (level 1), week passes 100 at 55, 1000 at 280.
+    jobs = [gpu_job("day", 0, 1, 4, 200), gpu_job("week", 30, 1, 4, 2000)]
+    return run_verified(_cluster({"levels": levels}), jobs)
+
+
+def test_a_further_threshold_lets_a_shorter_job_pass_a_much_longer_one() -> None:
+    """Tiresias §4.1 (K queues, thresholds spread over the jobs' attained service): with
+    one threshold both jobs share the last level once past it, in FIFO order, and the
+    preempted shorter one waits for the whole long one; a threshold a decade higher puts
+    the long one below it, and the shorter one finishes first (bench.traces' third level,
+    bench/README.md: ITP cluster 6, where half the jobs pass 36,000 GPU-s)."""
+    one = _day_and_week([100])
+    assert _at(one, qev.WorkloadEvicted, "day") == [30.0]
+    assert _at(one, qev.WorkloadEvicted, "week") == []
+    assert _finished(one, "day") == 2230.0
+    two = _day_and_week([100, 1000])
+    assert _at(two, qev.WorkloadEvicted, "week") == [280.0]
+    assert _finished(two, "day") == 480.0
+    assert _finished(two, "week") == 2480.0  # no checkpoints: it ran from the beginning again
+
+
 def test_a_starving_job_goes_back_to_the_first_level() -> None:
     """Tiresias §4.2: long (at level 1) is preempted at 50 by a higher class after running
     50 s; with starvationFactor 1 it is back at level 0 at t=100 and, by FIFO within the
