@@ -129,8 +129,11 @@ def queue_names() -> list[tuple[str, str]]:
     ]
 
 
-def cluster_doc(protect: str | None = None) -> dict[str, Any]:
-    """Kueue's configuration; ``protect``: a ``minAdmitDuration`` on every queue."""
+def cluster_doc(protect: str | None = None, *, existing_node: bool = False) -> dict[str, Any]:
+    """Kueue's configuration; ``protect``: a ``minAdmitDuration`` on every queue.
+    ``existing_node``: instead of the node pool, one declared node as large as the nominal
+    quota, so nothing but quota constrains (Kueue's test has no nodes) and no workload
+    waits for a provisioning request: the queue admits it in the decision that reserves."""
     preemption = {"reclaimWithinCohort": "Any", "withinClusterQueue": "LowerPriority"}
     if protect is not None:
         preemption["minAdmitDuration"] = protect
@@ -159,7 +162,7 @@ def cluster_doc(protect: str | None = None) -> dict[str, Any]:
         }
         for cq, cohort in queue_names()
     ]
-    return {
+    doc: dict[str, Any] = {
         "name": "kueue-baseline",
         "zones": ["zone-a"],
         # Kueue's test has no cloud: every workload's nodes come at once, however many
@@ -181,6 +184,12 @@ def cluster_doc(protect: str | None = None) -> dict[str, Any]:
             {"namespace": cq, "name": cq, "clusterQueue": cq} for cq, _ in queue_names()
         ],
     }
+    if existing_node:
+        doc["nodePools"] = []
+        doc["nodes"] = [
+            {"name": "units", "count": 1, "allocatable": {RESOURCE: NOMINAL * len(cluster_queues)}}
+        ]
+    return doc
 
 
 def cohort_of(a: Arrival) -> str:
@@ -800,7 +809,10 @@ def services(
 def main(argv: list[str] | None = None) -> None:
     args = parse_args(argv)
     protect = args.min_admit_duration
-    spec = parse.cluster(cluster_doc(protect if args.services else protect or "2s"))
+    node = args.existing_node
+    spec = parse.cluster(
+        cluster_doc(protect if args.services else protect or "2s", existing_node=node)
+    )
     run = f"r{time.time():.0f}." if args.services else ""
     plan = arrivals(args.scale, run)
     counts = {c.name: scaled(c.count, args.scale) for c in CLASSES}
@@ -817,7 +829,7 @@ def main(argv: list[str] | None = None) -> None:
         "evict the mediums admitted in the 0.2 s between two of them: no scheduler that "
         "admits larges at once beats about 73 s here (mediums fit no gap; they run after 61 s)"
     )
-    problems = virtual(parse.cluster(cluster_doc()), plan, args.scale)
+    problems = virtual(parse.cluster(cluster_doc(existing_node=node)), plan, args.scale)
     print(
         f"-- the same with preemption.minAdmitDuration {protect or '2s'} on every "
         "queue (a minimum runtime before any preemption; the longest runtime is 1 s)"
@@ -847,6 +859,12 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         "--min-admit-duration",
         help="virtual time: the second run's preemption.minAdmitDuration (default 2s); "
         "--services: set it on the queues (default: Kueue's configuration, none)",
+    )
+    p.add_argument(
+        "--existing-node",
+        action="store_true",
+        help="one declared node of the nominal total instead of the provisioned pool: no "
+        "provisioning request between reservation and admission (Kueue's test has no nodes)",
     )
     p.add_argument(
         "--clients", type=int, default=64, help="--services: concurrent HTTP requests (default 64)"
