@@ -88,6 +88,9 @@ GAVE_UP = (qev.WorkloadCancelled, qev.WorkloadRejected)
 # A harness log this many events per workload has no fixed point (a few dozen are usual,
 # re-admissions after preemption included): a livelock, not a long run.
 RUNAWAY_EVENTS_PER_WORKLOAD = 500
+# --services: a p90 send lag above this (s) means the client bunched the arrivals (a
+# quarter of the smalls' 0.1 s interval; a quiet machine's run is ~0.01 s at p50).
+LATE_ARRIVALS = 0.25
 
 
 @dataclass(frozen=True)
@@ -773,6 +776,12 @@ def services(
         f"{percentile(lags, 50):.3f}s, p90 {percentile(lags, 90):.3f}s, max {max(lags):.3f}s; "
         f"whole run {wall:.1f}s wall"
     )
+    if percentile(lags, 90) > LATE_ARRIVALS:
+        print(
+            f"  WARNING: the client sent 10 % of the workloads more than {LATE_ARRIVALS:g}s "
+            "late (a loaded machine): the arrivals were not Kueue's shape, so neither are "
+            "the figures below"
+        )
 
     def wall_time(env: Envelope) -> float:
         # Submissions: intake's acceptance time; decisions: their commit time.
