@@ -40,7 +40,14 @@ intake (``--services``), admitted and finished successfully, none rejected or ca
 (evictions are the scenario's: preemption requeues them); virtual time also fails on a
 livelock (the harness's bound), ``--services`` when the log has not ended by ``--timeout``.
 
+Each run prints where its total beyond the capacity bound went (work lost per eviction,
+quota held beyond the runtime, idle capacity by what waited) and, with Kueue's
+configuration, the least total of any schedule that starts larges on arrival.
+``--existing-node``: one declared node of the nominal total instead of the provisioned
+pool (no provisioning request between reservation and admission).
+
     python -m bench.kueue_baseline [--scale 1.0] [--min-admit-duration 2s] [--services]
+                                   [--existing-node]
 """
 
 from __future__ import annotations
