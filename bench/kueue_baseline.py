@@ -40,7 +40,14 @@ intake (``--services``), admitted and finished successfully, none rejected or ca
 (evictions are the scenario's: preemption requeues them); virtual time also fails on a
 livelock (the harness's bound), ``--services`` when the log has not ended by ``--timeout``.
 
+Each run prints where its total beyond the capacity bound went (work lost per eviction,
+quota held beyond the runtime, idle capacity by what waited) and, with Kueue's
+configuration, the least total of any schedule that starts larges on arrival.
+``--existing-node``: one declared node of the nominal total instead of the provisioned
+pool (no provisioning request between reservation and admission).
+
     python -m bench.kueue_baseline [--scale 1.0] [--min-admit-duration 2s] [--services]
+                                   [--existing-node]
 """
 
 from __future__ import annotations
@@ -52,7 +59,7 @@ import math
 import os
 import tempfile
 import time
-from collections import Counter
+from collections import Counter, defaultdict
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -88,6 +95,9 @@ GAVE_UP = (qev.WorkloadCancelled, qev.WorkloadRejected)
 # A harness log this many events per workload has no fixed point (a few dozen are usual,
 # re-admissions after preemption included): a livelock, not a long run.
 RUNAWAY_EVENTS_PER_WORKLOAD = 500
+# --services: a p90 send lag above this (s) means the client bunched the arrivals (a
+# quarter of the smalls' 0.1 s interval; a quiet machine's run is ~0.01 s at p50).
+LATE_ARRIVALS = 0.25
 
 
 @dataclass(frozen=True)
@@ -129,8 +139,11 @@ def queue_names() -> list[tuple[str, str]]:
     ]
 
 
-def cluster_doc(protect: str | None = None) -> dict[str, Any]:
-    """Kueue's configuration; ``protect``: a ``minAdmitDuration`` on every queue."""
+def cluster_doc(protect: str | None = None, *, existing_node: bool = False) -> dict[str, Any]:
+    """Kueue's configuration; ``protect``: a ``minAdmitDuration`` on every queue.
+    ``existing_node``: instead of the node pool, one declared node as large as the nominal
+    quota, so nothing but quota constrains (Kueue's test has no nodes) and no workload
+    waits for a provisioning request: the queue admits it in the decision that reserves."""
     preemption = {"reclaimWithinCohort": "Any", "withinClusterQueue": "LowerPriority"}
     if protect is not None:
         preemption["minAdmitDuration"] = protect
@@ -159,7 +172,7 @@ def cluster_doc(protect: str | None = None) -> dict[str, Any]:
         }
         for cq, cohort in queue_names()
     ]
-    return {
+    doc: dict[str, Any] = {
         "name": "kueue-baseline",
         "zones": ["zone-a"],
         # Kueue's test has no cloud: every workload's nodes come at once, however many
@@ -181,6 +194,16 @@ def cluster_doc(protect: str | None = None) -> dict[str, Any]:
             {"namespace": cq, "name": cq, "clusterQueue": cq} for cq, _ in queue_names()
         ],
     }
+    if existing_node:
+        doc["nodePools"] = []
+        doc["nodes"] = [
+            {"name": "units", "count": 1, "allocatable": {RESOURCE: NOMINAL * len(cluster_queues)}}
+        ]
+    return doc
+
+
+def cohort_of(a: Arrival) -> str:
+    return dict(queue_names())[a.body["queueName"]]
 
 
 def scaled(count: int, scale: float) -> int:
@@ -215,6 +238,45 @@ def capacity_bound(scale: float) -> tuple[float, float, float]:
     return work, work / (NOMINAL * queues), last
 
 
+def preemptive_bound(scale: float) -> float:
+    """The least total (first submission to last finish) for a scheduler that admits every
+    large when it arrives, as Kueue's rules make it here: a large (priority 200) heads its
+    queue and every lower-priority workload is a candidate (``withinClusterQueue:
+    LowerPriority`` in its queue, ``reclaimWithinCohort: Any`` in the others, which borrow).
+
+    All 30 queues' larges arrive together and fill the nominal capacity exactly while they
+    run, so only the windows between them hold other work before the last large ends; a
+    workload counts there only if it arrived in time to finish inside one window (work in
+    a window is lost when the next larges come). Optimistic otherwise (any packing, no
+    decision time), so no such scheduler ends sooner."""
+    capacity = NOMINAL * COHORTS * QUEUES_PER_COHORT
+    queues = COHORTS * QUEUES_PER_COHORT
+    large = max(CLASSES, key=lambda c: c.priority)
+    others = [c for c in CLASSES if c is not large]
+    assert large.units * queues == capacity, "the larges no longer fill the capacity"
+    n_large = scaled(large.count, scale)
+    first = min(c.interval for c in CLASSES)
+    windows = [(first, large.interval)] + [
+        (k * large.interval + large.runtime, (k + 1) * large.interval) for k in range(1, n_large)
+    ]
+    done = {c.name: 0 for c in others}  # workloads (of all queues) finished inside windows
+    for a, b in windows:
+        room = capacity * (b - a)
+        for c in sorted(others, key=lambda c: c.runtime):  # shortest first: they waste least
+            if b - a < c.runtime - 1e-9:
+                continue
+            # every queue's generator: those created in time to finish by b
+            per_queue = math.floor((b - c.runtime) / c.interval + 1e-9)
+            arrived = min(scaled(c.count, scale), per_queue) * queues
+            n = min(arrived - done[c.name], math.floor(room / (c.units * c.runtime) + 1e-9))
+            room -= n * c.units * c.runtime
+            done[c.name] += n
+    left = sum(
+        (scaled(c.count, scale) * queues - done[c.name]) * c.units * c.runtime for c in others
+    )
+    return n_large * large.interval + large.runtime + left / capacity - first
+
+
 # -- figures from a log ------------------------------------------------------------------
 
 
@@ -230,6 +292,15 @@ class Figures:
     evictions: int = 0
     admissions: int = 0  # WorkloadAdmitted events, re-admissions included
     held: float = 0.0  # unit-seconds of quota held (QuotaReserved -> release)
+    # Where the held unit-seconds beyond the work went (see ``Breakdown``):
+    # class -> unit-s held by reservations that ended in eviction
+    lost: defaultdict[str, float] = field(default_factory=lambda: defaultdict(float))
+    lost_n: Counter[str] = field(default_factory=Counter)  # class -> evictions
+    overhead: float = 0.0  # held by finished reservations beyond their runtime (the hops)
+    reserving: float = 0.0  # of which held between QuotaReserved and WorkloadAdmitted
+    # (time, cohort, units held change, class whose pending count changes, change): the
+    # sweep that finds idle capacity while work waited
+    steps: list[tuple[float, str, int, str, int]] = field(default_factory=list)
     start: float = 0.0
     end: float = 0.0
 
@@ -242,7 +313,9 @@ def figures(
     envelopes: list[Envelope],
     classes: dict[str, WorkloadClass],
     when: Callable[[Envelope], float],
+    cohorts: dict[str, str],
 ) -> Figures:
+    """``classes``, ``cohorts``: each workload id's class and cohort."""
     f = Figures(classes)
     holding: dict[str, tuple[float, int]] = {}  # workload -> (since, units)
     for env in envelopes:
@@ -251,12 +324,18 @@ def figures(
         if wid not in classes:
             continue
         t = when(env)
+        cls, cohort = classes[wid], cohorts[wid]
         if isinstance(ev, wev.WorkloadSubmitted):
             f.submitted[wid] = t
+            f.steps.append((t, cohort, 0, cls.name, +1))
         elif isinstance(ev, qev.QuotaReserved):
             units = sum(q for res in ev.usage.values() for q in res.values())
             holding[wid] = (t, units)
+            f.steps.append((t, cohort, units, cls.name, -1))
         elif isinstance(ev, qev.WorkloadAdmitted):
+            if wid in holding:
+                since, units = holding[wid]
+                f.reserving += units * max(0.0, t - since)
             f.admissions += 1
             f.first_admit.setdefault(wid, t)
             f.last_admit[wid] = t
@@ -264,8 +343,15 @@ def figures(
             if wid in holding:
                 since, units = holding.pop(wid)
                 f.held += units * max(0.0, t - since)
+                requeued = isinstance(ev, qev.WorkloadEvicted)
+                f.steps.append((t, cohort, -units, cls.name, +1 if requeued else 0))
+                if requeued:
+                    f.lost[cls.name] += units * max(0.0, t - since)
+                elif isinstance(ev, qev.WorkloadFinished):
+                    f.overhead += units * (max(0.0, t - since) - cls.runtime)
             if isinstance(ev, qev.WorkloadEvicted):
                 f.evictions += 1
+                f.lost_n[cls.name] += 1
             elif isinstance(ev, qev.WorkloadFinished):
                 f.finished[wid] = t
                 if ev.outcome != "Succeeded":
@@ -276,6 +362,67 @@ def figures(
         f.start = min(f.submitted.values())
         f.end = max([*f.finished.values(), *f.last_admit.values(), f.start])
     return f
+
+
+@dataclass(frozen=True)
+class Idle:
+    """Unit-seconds of nominal capacity held by nobody between the first submission and
+    the last finish, by what was waiting then."""
+
+    fitting: float  # a pending workload would have fit the free units: time between decisions
+    too_big: float  # workloads waited, none small enough for the free units
+    nothing: float  # nothing waited: the arrivals' pace
+
+
+def idle(f: Figures) -> Idle:
+    """Sweep each cohort's reservations, releases and arrivals in time order (a cohort's
+    quota is its own: another cohort's free units are no use to its workloads)."""
+    capacity = NOMINAL * QUEUES_PER_COHORT
+    units = {c.name: c.units for c in CLASSES}
+    fitting = too_big = nothing = 0.0
+    by_cohort: dict[str, list[tuple[float, int, str, int]]] = {}
+    for t, cohort, d_held, cls, d_pending in f.steps:
+        by_cohort.setdefault(cohort, []).append((t, d_held, cls, d_pending))
+    for steps in by_cohort.values():
+        pending: Counter[str] = Counter()
+        held = 0
+        last = f.start
+        for t, d_held, cls, d_pending in sorted(steps, key=lambda s: s[0]):
+            t = min(max(t, f.start), f.end)
+            free = max(0, capacity - held) * (t - last)
+            waiting = [units[c] for c, n in pending.items() if n > 0]
+            if not waiting:
+                nothing += free
+            elif min(waiting) <= capacity - held:
+                fitting += free
+            else:
+                too_big += free
+            last, held = t, held + d_held
+            pending[cls] += d_pending
+        nothing += capacity * (f.end - last)  # after its last release
+    return Idle(fitting, too_big, nothing)
+
+
+def breakdown(f: Figures, scale: float) -> None:
+    """Total = (work + lost + overhead + idle) / capacity: print each part in seconds."""
+    capacity = NOMINAL * COHORTS * QUEUES_PER_COHORT
+    work, _, _ = capacity_bound(scale)
+    gaps = idle(f)
+    lost = sum(f.lost.values())
+    per = ", ".join(
+        f"{c.name} {f.lost[c.name]:,.0f} unit-s in {f.lost_n[c.name]:,} "
+        f"({f.lost[c.name] / f.lost_n[c.name]:.2f} each)"
+        for c in CLASSES
+        if f.lost_n[c.name]
+    )
+    print(
+        f"  where the total goes (unit-s / {capacity} = s): work {work / capacity:.2f}s; "
+        f"lost to evictions {lost / capacity:.2f}s ({per or 'none'}); hops, quota held "
+        f"beyond runtime {f.overhead / capacity:.2f}s (reserved, not yet admitted "
+        f"{f.reserving / capacity:.2f}s); idle while a waiting workload fit "
+        f"{gaps.fitting / capacity:.2f}s, while none fit {gaps.too_big / capacity:.2f}s, "
+        f"with nothing waiting {gaps.nothing / capacity:.2f}s"
+    )
 
 
 def outcome(f: Figures, n: int) -> list[str]:
@@ -303,7 +450,8 @@ def by_class(f: Figures, admitted: dict[str, float]) -> dict[str, list[float]]:
     return out
 
 
-def report(f: Figures, scale: float, label: str, *, total_label: str) -> None:
+def report(f: Figures, scale: float, label: str, *, total_label: str, protected: bool) -> None:
+    """``protected``: minAdmitDuration on the queues (larges may wait: no preemptive bound)."""
     work, bound_work, bound_arrival = capacity_bound(scale)
     bound = max(bound_work, bound_arrival)
     n = len(f.classes)
@@ -318,6 +466,13 @@ def report(f: Figures, scale: float, label: str, *, total_label: str) -> None:
         f"units = {bound_work:.2f}s, last arrival + runtime {bound_arrival:.2f}s) -> "
         f"{ratio(f.total, bound)} the bound"
     )
+    if not protected:
+        least = preemptive_bound(scale)
+        print(
+            f"  with Kueue's preemption every large starts on arrival; then no schedule ends "
+            f"before {least:.2f}s = {ratio(least, bound)} the bound (mediums fit no gap "
+            f"between larges: `preemptive_bound`)"
+        )
     capacity = NOMINAL * COHORTS * QUEUES_PER_COHORT
     usage = 100.0 * f.held / (f.total * capacity) if f.total > 0 else 0.0
     print(
@@ -325,6 +480,7 @@ def report(f: Figures, scale: float, label: str, *, total_label: str) -> None:
         f"{per_second(f.admissions, f.total):,.1f} (admission events); mean usage "
         f"{usage:.1f}% ({f.held:,.0f} unit-s held; work needs {work:,.0f})"
     )
+    breakdown(f, scale)
     last, first = by_class(f, f.last_admit), by_class(f, f.first_admit)
     print(
         "  time to admission (s): class  count   mean    p50    p90    max | first-admission mean"
@@ -458,7 +614,7 @@ def virtual(spec: ClusterSpec, plan: list[Arrival], scale: float) -> list[str]:
         livelock = run_bounded(harness, RUNAWAY_EVENTS_PER_WORKLOAD * len(plan) + 10_000)
     wall, cpu = time.perf_counter() - wall, time.process_time() - cpu
     envs = harness.log.envelopes
-    f = figures(envs, classes, lambda e: e.occurred_at)
+    f = figures(envs, classes, lambda e: e.occurred_at, {a.key: cohort_of(a) for a in plan})
     problems = outcome(f, len(plan))
     if livelock is not None:
         # Figures of a run cut short describe nothing: stop here.
@@ -467,7 +623,8 @@ def virtual(spec: ClusterSpec, plan: list[Arrival], scale: float) -> list[str]:
         f"harness: {len(envs):,} events, virtual clock {harness.clock:.2f}s, run took "
         f"{wall:.1f}s wall / {cpu:.1f}s CPU ({per_second(len(envs), wall):,.0f} events/s)"
     )
-    report(f, scale, "virtual time", total_label="virtual time")
+    protected = any(cq.preemption.min_admit_duration for cq in spec.cluster_queues)
+    report(f, scale, "virtual time", total_label="virtual time", protected=protected)
     print("  CPU time by decider (process_time, inside the harness run):")
     for d in deciders:
         t = d.timing
@@ -626,20 +783,29 @@ def services(
         f"{percentile(lags, 50):.3f}s, p90 {percentile(lags, 90):.3f}s, max {max(lags):.3f}s; "
         f"whole run {wall:.1f}s wall"
     )
+    if percentile(lags, 90) > LATE_ARRIVALS:
+        print(
+            f"  WARNING: the client sent 10 % of the workloads more than {LATE_ARRIVALS:g}s "
+            "late (a loaded machine): the arrivals were not Kueue's shape, so neither are "
+            "the figures below"
+        )
 
     def wall_time(env: Envelope) -> float:
         # Submissions: intake's acceptance time; decisions: their commit time.
         return env.occurred_at if isinstance(env.event, wev.WorkloadSubmitted) else env.recorded_at
 
-    f = figures(envs, classes, wall_time)
-    report(f, scale, "services (wall clock)", total_label="wall")
+    by_id = {a.key: cohort_of(a) for a in plan}
+    cohorts = {wid: by_id[key] for wid, key in ids.items()}
+    f = figures(envs, classes, wall_time, cohorts)
+    protected = args.min_admit_duration is not None
+    report(f, scale, "services (wall clock)", total_label="wall", protected=protected)
     total_cpu = sum(v for v in cpu.values() if not math.isnan(v))
     print(
         "  service CPU seconds during the run: "
         + ", ".join(f"{n} {v:.1f}s" for n, v in cpu.items())
         + f"; total {total_cpu:.1f}s on {len(cpu)} processes"
     )
-    logical = figures(envs, classes, lambda e: e.occurred_at)
+    logical = figures(envs, classes, lambda e: e.occurred_at, cohorts)
     last = by_class(logical, logical.last_admit)
     print(
         "  logical (occurred_at) time to admission mean: "
@@ -659,7 +825,10 @@ def services(
 def main(argv: list[str] | None = None) -> None:
     args = parse_args(argv)
     protect = args.min_admit_duration
-    spec = parse.cluster(cluster_doc(protect if args.services else protect or "2s"))
+    node = args.existing_node
+    spec = parse.cluster(
+        cluster_doc(protect if args.services else protect or "2s", existing_node=node)
+    )
     run = f"r{time.time():.0f}." if args.services else ""
     plan = arrivals(args.scale, run)
     counts = {c.name: scaled(c.count, args.scale) for c in CLASSES}
@@ -676,7 +845,7 @@ def main(argv: list[str] | None = None) -> None:
         "evict the mediums admitted in the 0.2 s between two of them: no scheduler that "
         "admits larges at once beats about 73 s here (mediums fit no gap; they run after 61 s)"
     )
-    problems = virtual(parse.cluster(cluster_doc()), plan, args.scale)
+    problems = virtual(parse.cluster(cluster_doc(existing_node=node)), plan, args.scale)
     print(
         f"-- the same with preemption.minAdmitDuration {protect or '2s'} on every "
         "queue (a minimum runtime before any preemption; the longest runtime is 1 s)"
@@ -706,6 +875,12 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         "--min-admit-duration",
         help="virtual time: the second run's preemption.minAdmitDuration (default 2s); "
         "--services: set it on the queues (default: Kueue's configuration, none)",
+    )
+    p.add_argument(
+        "--existing-node",
+        action="store_true",
+        help="one declared node of the nominal total instead of the provisioned pool: no "
+        "provisioning request between reservation and admission (Kueue's test has no nodes)",
     )
     p.add_argument(
         "--clients", type=int, default=64, help="--services: concurrent HTTP requests (default 64)"
