@@ -9,6 +9,7 @@ import os
 import subprocess
 import sys
 import textwrap
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -165,13 +166,26 @@ def test_the_queue_folds_bare_only_what_it_only_moves_its_clock_on() -> None:
         assert kept not in bare
 
 
+def test_the_node_agent_and_provisioner_fold_bare_only_types_without_a_handler() -> None:
+    """Derived from their dispatch (``unhandled_types``): what they act on is read whole."""
+    agent, provisioner = clock_only(NodeAgentDecider()), clock_only(ProvisionerDecider())
+    assert {"timer.fired", "admission.quota_reserved"} <= agent
+    for kept in ("admission.admitted", "node.pod_started", "provisioning.nodes_creating"):
+        assert kept not in agent
+    assert {"timer.fired", "node.pod_started"} <= provisioner
+    for kept in ("admission.quota_reserved", "workload.submitted", "provisioning.requested"):
+        assert kept not in provisioner
+
+
 @pytest.mark.parametrize("cut", [0.25, 0.5, 1.0])
+@pytest.mark.parametrize("make", [QueueDecider, NodeAgentDecider, ProvisionerDecider])
 def test_a_fold_with_the_clock_only_types_bare_equals_the_full_fold(
-    log: list[Envelope], cut: float
+    log: list[Envelope], cut: float, make: Callable[[], Decider[Any]]
 ) -> None:
-    """What admin.rebuild reads (store.read_folding): the queue's clock-only events as
-    their rows alone; the state, clock, versions and next decisions are the same."""
-    decider = QueueDecider()
+    """What admin.rebuild and a service's catch-up read (store.read_folding): a decider's
+    clock-only events as their rows alone; the state, clock, versions and next decisions
+    are the same."""
+    decider = make()
     bare = clock_only(decider)
     prefix = log[: int(len(log) * cut)]
     assert any(e.type in bare for e in prefix)

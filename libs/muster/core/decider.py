@@ -9,9 +9,10 @@ run in the services (over the store and Kafka) and in the simulation harness
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any, Protocol, TypeVar
 
-from muster.core.events import BareEnvelope, Folded, NewEvent
+from muster.core.events import BareEnvelope, Event, Folded, NewEvent, registered_types
 
 S = TypeVar("S")
 
@@ -47,6 +48,15 @@ def clock_only(decider: Decider[Any]) -> frozenset[str]:
     ``queueing.state.clock_only_types``); none by default."""
     found: frozenset[str] = getattr(decider, "clock_only", frozenset())
     return found
+
+
+def unhandled_types(apply: Callable[..., Any]) -> frozenset[str]:
+    """Wire types a ``singledispatch`` fold (``apply(event, state)``) has no handler of
+    their own for: where a decider's ``evolve`` is ``advance`` then ``apply``, its
+    ``clock_only`` (a service's catch-up and a replay read them without their payload)."""
+    dispatch: Callable[[type], Any] = apply.dispatch  # type: ignore[attr-defined]
+    default = dispatch(Event)
+    return frozenset(t for t, cls in registered_types().items() if dispatch(cls) is default)
 
 
 def advance(state: Clocked, envelope: Folded | BareEnvelope) -> None:

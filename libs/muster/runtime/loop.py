@@ -24,7 +24,7 @@ from typing import Any
 import structlog
 
 from muster.bus.kafka import Doorbell, Publisher
-from muster.core.decider import Decider
+from muster.core.decider import Decider, clock_only
 from muster.core.events import Envelope, NewEvent, StreamAppend
 from muster.core.runner import DeciderRunner
 from muster.runtime import history
@@ -93,9 +93,15 @@ class DeciderLoop:
     async def catch_up(self) -> int:
         """Fold everything committed so far; returns how many events were folded."""
         folded = 0
+        # As a replay reads them: what a fold needs of a row, the types the decider only
+        # moves its clock on without their payload (not decoded: ``Decider.clock_only``).
+        bare = clock_only(self.runner.decider)
         while True:
-            envs = await self.store.read_all(
-                self.runner.position, categories=self.runner.categories, limit=READ_BATCH
+            envs = await self.store.read_folding(
+                self.runner.position,
+                categories=self.runner.categories,
+                limit=READ_BATCH,
+                bare=bare,
             )
             folded += self.runner.fold(envs)
             if len(envs) < READ_BATCH:
