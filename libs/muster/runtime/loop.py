@@ -30,12 +30,13 @@ from muster.core.runner import DeciderRunner
 from muster.runtime import history
 from muster.runtime.memory import collection_paused
 from muster.runtime.metrics import ServiceMetrics
-from muster.runtime.relay import RELAY_BATCH, relay_step
+from muster.runtime.relay import RELAY_BATCH, relay_step, track_relay
 from muster.runtime.settings import Settings
 from muster.store import ConcurrencyConflict, SqlEventStore, Tracking, bell, unavailable
 
 READ_BATCH = 5000
-RELAY_LINGER = 0.02  # seconds a relay waits after a wake-up, gathering what comes with it
+RELAY_LINGER = 0.05  # seconds a relay waits after a wake-up, gathering what comes with it
+RELAY_TRACK_SECONDS = 1.0  # a relay's tracking row moves at most this often while it publishes
 BACKOFF_FIRST, BACKOFF_MAX = 0.2, 5.0  # seconds between tries while the store is away
 
 
@@ -266,19 +267,28 @@ class DeciderLoop:
     # -- relay ------------------------------------------------------------------
 
     async def relay(self, publisher: Publisher) -> None:
-        position = await self.store.tracking_position(f"relay:{self.name}")
+        position = tracked = await self.store.tracking_position(f"relay:{self.name}")
+        tracked_at = -RELAY_TRACK_SECONDS  # the first step moves the tracking row
         while True:
             with contextlib.suppress(TimeoutError):
                 async with asyncio.timeout(self.settings.poll_seconds):
                     await self._relay_wake.wait()
             # Kafka is off the decision path (services wake on the store's doorbell), so a
-            # relay lingers to publish more per step: each step is a read and a tracking
-            # write that contends for the store's write lock.
+            # relay lingers to publish more per step: each step is a read and a publish.
             await asyncio.sleep(RELAY_LINGER)
             self._relay_wake.clear()
             while True:
+                # The tracking row is a write that contends for the store's write lock: it
+                # moves at most every RELAY_TRACK_SECONDS (a crash republishes what was
+                # published since, which consumers skip), and on a quiet wake-up.
+                track = time.monotonic() - tracked_at >= RELAY_TRACK_SECONDS
                 try:
-                    moved, sent = await relay_step(self.store, publisher, self.name, position)
+                    moved, sent = await relay_step(
+                        self.store, publisher, self.name, position, track=track
+                    )
+                    if not sent and position > tracked:
+                        await track_relay(self.store, self.name, position)
+                        track = True
                 except Exception as exc:  # the broker is away: keep the position, retry later
                     self.log.warning("publish failed; will retry", error=str(exc))
                     await asyncio.sleep(1.0)
@@ -286,6 +296,8 @@ class DeciderLoop:
                 if sent:
                     self.metrics.published.labels(self.name).inc(sent)
                     position = self.published_up_to = moved
+                if track:
+                    tracked, tracked_at = position, time.monotonic()
                 if sent < RELAY_BATCH:
                     break
 
