@@ -30,14 +30,5 @@ def decider(settings: Settings) -> NodeAgentDecider:
     )
 
 
-# Off the admission path: in a burst it folds several commits per step, not one each.
-STEP_GAP = 0.005
-
 if __name__ == "__main__":
-    main(
-        "node-agent",
-        decider,
-        routines=[announce, heartbeats],
-        routines_for=_routines,
-        step_gap=STEP_GAP,
-    )
+    main("node-agent", decider, routines=[announce, heartbeats], routines_for=_routines)

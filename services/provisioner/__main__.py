@@ -24,15 +24,10 @@ def _collector(loop: DeciderLoop) -> FiguresCollector:
     return FiguresCollector(lambda: figures(loop.runner.state))
 
 
-# In a burst it folds several commits per step, not one each; an idle one waits for none.
-STEP_GAP = 0.005
-
-
 if __name__ == "__main__":
     main(
         "provisioner",
         lambda settings: ProvisionerDecider(simulated=settings.provisioner_backend == "simulated"),
         routines_for=_routines,
         collectors=[_collector],
-        step_gap=STEP_GAP,
     )

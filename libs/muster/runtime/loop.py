@@ -58,19 +58,13 @@ class DeciderLoop:
         metrics: ServiceMetrics,
         *,
         decides: bool = True,
-        step_gap: float = 0.0,
     ) -> None:
-        """``step_gap``: seconds a woken ``follow`` lets pass after its last step before the
-        next (0: none). A busy log rings many times a millisecond; a service off the
-        admission path folds more per step with a gap, and an idle one waits for none."""
         self.runner: DeciderRunner[Any] = DeciderRunner(decider)
         self.name = decider.name
         self.store = store
         self.settings = settings
         self.metrics = metrics
         self.decides = decides
-        self.step_gap = step_gap
-        self._followed_at = 0.0  # monotonic time the last step of ``follow`` ended
         self.log = structlog.get_logger(self.name)
         self._wake = asyncio.Event()
         self._relay_wake = asyncio.Event()
@@ -213,14 +207,8 @@ class DeciderLoop:
             with contextlib.suppress(TimeoutError):
                 async with asyncio.timeout(self.settings.poll_seconds):
                     await self._wake.wait()
-            if self.step_gap:
-                gap = self._followed_at + self.step_gap - time.monotonic()
-                if gap > 0:
-                    await asyncio.sleep(gap)  # what commits meanwhile is folded with it
             self._wake.clear()
-            done = await self.riding_out(self.step())
-            self._followed_at = time.monotonic()
-            if not done:
+            if not await self.riding_out(self.step()):
                 self._wake.set()  # try again at once after the backoff
 
     async def until_done(self, work: Callable[[], Awaitable[None]]) -> None:

@@ -48,7 +48,6 @@ async def run(
     settings: Settings,
     *,
     decides: bool = True,
-    step_gap: float = 0.0,
     routes: Routes | None = None,
     on_step: Callable[[DeciderLoop], None] | None = None,
     routines: Sequence[Routine] = (),
@@ -57,7 +56,7 @@ async def run(
     log = structlog.get_logger(service)
     store = SqlEventStore(settings.store_url)
     metrics = ServiceMetrics()
-    loop = DeciderLoop(decider, store, settings, metrics, decides=decides, step_gap=step_gap)
+    loop = DeciderLoop(decider, store, settings, metrics, decides=decides)
     if settings.migrate:  # a store not up yet is waited for, like one that goes away later
         await loop.until_done(lambda: upgrade_async(settings.store_url))
     for make in collectors:
