@@ -9,6 +9,7 @@ import os
 import subprocess
 import sys
 import textwrap
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -16,7 +17,7 @@ import msgspec
 import pytest
 
 from muster.core import inputs
-from muster.core.decider import Decider, clock_only
+from muster.core.decider import Decider, clock_only, clock_only_when
 from muster.core.events import BareEnvelope, Envelope, NewEvent, StreamAppend, encode_payload
 from muster.core.events import queue as qev
 from muster.core.events import workload as wev
@@ -165,14 +166,27 @@ def test_the_queue_folds_bare_only_what_it_only_moves_its_clock_on() -> None:
         assert kept not in bare
 
 
+def test_the_node_agent_and_provisioner_fold_bare_only_types_without_a_handler() -> None:
+    """Derived from their dispatch (``unhandled_types``): what they act on is read whole."""
+    agent, provisioner = clock_only(NodeAgentDecider()), clock_only(ProvisionerDecider())
+    assert {"timer.fired", "admission.quota_reserved"} <= agent
+    for kept in ("admission.admitted", "node.pod_started", "provisioning.nodes_creating"):
+        assert kept not in agent
+    assert {"timer.fired", "node.pod_started"} <= provisioner
+    for kept in ("admission.quota_reserved", "workload.submitted", "provisioning.requested"):
+        assert kept not in provisioner
+
+
 @pytest.mark.parametrize("cut", [0.25, 0.5, 1.0])
+@pytest.mark.parametrize("make", [QueueDecider, NodeAgentDecider, ProvisionerDecider])
 def test_a_fold_with_the_clock_only_types_bare_equals_the_full_fold(
-    log: list[Envelope], cut: float
+    log: list[Envelope], cut: float, make: Callable[[], Decider[Any]]
 ) -> None:
-    """What admin.rebuild reads (store.read_folding): the queue's clock-only events (and a
-    provisioning request's node.registered, ``clock_only_when``) as their rows alone; the
-    state, clock, versions and next decisions are the same."""
-    decider = QueueDecider()
+    """What admin.rebuild and a service's catch-up read (store.read_folding): a decider's
+    clock-only events (and, for the queue, a provisioning request's node.registered,
+    ``clock_only_when``) as their rows alone; the state, clock, versions and next decisions
+    are the same."""
+    decider = make()
     bare = clock_only(decider)
     prefix = log[: int(len(log) * cut)]
     assert any(e.type in bare for e in prefix)
@@ -189,7 +203,8 @@ def test_a_fold_with_the_clock_only_types_bare_equals_the_full_fold(
         else e
         for e in prefix
     ]
-    assert any(_bare_when(decider, e) for e in prefix)  # a request's node.registered
+    if isinstance(decider, QueueDecider):  # a request's node.registered
+        assert any(_bare_when(decider, e) for e in prefix)
     whole: DeciderRunner[Any] = DeciderRunner(decider)
     applied = whole.fold(prefix)
     light: DeciderRunner[Any] = DeciderRunner(decider)
@@ -198,9 +213,9 @@ def test_a_fold_with_the_clock_only_types_bare_equals_the_full_fold(
     assert light.decide() == whole.decide()
 
 
-def _bare_when(decider: QueueDecider, env: Envelope) -> bool:
+def _bare_when(decider: Decider[Any], env: Envelope) -> bool:
     """Whether a replay reads ``env`` bare by its ``clock_only_when`` field."""
-    name = decider.clock_only_when.get(env.type)
+    name = clock_only_when(decider).get(env.type)
     return name is not None and bool(getattr(env.event, name))
 
 

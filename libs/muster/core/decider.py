@@ -12,7 +12,7 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 from typing import Any, Protocol, TypeVar
 
-from muster.core.events import BareEnvelope, Folded, NewEvent
+from muster.core.events import BareEnvelope, Event, Folded, NewEvent, registered_types
 
 S = TypeVar("S")
 
@@ -64,6 +64,15 @@ def bare_fold(decider: Decider[Any]) -> Callable[[Any, BareEnvelope], None]:
     something due (the queue's attained-service levels). ``advance`` by default."""
     found: Callable[[Any, BareEnvelope], None] = getattr(decider, "fold_bare", advance)
     return found
+
+
+def unhandled_types(apply: Callable[..., Any]) -> frozenset[str]:
+    """Wire types a ``singledispatch`` fold (``apply(event, state)``) has no handler of
+    their own for: where a decider's ``evolve`` is ``advance`` then ``apply``, its
+    ``clock_only`` (a service's catch-up and a replay read them without their payload)."""
+    dispatch: Callable[[type], Any] = apply.dispatch  # type: ignore[attr-defined]
+    default = dispatch(Event)
+    return frozenset(t for t, cls in registered_types().items() if dispatch(cls) is default)
 
 
 def advance(state: Clocked, envelope: Folded | BareEnvelope) -> None:

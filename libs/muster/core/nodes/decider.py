@@ -17,12 +17,20 @@ from typing import Any
 from muster.core.events import Event, Folded, NewEvent
 from muster.core.events import node as nev
 from muster.core.model.workload import Runtime
-from muster.core.nodes.state import NodeAgentState, Pod, PodKey, evolve, run_seconds
+from muster.core.nodes.state import (
+    NodeAgentState,
+    Pod,
+    PodKey,
+    clock_only_types,
+    evolve,
+    run_seconds,
+)
 
 
 class NodeAgentDecider:
     categories = frozenset({"cloud", "workload", "admission", "provisioning", "node", "timer"})
     snapshot_format = "node-agent-state-v7"
+    clock_only = clock_only_types()  # folded without their payload (core/decider.py)
 
     def __init__(
         self, shard: int = 0, shards: int = 1, *, simulated: bool = True, node: str = ""

@@ -8,7 +8,7 @@ from functools import singledispatch
 
 from sortedcontainers import SortedList
 
-from muster.core.decider import advance
+from muster.core.decider import advance, unhandled_types
 from muster.core.events import Event, Folded
 from muster.core.events import node as nev
 from muster.core.events import provisioning as pev
@@ -140,6 +140,12 @@ def drop_pod(state: NodeAgentState, key: PodKey) -> None:
 @singledispatch
 def _apply(event: Event, state: NodeAgentState) -> None:
     """Other events only move the clock."""
+
+
+def clock_only_types() -> frozenset[str]:
+    """Wire types the node agent's fold only moves the clock on (``Decider.clock_only``):
+    ``evolve`` is ``advance`` then ``_apply``, and ``_apply`` has no handler for them."""
+    return unhandled_types(_apply)
 
 
 @_apply.register

@@ -19,6 +19,7 @@ from muster.core.provisioning.state import (
     ProvisionerState,
     Request,
     Wanted,
+    clock_only_types,
     correlation_id,
     evolve,
     node_quota_charge,
@@ -33,6 +34,7 @@ class ProvisionerDecider:
     name = "provisioner"
     categories = frozenset({"cloud", "workload", "admission", "provisioning", "timer"})
     snapshot_format = "provisioner-state-v4"
+    clock_only = clock_only_types()  # folded without their payload (core/decider.py)
 
     def __init__(self, *, simulated: bool = True) -> None:
         self.simulated = simulated

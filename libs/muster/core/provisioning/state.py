@@ -6,7 +6,7 @@ from dataclasses import dataclass, field
 from functools import singledispatch
 from typing import Literal
 
-from muster.core.decider import advance
+from muster.core.decider import advance, unhandled_types
 from muster.core.events import Event, Folded
 from muster.core.events import provisioning as pev
 from muster.core.events import queue as qev
@@ -131,6 +131,12 @@ def evolve(state: ProvisionerState, envelope: Folded) -> ProvisionerState:
 @singledispatch
 def _apply(event: Event, state: ProvisionerState) -> None:
     """Other events only move the clock."""
+
+
+def clock_only_types() -> frozenset[str]:
+    """Wire types the provisioner's fold only moves the clock on (``Decider.clock_only``):
+    ``evolve`` is ``advance`` then ``_apply``, and ``_apply`` has no handler for them."""
+    return unhandled_types(_apply)
 
 
 @_apply.register
