@@ -5,7 +5,7 @@ from __future__ import annotations
 import asyncio
 import sqlite3
 import threading
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -27,7 +27,7 @@ from muster.core.events import timer as tev
 from muster.core.queueing.decider import QueueDecider
 from muster.core.runner import DeciderRunner
 from muster.runtime import admin
-from muster.store import ConcurrencyConflict, Overtaken, SqlEventStore, Tracking
+from muster.store import ConcurrencyConflict, SqlEventStore, Tracking
 from muster.store.migrate import upgrade_async
 from muster.store.sql import switch_to_wal
 from tests.unit.test_core_runner import scenario
@@ -84,33 +84,6 @@ async def test_expected_version_conflict_appends_nothing(store: SqlEventStore) -
     assert info.value.retriable
     assert await store.head() == 1  # b's event did not land either
     assert await store.read_stream("timer-b") == []
-
-
-async def test_an_append_unmoved_since_a_position_lands_only_if_its_categories_did_not_move(
-    store: SqlEventStore,
-) -> None:
-    """The loop's timer with its decisions (runtime/loop.py ``_fire_deciding``): appended
-    only if nothing of the folding decider's categories came after what it folded; events
-    of other categories in between do not stop it. A writer-chosen event id is kept."""
-    await put(store, "timer-a", 0)  # position 1
-    await put(store, "node-x", 0)  # position 2: another category
-    chosen = replace(timer("timer-a", 5.0), event_id="chosen-id")
-    envs = await store.append(
-        [StreamAppend("timer-a", 1, [chosen])],
-        producer="test",
-        recorded_at=0.0,
-        unmoved_since=(1, {"timer"}),
-    )
-    assert [(e.position, e.event_id) for e in envs] == [(3, "chosen-id")]
-    with pytest.raises(Overtaken) as info:
-        await store.append(
-            [StreamAppend("node-y", 0, [timer("node-y")])],
-            producer="test",
-            recorded_at=0.0,
-            unmoved_since=(2, {"timer", "node"}),  # timer-a moved at 3
-        )
-    assert info.value.retriable
-    assert await store.head() == 3  # nothing landed
 
 
 async def test_tracking_commits_with_the_events_or_not_at_all(store: SqlEventStore) -> None:

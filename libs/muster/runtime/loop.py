@@ -18,30 +18,21 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import time
-import uuid
 from collections.abc import Awaitable, Callable
-from dataclasses import replace
 from typing import Any
 
 import structlog
 
 from muster.bus.kafka import Doorbell, Publisher
 from muster.core.decider import Decider, clock_only
-from muster.core.events import BareEnvelope, Envelope, NewEvent, StreamAppend, category_of
+from muster.core.events import Envelope, NewEvent, StreamAppend
 from muster.core.runner import DeciderRunner
 from muster.runtime import history
 from muster.runtime.memory import collection_paused
 from muster.runtime.metrics import ServiceMetrics
 from muster.runtime.relay import RELAY_BATCH, relay_step, track_relay
 from muster.runtime.settings import Settings
-from muster.store import (
-    ConcurrencyConflict,
-    Overtaken,
-    SqlEventStore,
-    Tracking,
-    bell,
-    unavailable,
-)
+from muster.store import ConcurrencyConflict, SqlEventStore, Tracking, bell, unavailable
 
 READ_BATCH = 5000
 RELAY_LINGER = 0.05  # seconds a relay waits after a wake-up, gathering what comes with it
@@ -279,77 +270,12 @@ class DeciderLoop:
 
     async def _fire(self, deadline: float) -> None:
         new = self.runner.timer_event(deadline)
-        async with self._lock:
-            fired = await self._fire_deciding(new)
-        if not fired:
-            await self.store.append(
-                [StreamAppend(new.stream_id, None, [new])],
-                producer=self.name,
-                recorded_at=time.time(),
-            )
+        await self.store.append(
+            [StreamAppend(new.stream_id, None, [new])], producer=self.name, recorded_at=time.time()
+        )
         self.metrics.timers.labels(self.name).inc()
         self._relay_wake.set()
         await self.step()
-
-    async def _fire_deciding(self, new: NewEvent) -> bool:
-        """The timer's event and what the decider decides on it, in one append: one commit
-        and one ring instead of two. Only where folding the timer's event only moves the
-        clock (``Decider.clock_only``), so that it can be folded before it is committed and
-        undone if the append fails, and only if nothing of the decider's categories was
-        committed since this fold (``unmoved_since``): the decisions are those a fold of
-        the committed timer would make, each caused by it. False: nothing appended (the
-        caller appends the timer's event alone, as before)."""
-        runner, stream = self.runner, new.stream_id
-        decider = runner.decider
-        if not (
-            self.decides
-            and new.event.TYPE in clock_only(decider)
-            and category_of(stream) in runner.categories
-        ):
-            return False
-        await self.catch_up()
-        position, version = runner.position, runner.versions.get(stream, 0)
-        timer = replace(new, event_id=str(uuid.uuid4()))
-        saved = (runner.state.now, runner.last_event_id, runner.quiet)
-        runner.fold(
-            [
-                BareEnvelope(
-                    position=position + 1,
-                    event_id=timer.event_id or "",
-                    stream_id=stream,
-                    stream_version=version + 1,
-                    type=new.event.TYPE,
-                    occurred_at=new.occurred_at,
-                )
-            ]
-        )
-        try:
-            news = runner.decide()
-            self._count_attempt(news)
-            appended = await self.store.append(
-                [StreamAppend(stream, version, [timer]), *runner.appends(news)],
-                producer=self.name,
-                recorded_at=time.time(),
-                tracking_row=Tracking(self.name, position + 1),
-                unmoved_since=(position, runner.categories),
-            )
-        except BaseException as exc:
-            # Not committed: undo the fold, which only moved the clock.
-            runner.state.now, runner.last_event_id, runner.quiet = saved
-            runner.position = position
-            if version:
-                runner.versions[stream] = version
-            else:
-                runner.versions.pop(stream, None)
-            if isinstance(exc, Overtaken | ConcurrencyConflict):
-                return False
-            raise
-        # What was committed between this fold and the timer is of other categories, and
-        # the runner does not read those: it folded the timer at its committed position.
-        runner.position = appended[0].position
-        self._count(appended[1:])
-        await self._fold_own(appended[1:])
-        return True
 
     # -- relay ------------------------------------------------------------------
 

@@ -22,17 +22,6 @@ class ConcurrencyConflict(StoreError):
         self.actual = actual
 
 
-class Overtaken(StoreError):
-    """An append guarded by ``unmoved_since`` found an event of those categories
-    committed past that position: nothing was appended."""
-
-    retriable = True
-
-    def __init__(self, position: int) -> None:
-        super().__init__(f"events committed past position {position}")
-        self.position = position
-
-
 # Errors that say the database cannot be reached right now (not that a request is wrong).
 _AWAY = (
     OSError,  # refused, reset

@@ -77,7 +77,7 @@ def _row(
 ) -> dict[str, Any]:
     return {
         "position": position,
-        "event_id": new.event_id or str(uuid.uuid4()),
+        "event_id": str(uuid.uuid4()),
         "stream_id": stream_id,
         "category": category_of(stream_id),
         "stream_version": version,

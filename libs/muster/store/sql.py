@@ -35,7 +35,6 @@ from muster.core.events import (
     StreamAppend,
 )
 from muster.store.bell import CHANNEL, FileBell, bell_path
-from muster.store.errors import Overtaken
 from muster.store.rows import FOLD_COLUMNS, envelope, fold_items, planned_rows, values_of
 from muster.store.schema import events, snapshot_history, snapshots, tracking
 from muster.store.sqlite_fast import Busy, LoopConnection
@@ -117,23 +116,17 @@ class SqlEventStore:
         producer: str,
         recorded_at: float,
         tracking_row: Tracking | None = None,
-        unmoved_since: tuple[int, Collection[str]] | None = None,
     ) -> list[Envelope]:
-        """Append every stream's events in one transaction, or none of them; with
-        ``unmoved_since`` (position, categories), only if no event of those categories was
-        committed past that position (else ``Overtaken``)."""
-        since = unmoved_since
+        """Append every stream's events in one transaction, or none of them."""
         if self._fast is not None:
             track = None if tracking_row is None else (tracking_row.consumer, tracking_row.position)
             try:
-                rows = self._fast.append(batch, producer, recorded_at, track, unmoved_since=since)
+                rows = self._fast.append(batch, producer, recorded_at, track)
             except Busy:  # another process is writing: wait for the lock in the writer thread
                 fast = self._fast
                 rows = await asyncio.get_running_loop().run_in_executor(
                     self._write_pool,
-                    lambda: fast.append(
-                        batch, producer, recorded_at, track, wait=True, unmoved_since=since
-                    ),
+                    lambda: fast.append(batch, producer, recorded_at, track, wait=True),
                 )
             return [envelope(values_of(row)) for row in rows]
         pg = not self.is_sqlite
@@ -141,8 +134,6 @@ class SqlEventStore:
         def run(conn: Connection) -> list[Envelope]:
             if pg:
                 conn.execute(text("LOCK TABLE events IN EXCLUSIVE MODE"))
-            if since is not None and _moved(conn, *since):
-                raise Overtaken(since[0])
             rows = _rows(conn, batch, producer, recorded_at)
             if rows:
                 conn.execute(events.insert(), rows)
@@ -451,16 +442,6 @@ def _rows(
     """Rows to insert, after checking every stream's expected version."""
     versions = _stream_versions(conn, [item.stream_id for item in batch])
     return planned_rows(batch, _head(conn), versions, producer, recorded_at)
-
-
-def _moved(conn: Connection, position: int, categories: Collection[str]) -> bool:
-    """Whether an event of these categories was committed past ``position``."""
-    query = (
-        select(events.c.position)
-        .where(events.c.position > position, events.c.category.in_(sorted(categories)))
-        .limit(1)
-    )
-    return conn.execute(query).first() is not None
 
 
 def _track(conn: Connection, row: Tracking) -> None:

@@ -24,7 +24,6 @@ from sqlalchemy import exc as sa_exc
 
 from muster.core.events import StreamAppend
 from muster.store.bell import FileBell
-from muster.store.errors import Overtaken
 from muster.store.rows import COLUMNS, FOLD_COLUMNS, planned_rows, values_of
 
 _INSERT = f"INSERT INTO events ({', '.join(COLUMNS)}) VALUES ({', '.join('?' * len(COLUMNS))})"
@@ -34,7 +33,6 @@ _TRACK = (
     "WHERE tracking.position < excluded.position"
 )
 _SELECT = f"SELECT {', '.join(COLUMNS)} FROM events"
-Since = tuple[int, Collection[str]]  # (position, categories): see ``SqlEventStore.append``
 READ_WAIT_MS = 1000  # a reader waits only while another connection recovers the WAL
 
 
@@ -158,7 +156,6 @@ class LoopConnection:
         tracking: tuple[str, int] | None,
         *,
         wait: bool = False,
-        unmoved_since: Since | None = None,
     ) -> list[dict[str, Any]]:
         """The rows appended, in one transaction; raises ConcurrencyConflict when a stream
         moved. On the loop's connection a write lock held elsewhere raises Busy (nothing
@@ -170,7 +167,6 @@ class LoopConnection:
                 producer,
                 recorded_at,
                 tracking,
-                unmoved_since,
             )
         self._ring(rows)
         return rows
@@ -206,7 +202,6 @@ def _append(
     producer: str,
     recorded_at: float,
     tracking: tuple[str, int] | None,
-    unmoved_since: Since | None,
 ) -> list[dict[str, Any]]:
     try:
         conn.execute("BEGIN IMMEDIATE")
@@ -215,8 +210,6 @@ def _append(
             raise Busy from exc
         raise
     try:
-        if unmoved_since is not None and _moved(conn, *unmoved_since):
-            raise Overtaken(unmoved_since[0])
         rows = planned_rows(batch, _head(conn), _versions(conn, batch), producer, recorded_at)
         conn.executemany(_INSERT, [values_of(row) for row in rows])
         if tracking is not None:
@@ -242,17 +235,6 @@ def _as_store_errors(statement: str) -> Iterator[None]:
 
 def _busy(exc: sqlite3.OperationalError) -> bool:
     return "locked" in str(exc) or "busy" in str(exc)
-
-
-def _moved(conn: sqlite3.Connection, position: int, categories: Collection[str]) -> bool:
-    """Whether an event of these categories was committed past ``position`` (in the
-    primary key's order from there: the tail is short)."""
-    wanted = sorted(categories)
-    sql = (
-        f"SELECT 1 FROM events WHERE position > ? AND +category IN ({', '.join('?' * len(wanted))})"
-        " LIMIT 1"
-    )
-    return conn.execute(sql, [position, *wanted]).fetchone() is not None
 
 
 def _head(conn: sqlite3.Connection) -> int:

@@ -132,9 +132,6 @@ class NewEvent:
     occurred_at: float
     causation_id: str | None = None
     correlation_id: str | None = None
-    # Chosen by the writer when a decision in the same append names it as its causation
-    # (runtime/loop.py, a timer's event and what it decides); None: the store picks one.
-    event_id: str | None = None
 
 
 @dataclass(frozen=True, slots=True)
