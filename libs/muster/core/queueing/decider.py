@@ -19,7 +19,7 @@ class QueueDecider:
     categories = frozenset(
         {"config", "cloud", "workload", "admission", "provisioning", "node", "timer"}
     )
-    snapshot_format = "queue-state-v21"
+    snapshot_format = "queue-state-v22"
     clock_only = qs.clock_only_types()  # replay reads these without payload (core/decider.py)
     keeps_history = True  # its snapshots are kept by position too (explain --at)
 
