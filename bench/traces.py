@@ -295,7 +295,11 @@ def cluster_doc(
     las: dict[str, Any] = {}
     if config == "las":
         las = {
-            "attainedService": {"levels": list(LAS_LEVELS), "starvationFactor": LAS_STARVATION},
+            "attainedService": {
+                "levels": list(LAS_LEVELS),
+                "starvationFactor": LAS_STARVATION,
+                "preemptForPlacement": True,
+            },
             "preemption": {"withinClusterQueue": "LowerPriority", "minAdmitDuration": LAS_MIN_RUN},
         }
         doc["checkpointing"] = {"intervalSeconds": LAS_CHECKPOINT}
