@@ -28,7 +28,8 @@ Configurations (``--configs``, all by default):
   by the VC table, fair sharing on and ``reclaimWithinCohort: Any``;
 * ``las``: ``fair`` plus attained-service priority (Tiresias' 2D-LAS levels, starvation
   guard), preemption of higher levels (``withinClusterQueue: LowerPriority``, a minimum
-  run ``minAdmitDuration``) and a cluster default checkpoint interval;
+  run ``minAdmitDuration``; for a place too, ``preemptForPlacement``, so whole-node gangs
+  are not starved by 1-GPU work) and a cluster default checkpoint interval;
 * ``backfill`` / ``strict-backfill``: ``fair`` / ``strict`` with reservations and backfill
   (``backfill: {reserveAfterSeconds: 0}``, or ``$MUSTER_BENCH_RESERVE_AFTER`` seconds; the
   trace declares no durations, so reserved nodes are held as they free and backfill goes
