@@ -29,7 +29,8 @@ Configurations (``--configs``, all by default):
 * ``las``: ``fair`` plus attained-service priority (Tiresias' 2D-LAS levels, starvation
   guard; each trace's cluster its own, ``Trace.las``: ITP three levels, factor 50),
   preemption of higher levels (``withinClusterQueue: LowerPriority``, a minimum run
-  ``minAdmitDuration``) and a cluster default checkpoint interval;
+  ``minAdmitDuration``; on Philly for a place too, ``preemptForPlacement``, so whole-node
+  gangs are not starved by 1-GPU work) and a cluster default checkpoint interval;
 * ``backfill`` / ``strict-backfill``: ``fair`` / ``strict`` with reservations and backfill
   (``backfill: {reserveAfterSeconds: 0}``, or ``$MUSTER_BENCH_RESERVE_AFTER`` seconds; the
   trace declares no durations, so reserved nodes are held as they free and backfill goes
@@ -90,6 +91,7 @@ ORACLES = ("oracle-fifo", "oracle-sjf")
 # checkpoint interval (Helios' restore overheads). A trace's cluster may set its own
 # thresholds and factor (``Trace.las``), as Tiresias sets them from a cluster's history.
 LAS_LEVELS = (3_600.0, 36_000.0)
+LasSpec = tuple[tuple[float, ...], float, bool]  # levels, starvation factor, preempt for a place
 LAS_STARVATION = 2.0
 # ITP cluster 6: half its jobs pass 36,000 GPU-s (median 24,808, 90th percentile 391,112;
 # Philly's median is 2,375, 5 % of its jobs past 36,000), and with two thresholds they
@@ -98,7 +100,10 @@ LAS_STARVATION = 2.0
 # target: a looser starvation guard (50); Philly's 2 re-admits ITP's long jobs after every
 # few of their runs (a run of it did not finish), and 10 costs 5 % of avg JCT
 # (bench/README.md's figures for each setting).
-ITP_LAS = (3_600.0, 36_000.0, 360_000.0), 50.0
+# Philly's whole-node gangs (VC 2869ce) starve behind 1-GPU work without
+# ``preemptForPlacement``; ITP's figure (0.78x) was measured without it, so ITP keeps it off
+# until a run with it on is measured.
+ITP_LAS: LasSpec = (3_600.0, 36_000.0, 360_000.0), 50.0, False
 LAS_MIN_RUN = 600.0
 LAS_CHECKPOINT = 600.0
 BACKFILL = {"reserveAfterSeconds": int(os.environ.get("MUSTER_BENCH_RESERVE_AFTER", "0"))}
@@ -118,8 +123,9 @@ class Trace:
     horizon: float  # utilisation is measured over 0 .. horizon (seconds of the trace)
     columns: tuple[str, str, str, str]  # the file's job id, submit time, duration, GPUs
     tenant: str | None  # the file's tenant column; None: one tenant, named as the trace
-    # ``las``'s thresholds (GPU-seconds) and starvation factor on this trace's cluster
-    las: tuple[tuple[float, ...], float] = (LAS_LEVELS, LAS_STARVATION)
+    # ``las``'s thresholds (GPU-seconds), starvation factor and preemptForPlacement on this
+    # trace's cluster
+    las: LasSpec = (LAS_LEVELS, LAS_STARVATION, True)
 
 
 TRACE_SET = {
@@ -279,7 +285,7 @@ def cluster_doc(
     vcs: list[str],
     sizes: dict[str, int],
     nodes: int = NODES,
-    las_spec: tuple[tuple[float, ...], float] = (LAS_LEVELS, LAS_STARVATION),
+    las_spec: LasSpec = (LAS_LEVELS, LAS_STARVATION, True),
 ) -> dict[str, Any]:
     """The cluster description of one configuration (see the module's docstring) on
     ``nodes`` nodes of 8 GPUs; ``las`` with these thresholds and starvation factor."""
@@ -316,9 +322,13 @@ def cluster_doc(
     fair = {"admissionMode": "UsageBasedAdmissionFairSharing"}
     las: dict[str, Any] = {}
     if config == "las":
-        levels, starvation = las_spec
+        levels, starvation, place = las_spec
         las = {
-            "attainedService": {"levels": list(levels), "starvationFactor": starvation},
+            "attainedService": {
+                "levels": list(levels),
+                "starvationFactor": starvation,
+                "preemptForPlacement": place,
+            },
             "preemption": {"withinClusterQueue": "LowerPriority", "minAdmitDuration": LAS_MIN_RUN},
         }
         doc["checkpointing"] = {"intervalSeconds": LAS_CHECKPOINT}

@@ -8,17 +8,18 @@ from bench.traces import ITP_LAS, LAS_LEVELS, LAS_STARVATION, TRACE_SET, cluster
 from muster.core.model import parse
 
 
-def _las(trace: str) -> tuple[tuple[float, ...], float]:
+def _las(trace: str) -> tuple[tuple[float, ...], float, bool]:
     t = TRACE_SET[trace]
     tenants = ["vc1"] if t.tenant else [t.name]
     spec = parse.cluster(cluster_doc("las", tenants, dict.fromkeys(tenants, 8), t.nodes, t.las))
     (cq,) = spec.cluster_queues
     assert cq.attained_service is not None
-    return cq.attained_service.levels, cq.attained_service.starvation_factor
+    las = cq.attained_service
+    return las.levels, las.starvation_factor, las.preempt_for_placement
 
 
 def test_philly_keeps_two_levels_and_the_starvation_guard() -> None:
-    assert _las("philly") == (LAS_LEVELS, LAS_STARVATION)
+    assert _las("philly") == (LAS_LEVELS, LAS_STARVATION, True)
     assert LAS_STARVATION > 0  # its tenants' waits against FIFO's are a target
 
 
@@ -26,7 +27,7 @@ def test_itp_sorts_week_long_jobs_below_day_long_ones_with_a_looser_guard() -> N
     """ITP cluster 6 (one tenant, half its jobs past 36,000 GPU-s): a third threshold a
     decade above the second, and a starvation factor looser than Philly's
     (bench/README.md: 0.78x besteffort's avg JCT; 0.82x with a factor of 10)."""
-    levels, factor = _las("itp")
-    assert (levels, factor) == ITP_LAS
+    levels, factor, _ = _las("itp")
+    assert (levels, factor, False) == ITP_LAS
     assert levels[:2] == LAS_LEVELS and levels[2] == 10 * levels[1]
     assert factor > LAS_STARVATION

@@ -1,6 +1,6 @@
 """Attained-service priority (Tiresias 2D-LAS, NSDI'19 §3-4) composes safely: over random
-small clusters, jobs, priority classes, thresholds, starvation factors, minimum runs and
-checkpoint intervals,
+small clusters, jobs, priority classes, thresholds, starvation factors, preemption for a
+place (``preemptForPlacement``), minimum runs and checkpoint intervals,
 
 * a higher priority class is never preempted by a lower one, and within a class only a
   workload at a higher level than its preemptor's (attained service worked out from the
@@ -35,7 +35,13 @@ HORIZON = 20_000.0  # virtual seconds: with a starvation guard LAS may time-slic
 @st.composite
 def scenarios(draw: st.DrawFn) -> tuple[dict[str, Any], list[tuple[float, str, Any]]]:
     levels = sorted(set(draw(st.lists(st.sampled_from([50, 200, 800, 3000]), min_size=1))))
-    las = {"levels": levels, "starvationFactor": draw(st.sampled_from([0, 0, 1, 4]))}
+    las = {
+        "levels": levels,
+        "starvationFactor": draw(st.sampled_from([0, 0, 1, 4])),
+        # Preempting for a place (a gang's quota is there, its node is not) takes only
+        # lower ranks too, and ends: the invariants below hold with it.
+        "preemptForPlacement": draw(st.booleans()),
+    }
     preemption = {
         "withinClusterQueue": draw(st.sampled_from(["LowerPriority", "LowerOrNewerEqualPriority"])),
         "minAdmitDuration": draw(st.sampled_from([0, 0, 30, 120])),

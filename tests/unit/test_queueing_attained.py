@@ -88,6 +88,7 @@ def test_checkpoints_keep_whole_intervals_and_restores_go_by_size() -> None:
         ({"levels": [-1]}, "attainedService.levels[0]"),
         ({"levels": [100], "starvationFactor": -2}, "attainedService.starvationFactor"),
         ({"levels": [100], "quantum": 3}, "attainedService.quantum"),
+        ({"levels": [100], "preemptForPlacement": "yes"}, "attainedService.preemptForPlacement"),
     ],
 )
 def test_a_bad_attained_service_names_the_field(las: dict[str, Any], where: str) -> None:
@@ -308,3 +309,58 @@ def test_a_replay_that_reads_events_bare_folds_the_levels_as_the_service_did() -
         bare.fold([env])
         assert pickle.dumps(bare.state) == pickle.dumps(whole.state), env
     assert read_bare and whole.state.las_due == bare.state.las_due
+
+# -- preemption for a place (attainedService.preemptForPlacement) -------------------------
+
+
+def _fragmented(las: dict[str, Any], **preemption: Any) -> Harness:
+    """Two nodes of 4 GPUs, 8 of quota: ``a`` and ``b`` (3 GPUs x 1000 s, past 100 GPU-s
+    at 34 s) leave one GPU free on each node; ``gang`` (one pod of 2 GPUs x 20 s) comes
+    at 50: the quota is there, a place is not."""
+    doc = gpu_node_cluster(
+        "frag",
+        nodes=2,
+        gpus=4,
+        nominal=8,
+        attainedService=las,
+        preemption={"withinClusterQueue": "LowerPriority", **preemption},
+    )
+    jobs = [
+        gpu_job("a", 0, 1, 3, 1000),
+        gpu_job("b", 0, 1, 3, 1000),
+        gpu_job("gang", 50, 1, 2, 20),
+    ]
+    return run_verified(doc, jobs)
+
+
+def test_a_gang_with_quota_but_no_place_preempts_a_higher_level_to_gather_one() -> None:
+    """Tiresias §4.1 (a job of a higher-priority queue preempts lower ones) placed as its
+    §3.3 consolidation wants; Volcano's preempt action (peers.md §2.2: a starving job
+    evicts lower-priority tasks on a node) and Armada's node choice (§1.5: preempt the
+    lowest priority on the node it then binds to): one victim frees a node for it."""
+    h = _fragmented({"levels": [100], "preemptForPlacement": True})
+    evicted = _at(h, qev.WorkloadEvicted, "a") + _at(h, qev.WorkloadEvicted, "b")
+    assert evicted == [50.0]  # one of them, not both: the fill-back spares the other
+    assert _finished(h, "gang") == 70.0
+
+
+def test_without_preempt_for_placement_the_gang_waits_for_a_node_to_free() -> None:
+    """muster's default (docs/architecture.md, "Choices"): preemption is for quota only."""
+    h = _fragmented({"levels": [100]})
+    assert _at(h, qev.WorkloadEvicted, "a") == _at(h, qev.WorkloadEvicted, "b") == []
+    assert _finished(h, "gang") == 1020.0
+
+
+def test_preemption_for_a_place_takes_only_a_lower_rank() -> None:
+    """At one level (neither has passed 10,000 GPU-s), FIFO within the level: no victim."""
+    h = _fragmented({"levels": [10_000], "preemptForPlacement": True})
+    assert _at(h, qev.WorkloadEvicted, "a") == _at(h, qev.WorkloadEvicted, "b") == []
+    assert _finished(h, "gang") == 1020.0
+
+
+def test_preemption_for_a_place_respects_min_admit_duration() -> None:
+    """The minimum run (``minAdmitDuration``) protects victims of this preemption too."""
+    h = _fragmented({"levels": [100], "preemptForPlacement": True}, minAdmitDuration=300)
+    evicted = _at(h, qev.WorkloadEvicted, "a") + _at(h, qev.WorkloadEvicted, "b")
+    assert evicted == [300.0]
+    assert _finished(h, "gang") == 320.0

@@ -447,8 +447,8 @@ def _preemption(o: Obj | None) -> PreemptionPolicy:
 
 
 def _attained_service(o: Obj | None) -> AttainedService | None:
-    """Tiresias' discretised LAS: ``levels`` (GPU-seconds, ascending) and
-    ``starvationFactor``."""
+    """Tiresias' discretised LAS: ``levels`` (GPU-seconds, ascending),
+    ``starvationFactor`` and ``preemptForPlacement``."""
     if o is None:
         return None
     levels: list[float] = []
@@ -461,8 +461,11 @@ def _attained_service(o: Obj | None) -> AttainedService | None:
     if not levels:
         raise InvalidInput(o.at("levels"), "must name at least one threshold")
     factor = o.number("starvationFactor", default=0.0, lo=0.0, hi=1e6)
+    for_placement = o.flag("preemptForPlacement", False)
     o.done()
-    return AttainedService(levels=tuple(levels), starvation_factor=factor)
+    return AttainedService(
+        levels=tuple(levels), starvation_factor=factor, preempt_for_placement=for_placement
+    )
 
 
 def _fungibility(o: Obj | None) -> FlavorFungibility:

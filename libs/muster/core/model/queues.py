@@ -83,10 +83,15 @@ class AttainedService:
     priority class a lower level goes first (and, as ``withinClusterQueue`` allows,
     preempts a higher one); within a level, submission order. A pending workload that has
     waited ``starvation_factor`` x the seconds it ran goes back to level 0 (Tiresias'
-    STARVELIMIT; 0: never)."""
+    STARVELIMIT; 0: never). With ``preempt_for_placement``, a pending workload whose quota
+    is there but whose gang has no place on the nodes (they are fragmented by smaller
+    work) preempts running work of a lower rank until it has one (Tiresias places a gang
+    on consolidated nodes, preempting lower-priority jobs; muster otherwise preempts only
+    for quota)."""
 
     levels: tuple[float, ...]
     starvation_factor: float = 0.0
+    preempt_for_placement: bool = False
 
     def level(self, service: float) -> int:
         return bisect_right(self.levels, service)

@@ -21,7 +21,7 @@ from muster.core.queueing import attained, placing
 from muster.core.queueing import preemption as pre
 from muster.core.queueing import reservations as rsv
 from muster.core.queueing.cursor import QueueCursor
-from muster.core.queueing.flavors import FIT, Assignment, Unassignable, assign
+from muster.core.queueing.flavors import FIT, PREEMPT, Assignment, Unassignable, assign
 from muster.core.queueing.snapshot import Snapshot
 from muster.core.queueing.state import (
     WorkloadEntry,
@@ -101,7 +101,7 @@ def process(snap: Snapshot, cursor: QueueCursor, v: Verdict) -> Verdict:
     if outcome.mode == FIT:
         v = _place_and_admit(snap, cq, wl, outcome, {})
         if isinstance(v.outcome, Unassignable):
-            return _partial(snap, cq, wl) or v
+            return _partial(snap, cq, wl) or _preempt_for_place(snap, cq, wl, outcome, v) or v
         return v
     if _surplus_waits(wl):
         return _partial(snap, cq, wl) or _preempt_for_minimum(snap, cq, wl)
@@ -138,11 +138,48 @@ def _preempt_for_minimum(snap: Snapshot, cq: ClusterQueueSpec, wl: WorkloadEntry
     return preempt(snap, cq, least, v.outcome)
 
 
+def _preempt_for_place(
+    snap: Snapshot, cq: ClusterQueueSpec, wl: WorkloadEntry, outcome: Assignment, v: Verdict
+) -> Verdict | None:
+    """``attainedService.preemptForPlacement``: the quota is there but the gang has no
+    place (smaller work fragments the nodes), so it preempts work of a lower rank until it
+    has one, as Tiresias places a gang on consolidated nodes by preempting lower-priority
+    jobs. The same search as for quota, every pair it charges counted as contested: the
+    victims are those whose pods gather a place for it (fill-back keeps none it can spare).
+    None: no such set, it waits as before (a reservation it must not delay included)."""
+    las = cq.attained_service
+    why = v.outcome
+    if (
+        las is None
+        or not las.preempt_for_placement
+        or not isinstance(why, Unassignable)
+        or why.reason == "BlockedByReservation"
+        or not preempt_rules(snap, cq)[0]
+        or never_preempts(snap.state, wl)
+        or not placing.routed(snap.state, wl, outcome, snap.routes)
+    ):
+        return None
+    forced = replace(
+        outcome,
+        mode=PREEMPT,
+        contested=frozenset(outcome.frs()),
+        message=f"no place on the nodes: {why.message}",
+    )
+    done = preempt(snap, cq, wl, forced, for_place=True)
+    return done if isinstance(done.outcome, Assignment) else None
+
+
 def preempt(
-    snap: Snapshot, cq: ClusterQueueSpec, wl: WorkloadEntry, outcome: Assignment
+    snap: Snapshot,
+    cq: ClusterQueueSpec,
+    wl: WorkloadEntry,
+    outcome: Assignment,
+    for_place: bool = False,
 ) -> Verdict:
     """Evict the fewest workloads that make room, in quota and on the nodes, or say why
-    none do. The room goes to the preemptor: later entries of this cycle cannot take it."""
+    none do. The room goes to the preemptor: later entries of this cycle cannot take it.
+    ``for_place``: the quota is there and only a place is sought (_preempt_for_place):
+    no other flavor is tried and "no candidates" is not shared with its lane-mates."""
     spared = snap.state.evicted_for.get(wl.id, set())  # it evicted them once already
     gone = snap.evicted | spared | snap.grown
     rank = attained.rank(snap.state, wl)
@@ -159,7 +196,7 @@ def preempt(
             placeable=_placeable_without(snap, cq, wl, outcome),
             nodes_of=lambda h: _nodes_of(snap, h),
         )
-        if victims:
+        if victims or for_place:
             break
         # No candidates in these flavors: Kueue ranks that below every viable mode,
         # so the next flavor (fit, or preemption with candidates) gets its turn.
@@ -187,7 +224,7 @@ def preempt(
         verdict = Unassignable("WaitingForQuota", message, outcome.shortfall)
         # Its lane-mates have the same candidates; a verdict that met protections is
         # not shared, so each lane it parks learns when they end.
-        if not spared and not protected:
+        if not for_place and not spared and not protected:
             root = id(snap.tree.queues[cq.name].root())
             snap.no_fit.setdefault(root, {})[(cq.name, wl.shape, rank)] = verdict
         return _partial(snap, cq, wl) or Verdict(wl, cq.name, verdict)
