@@ -190,19 +190,7 @@ def test_a_fold_with_the_clock_only_types_bare_equals_the_full_fold(
     bare = clock_only(decider)
     prefix = log[: int(len(log) * cut)]
     assert any(e.type in bare for e in prefix)
-    thin = [
-        BareEnvelope(
-            position=e.position,
-            event_id=e.event_id,
-            stream_id=e.stream_id,
-            stream_version=e.stream_version,
-            type=e.type,
-            occurred_at=e.occurred_at,
-        )
-        if e.type in bare or _bare_when(decider, e)
-        else e
-        for e in prefix
-    ]
+    thin = [BareEnvelope.of(e) if e.type in bare or _bare_when(decider, e) else e for e in prefix]
     if isinstance(decider, QueueDecider):  # a request's node.registered
         assert any(_bare_when(decider, e) for e in prefix)
     whole: DeciderRunner[Any] = DeciderRunner(decider)

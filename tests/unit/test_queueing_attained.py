@@ -298,14 +298,7 @@ def test_a_replay_that_reads_events_bare_folds_the_levels_as_the_service_did() -
         whole.fold([env])
         if env.type in decider.clock_only:
             read_bare += 1
-            env = BareEnvelope(
-                position=env.position,
-                event_id=env.event_id,
-                stream_id=env.stream_id,
-                stream_version=env.stream_version,
-                type=env.type,
-                occurred_at=env.occurred_at,
-            )
+            env = BareEnvelope.of(env)
         bare.fold([env])
         assert pickle.dumps(bare.state) == pickle.dumps(whole.state), env
     assert read_bare and whole.state.las_due == bare.state.las_due

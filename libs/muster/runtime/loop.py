@@ -123,9 +123,7 @@ class DeciderLoop:
         """Fold what this service just appended from what ``append`` returned (decoded from
         the stored JSON, as a read would give it), without reading it back; unless others
         committed since this service's position, then read the tail in order."""
-        if appended and appended[0].position == self.runner.position + 1:
-            self._folded(self.runner.fold(appended))
-        else:
+        if not self._fold_next(appended):
             await self.catch_up()
 
     def fold_appended(self, appended: list[Envelope]) -> None:
@@ -133,13 +131,19 @@ class DeciderLoop:
         commits) from what ``append`` returned, without reading it back: only when it is
         next in the log and no step is folding (the fold is synchronous, so none starts
         meanwhile); otherwise the next step's catch-up reads it, as before."""
-        if self._lock.locked() or not appended:
+        if self._lock.locked():
             return
-        if appended[0].position == self.runner.position + 1:
-            try:
-                self._folded(self.runner.fold(appended))
-            except Exception as exc:  # the step's catch-up meets it again, and rides it out
-                self.log.warning("folding own appends failed", error=_brief(exc))
+        try:
+            self._fold_next(appended)
+        except Exception as exc:  # the step's catch-up meets it again, and rides it out
+            self.log.warning("folding own appends failed", error=_brief(exc))
+
+    def _fold_next(self, appended: list[Envelope]) -> bool:
+        """Fold ``appended`` if it is next in the log; False (nothing folded) otherwise."""
+        if not appended or appended[0].position != self.runner.position + 1:
+            return False
+        self._folded(self.runner.fold(appended))
+        return True
 
     async def moved(self, timeout: float) -> bool:
         """Wait until the fold moves past where it is now; False on timeout."""

@@ -236,6 +236,18 @@ class BareEnvelope(msgspec.Struct, frozen=True, kw_only=True):
     type: str
     occurred_at: float
 
+    @classmethod
+    def of(cls, env: Folded) -> BareEnvelope:
+        """``env`` as a read without its payload gives it."""
+        return cls(
+            position=env.position,
+            event_id=env.event_id,
+            stream_id=env.stream_id,
+            stream_version=env.stream_version,
+            type=env.type,
+            occurred_at=env.occurred_at,
+        )
+
     @property
     def category(self) -> str:
         return category_of(self.stream_id)
