@@ -9,7 +9,7 @@ for a pod shape is cached until a node in it changes.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Container, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 
 from muster.core.model.inventory import (
@@ -25,6 +25,7 @@ from muster.core.pickling import compact
 from muster.core.placement import devices as dev
 from muster.core.placement import links
 from muster.core.placement.devices import DeviceAsk, DeviceShare, DeviceUse
+from muster.core.placement.index import ByState, StateKey
 
 
 @compact
@@ -167,6 +168,27 @@ def _pick_devices(node: NodeState, ask: DeviceAsk, spread: bool) -> tuple[Device
     return tuple(dev.share_of(gpus[i], ask) for i in chosen)
 
 
+def fit_count(node: NodeState, pod: PodAsk) -> int:
+    """How many more such pods fit on the node in this state (an upper bound when a pod
+    wants several shared devices)."""
+    n = 1 << 30
+    for r, q in node.scalar(pod.requests):
+        n = min(n, node.free.get(r, 0) // q)
+        if n == 0:
+            return 0
+    ask = pod.device
+    if ask is not None and node.has_devices():
+        if ask.whole:
+            n = min(n, _unused(node, ask) // ask.count)
+        else:
+            slots = sum(
+                dev.pods_fitting(gpu, use, ask)
+                for gpu, use in zip(node.inv.gpus, node.devices, strict=True)
+            )
+            n = min(n, slots // ask.count)
+    return n
+
+
 class NodeBook:
     def __init__(self, topology: TopologySpec | None = None) -> None:
         self.topology: TopologySpec | None = None
@@ -182,7 +204,12 @@ class NodeBook:
         self._domains: dict[str, dict[tuple[str, ...], list[NodeState]]] = {}
         self._room: dict[tuple[str, tuple[str, ...]], dict[object, int]] = {}
         self._eligible: dict[object, frozenset[str]] = {}
+        self._by_state: ByState | None = None  # built at the first search, kept up to date
         self.set_topology(topology)
+
+    def __getstate__(self) -> dict[str, object]:
+        # The groups by state are rebuilt from the nodes when a search wants them.
+        return {**self.__dict__, "_by_state": None}
 
     # -- the node set -------------------------------------------------------------------
 
@@ -239,6 +266,7 @@ class NodeBook:
         self._domains.clear()
         self._room.clear()
         self._eligible.clear()
+        self._by_state = None
 
     # -- domains ------------------------------------------------------------------------
 
@@ -327,6 +355,34 @@ class NodeBook:
         if self._room:
             for domain in self.domains_of(node):
                 self._room.pop(domain, None)
+        if self._by_state is not None:
+            self._by_state.move(node)
+
+    # -- the ready nodes by state (``index``) ----------------------------------------------
+
+    def state_groups(self) -> Mapping[StateKey, Sequence[NodeState]]:
+        """The ready nodes grouped by what a pod's room on them depends on: per group, its
+        nodes in registration order (a view's: the nodes it changed in their group, the
+        others in the base's, where they may still be listed: ``first_in`` skips them)."""
+        if self._by_state is None:
+            self._by_state = ByState(self.ready_nodes())
+        return self._by_state.groups
+
+    def first_in(
+        self,
+        key: StateKey,
+        ok: Callable[[NodeState], bool],
+        hidden: tuple[Container[str], ...] = (),
+    ) -> NodeState | None:
+        """The earliest registered node of the group ``ok`` accepts, skipping the names
+        ``hidden`` (nodes a view over this book changed: they are in its own groups)."""
+        group = self.state_groups().get(key, ())
+        for node in group:
+            if hidden and any(node.name in h for h in hidden):
+                continue
+            if ok(node):
+                return node
+        return None
 
     def domains_of(self, node: NodeState) -> list[tuple[str, tuple[str, ...]]]:
         """The (key, value) of every indexed domain the node is in."""
@@ -383,23 +439,7 @@ class NodeBook:
     def fit_count(self, node: NodeState, pod: PodAsk) -> int:
         """How many more such pods fit on the node (an upper bound when a pod wants
         several shared devices)."""
-        node = self.state_of(node)
-        n = 1 << 30
-        for r, q in node.scalar(pod.requests):
-            n = min(n, node.free.get(r, 0) // q)
-            if n == 0:
-                return 0
-        ask = pod.device
-        if ask is not None and node.has_devices():
-            if ask.whole:
-                n = min(n, _unused(node, ask) // ask.count)
-            else:
-                slots = sum(
-                    dev.pods_fitting(gpu, use, ask)
-                    for gpu, use in zip(node.inv.gpus, node.devices, strict=True)
-                )
-                n = min(n, slots // ask.count)
-        return n
+        return fit_count(self.state_of(node), pod)
 
     def charge(
         self, node: NodeState, workload: str, pod: PodAsk, spread_gpus: bool

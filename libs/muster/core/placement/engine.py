@@ -37,6 +37,7 @@ from muster.core.placement.book import (
     Placement,
     PodAsk,
     device_kind_missing,
+    fit_count,
     matches,
     tolerated,
 )
@@ -185,6 +186,9 @@ class _Search:
     def fill(self, members: Sequence[NodeState], pods: Sequence[PodAsk], d: Demand) -> None:
         """Each pod on the fullest node it fits (binpack), the emptiest (spread), or the
         first (first fit), among ``members``; raises when one fits nowhere."""
+        if by_state(self.book, members, pods):
+            self.fill_by_state(pods, d)
+            return
         candidates = self.candidates(members, d)
         spare = None if self.first_fit else _EmptyByShape(self.book, candidates)
         for pod in pods:
@@ -212,6 +216,42 @@ class _Search:
             self.put(best, pod)
             if spare is not None:
                 spare.taken(best)
+
+    def fill_by_state(self, pods: Sequence[PodAsk], d: Demand) -> None:
+        """``fill`` over every ready node, one look per group of nodes in the same state
+        (``NodeBook.state_groups``): nodes alike answer alike, so the group's earliest
+        node the pod may use stands for it; the same choice as looking at every node."""
+        allowed = self.eligible(d)
+        book, workload = self.book, self.workload
+        fences = bool(book.exclusive)  # unchanged while the search runs
+
+        def ok(node: NodeState) -> bool:
+            return node.name in allowed and not (fences and book.fenced(node, workload))
+
+        spread = self.policy.node == "spread"
+        for pod in pods:
+            best: NodeState | None = None
+            best_key: tuple[int, int] | None = None
+            for key, group in book.state_groups().items():
+                n = fit_count(group[0], pod)  # any node of the group: they are alike
+                if n == 0:
+                    continue
+                node = book.first_in(key, ok)
+                if node is None:
+                    continue
+                rank = (0 if self.first_fit else -n if spread else n, node.order)
+                if best_key is not None and rank >= best_key:
+                    continue
+                if book.why_not(node, pod) is not None:
+                    continue
+                best, best_key = node, rank
+            if best is None:
+                members = book.ready_nodes()
+                if not members:
+                    raise _NoFit("WaitingForNodes", "no node has registered yet")
+                why = self.explain(members, pod, d) if self.explain_misses else "no room"
+                raise _NoFit("Unschedulable", why)
+            self.put(best, pod)
 
     def candidates(self, members: Sequence[NodeState], d: Demand) -> list[NodeState]:
         """The members ``d``'s pods may use: eligible, and not fenced off by another
@@ -530,6 +570,15 @@ def _best_fit(rooms: Sequence[tuple[int, int]], need: int) -> list[tuple[int, in
             raise _NoFit("Unschedulable", "no room")
         out.append((min(holders, key=lambda i: rooms[i]), left))
     return out
+
+
+def by_state(book: NodeBook, members: Sequence[NodeState], pods: Sequence[PodAsk]) -> bool:
+    """``fill`` may look at one node per state group: it is over every ready node (the
+    groups hold those), and no pod names devices (UUIDs or types tell nodes of one shape
+    apart)."""
+    return members is book.ready_nodes() and not any(
+        p.device is not None and p.device.filter is not None for p in pods
+    )
 
 
 def _device_resource(want: list[Demand]) -> str:

@@ -10,9 +10,11 @@ domains it changed.
 
 from __future__ import annotations
 
+from collections.abc import Callable, Container, Mapping, Sequence
 from dataclasses import replace
 
 from muster.core.placement.book import NodeBook, NodeState
+from muster.core.placement.index import ByState, StateKey
 
 
 def view(book: NodeBook) -> BookView:
@@ -35,6 +37,7 @@ class BookView(NodeBook):
         self._room = {}
         self._changed: set[tuple[str, tuple[str, ...]]] = set()  # domains whose room moved
         self._own: dict[str, NodeState] = {}
+        self._own_by_state = ByState(())  # the nodes it changed, by their state here
 
     def state_of(self, node: NodeState) -> NodeState:
         return self._own.get(node.name) or self.base.state_of(node)
@@ -61,6 +64,32 @@ class BookView(NodeBook):
         for domain in self.domains_of(node):
             self._room.pop(domain, None)
             self._changed.add(domain)
+        self._own_by_state.move(node)  # ``node`` is its own copy (``_writable``)
+
+    def state_groups(self) -> Mapping[StateKey, Sequence[NodeState]]:
+        mine = self._own_by_state.groups
+        if not mine:
+            return self.base.state_groups()
+        return {**self.base.state_groups(), **mine}
+
+    def first_in(
+        self,
+        key: StateKey,
+        ok: Callable[[NodeState], bool],
+        hidden: tuple[Container[str], ...] = (),
+    ) -> NodeState | None:
+        mine = next(
+            (
+                n
+                for n in self._own_by_state.groups.get(key, ())
+                if not (hidden and any(n.name in h for h in hidden)) and ok(n)
+            ),
+            None,
+        )
+        theirs = self.base.first_in(key, ok, (*hidden, self._own))
+        if mine is None or (theirs is not None and theirs.order < mine.order):
+            return theirs
+        return mine
 
     def changed(self) -> bool:
         """Anything was placed or taken away on this view."""
