@@ -27,6 +27,7 @@ from muster.core.model.workload import PlacementPolicy
 from muster.core.placement import engine as placement_engine
 from muster.core.placement.book import NodeBook, Placement
 from muster.core.placement.engine import demands, place
+from muster.core.placement.index import state_key
 from muster.core.placement.view import BookView, view
 
 GPU = "nvidia.com/gpu"
@@ -235,14 +236,14 @@ def test_the_groups_follow_the_book_and_its_views() -> None:
 
     def grouped(b: NodeBook) -> dict[str, object]:
         out: dict[str, object] = {}
-        for key in b.state_groups():
-            while (node := b.first_in(key, lambda n: n.name not in out)) is not None:
+        for key, nodes in b.state_groups().items():
+            assert [n.order for n in nodes] == sorted(n.order for n in nodes)
+            for node in nodes:
+                assert node.name not in out, f"{node.name} in two groups"
                 out[node.name] = key
         return out
 
     def expected(b: NodeBook) -> dict[str, object]:
-        from muster.core.placement.index import state_key
-
         return {n.name: state_key(b.state_of(n)) for n in b.ready_nodes()}
 
     assert isinstance(place(book, "a", spec, demands(spec), PlacementPolicy()), Placement)

@@ -9,7 +9,7 @@ for a pod shape is cached until a node in it changes.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Container, Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 
 from muster.core.model.inventory import (
@@ -23,9 +23,8 @@ from muster.core.model.inventory import (
 from muster.core.model.workload import Toleration
 from muster.core.pickling import compact
 from muster.core.placement import devices as dev
-from muster.core.placement import links
+from muster.core.placement import index, links
 from muster.core.placement.devices import DeviceAsk, DeviceShare, DeviceUse
-from muster.core.placement.index import ByState, StateKey
 
 
 @compact
@@ -204,12 +203,14 @@ class NodeBook:
         self._domains: dict[str, dict[tuple[str, ...], list[NodeState]]] = {}
         self._room: dict[tuple[str, tuple[str, ...]], dict[object, int]] = {}
         self._eligible: dict[object, frozenset[str]] = {}
-        self._by_state: ByState | None = None  # built at the first search, kept up to date
+        # The ready nodes by state (``index``): built at the first search, kept up to date.
+        self._by_state: index.Groups | None = None
+        self._key_of: dict[str, index.StateKey] = {}
         self.set_topology(topology)
 
     def __getstate__(self) -> dict[str, object]:
         # The groups by state are rebuilt from the nodes when a search wants them.
-        return {**self.__dict__, "_by_state": None}
+        return {**self.__dict__, "_by_state": None, "_key_of": {}}
 
     # -- the node set -------------------------------------------------------------------
 
@@ -267,6 +268,7 @@ class NodeBook:
         self._room.clear()
         self._eligible.clear()
         self._by_state = None
+        self._key_of = {}
 
     # -- domains ------------------------------------------------------------------------
 
@@ -356,33 +358,28 @@ class NodeBook:
             for domain in self.domains_of(node):
                 self._room.pop(domain, None)
         if self._by_state is not None:
-            self._by_state.move(node)
+            self._regroup(node)
 
     # -- the ready nodes by state (``index``) ----------------------------------------------
 
-    def state_groups(self) -> Mapping[StateKey, Sequence[NodeState]]:
-        """The ready nodes grouped by what a pod's room on them depends on: per group, its
-        nodes in registration order (a view's: the nodes it changed in their group, the
-        others in the base's, where they may still be listed: ``first_in`` skips them)."""
+    def state_groups(self) -> Mapping[index.StateKey, Sequence[NodeState]]:
+        """The ready nodes grouped by what a pod's room on them depends on, each group in
+        registration order (some may be empty)."""
         if self._by_state is None:
-            self._by_state = ByState(self.ready_nodes())
-        return self._by_state.groups
+            nodes = self.ready_nodes()
+            self._by_state = index.group(nodes)
+            self._key_of = {n.name: index.state_key(n) for n in nodes}
+        return self._by_state
 
-    def first_in(
-        self,
-        key: StateKey,
-        ok: Callable[[NodeState], bool],
-        hidden: tuple[Container[str], ...] = (),
-    ) -> NodeState | None:
-        """The earliest registered node of the group ``ok`` accepts, skipping the names
-        ``hidden`` (nodes a view over this book changed: they are in its own groups)."""
-        group = self.state_groups().get(key, ())
-        for node in group:
-            if hidden and any(node.name in h for h in hidden):
-                continue
-            if ok(node):
-                return node
-        return None
+    def _regroup(self, node: NodeState) -> None:
+        """The node's state changed: into the group of its new state."""
+        assert self._by_state is not None
+        old = self._key_of.pop(node.name, None)
+        if old is not None:
+            index.take(self._by_state[old], node)
+        if node.ready:
+            key = self._key_of[node.name] = index.state_key(node)
+            index.put(self._by_state.setdefault(key, []), node)
 
     def domains_of(self, node: NodeState) -> list[tuple[str, tuple[str, ...]]]:
         """The (key, value) of every indexed domain the node is in."""

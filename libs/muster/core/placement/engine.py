@@ -232,11 +232,13 @@ class _Search:
         for pod in pods:
             best: NodeState | None = None
             best_key: tuple[int, int] | None = None
-            for key, group in book.state_groups().items():
+            for group in book.state_groups().values():
+                if not group:
+                    continue
                 n = fit_count(group[0], pod)  # any node of the group: they are alike
                 if n == 0:
                     continue
-                node = book.first_in(key, ok)
+                node = next((m for m in group if ok(m)), None)  # the earliest it may use
                 if node is None:
                     continue
                 rank = (0 if self.first_fit else -n if spread else n, node.order)

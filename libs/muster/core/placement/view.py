@@ -10,11 +10,11 @@ domains it changed.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Container, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import replace
 
+from muster.core.placement import index
 from muster.core.placement.book import NodeBook, NodeState
-from muster.core.placement.index import ByState, StateKey
 
 
 def view(book: NodeBook) -> BookView:
@@ -37,7 +37,11 @@ class BookView(NodeBook):
         self._room = {}
         self._changed: set[tuple[str, tuple[str, ...]]] = set()  # domains whose room moved
         self._own: dict[str, NodeState] = {}
-        self._own_by_state = ByState(())  # the nodes it changed, by their state here
+        # The groups by state it moved a node of (copied from the base's at the first
+        # move: the base does not change while a view of it is used), and all of them.
+        self._groups: index.Groups = {}
+        self._group_of: dict[str, index.StateKey | None] = {}  # nodes it changed: their state
+        self._all_groups: Mapping[index.StateKey, Sequence[NodeState]] | None = None
 
     def state_of(self, node: NodeState) -> NodeState:
         return self._own.get(node.name) or self.base.state_of(node)
@@ -64,31 +68,33 @@ class BookView(NodeBook):
         for domain in self.domains_of(node):
             self._room.pop(domain, None)
             self._changed.add(domain)
-        self._own_by_state.move(node)  # ``node`` is its own copy (``_writable``)
+        self._regroup(node)  # ``node`` is its own copy (``_writable``)
 
-    def state_groups(self) -> Mapping[StateKey, Sequence[NodeState]]:
-        mine = self._own_by_state.groups
-        if not mine:
+    def state_groups(self) -> Mapping[index.StateKey, Sequence[NodeState]]:
+        if not self._groups:
             return self.base.state_groups()
-        return {**self.base.state_groups(), **mine}
+        if self._all_groups is None:
+            self._all_groups = {**self.base.state_groups(), **self._groups}
+        return self._all_groups
 
-    def first_in(
-        self,
-        key: StateKey,
-        ok: Callable[[NodeState], bool],
-        hidden: tuple[Container[str], ...] = (),
-    ) -> NodeState | None:
-        mine = next(
-            (
-                n
-                for n in self._own_by_state.groups.get(key, ())
-                if not (hidden and any(n.name in h for h in hidden)) and ok(n)
-            ),
-            None,
-        )
-        theirs = self.base.first_in(key, ok, (*hidden, self._own))
-        if mine is None or (theirs is not None and theirs.order < mine.order):
-            return theirs
+    def _regroup(self, node: NodeState) -> None:
+        if node.name in self._group_of:
+            old = self._group_of[node.name]
+        else:  # its first change here: it is where the base has it
+            seen = self.base.state_of(self.nodes[node.name])  # not ``node``: the copy
+            old = index.state_key(seen) if seen.ready else None
+        if old is not None:
+            index.take(self._own_group(old), node)
+        key = self._group_of[node.name] = index.state_key(node) if node.ready else None
+        if key is not None:
+            index.put(self._own_group(key), node)
+
+    def _own_group(self, key: index.StateKey) -> list[NodeState]:
+        """This view's copy of a group, made at the first change of one of its nodes."""
+        mine = self._groups.get(key)
+        if mine is None:
+            mine = self._groups[key] = list(self.base.state_groups().get(key, ()))
+            self._all_groups = None
         return mine
 
     def changed(self) -> bool:
