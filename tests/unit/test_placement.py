@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from collections import Counter
 from typing import Any
+from unittest import mock
 
 from muster.core.events import NewEvent
 from muster.core.events import node as nev
@@ -11,9 +12,12 @@ from muster.core.events import queue as qev
 from muster.core.model import parse
 from muster.core.model.inventory import Gpu, TopologySpec
 from muster.core.model.workload import DeviceFilter, PlacementPolicy, WorkloadSpec
+from muster.core.placement import book as book_module
 from muster.core.placement import devices as dev
+from muster.core.placement import engine
 from muster.core.placement.book import NodeBook, Placement
 from muster.core.placement.engine import NoPlacement, _best_fit, demands, place
+from muster.core.placement.view import view
 from muster.core.sim.harness import build
 from tests.unit.harness_inputs import submissions
 
@@ -546,3 +550,31 @@ def test_a_pod_pinned_to_a_gpu_no_node_has_yet_waits_for_it() -> None:
     h.run()
     (admitted,) = [e.event for e in h.log.envelopes if isinstance(e.event, qev.WorkloadAdmitted)]
     assert admitted.placements == {"main-0": "later"}
+
+
+def test_a_pod_on_a_large_cluster_of_lookalike_nodes_is_a_few_looks_not_a_scan() -> None:
+    """issue 16: "Index nodes by free capacity ... so best-fit is a lookup". 256 nodes of
+    one shape, a cycle's 100 one-GPU pods on a view: each pod looks at one node per group
+    of nodes in the same state (here at most three: empty, partly used, full), and the
+    choice is binpack's, the fullest node that fits (Kueue's LeastFreeCapacity)."""
+    book = book_of({"nodes": [{"name": "n", "count": 256, "allocatable": {"cpu": 96, GPU: 8}}]})
+    cycle = view(book)
+    looks = 0
+    counted = book_module.fit_count
+
+    def fit_count(node: Any, pod: Any) -> int:
+        nonlocal looks
+        looks += 1
+        return counted(node, pod)
+
+    spec = workload(podSets=[{"count": 1, "requests": {GPU: 1, "cpu": 1}}])
+    with (
+        mock.patch.object(engine, "fit_count", fit_count),
+        mock.patch.object(book_module, "fit_count", fit_count),
+    ):
+        for i in range(100):
+            got = place(cycle, f"w{i}", spec, demands(spec), PlacementPolicy())
+            assert isinstance(got, Placement)
+            assert got.nodes == {"main-0": f"n-{i // 8}"}
+    assert looks <= 100 * 3  # a scan of the nodes in use alone would be ~600
+    assert sum(n.pods for n in book.nodes.values()) == 0  # the view held them, not the book
