@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import pickle
 from collections import Counter
 from typing import Any
 from unittest import mock
@@ -578,3 +579,17 @@ def test_a_pod_on_a_large_cluster_of_lookalike_nodes_is_a_few_looks_not_a_scan()
             assert got.nodes == {"main-0": f"n-{i // 8}"}
     assert looks <= 100 * 3  # a scan of the nodes in use alone would be ~600
     assert sum(n.pods for n in book.nodes.values()) == 0  # the view held them, not the book
+
+
+def test_a_restored_book_rebuilds_its_groups_and_places_alike() -> None:
+    """The groups by state are not in the queue's snapshot: a book restored from one
+    places the next pods where the book it was taken from does."""
+    book = book_of({"nodes": [gpu_nodes("n", 4, 8)]})
+    spec = workload(podSets=[{"count": 3, "requests": {GPU: 3}}])
+    assert isinstance(try_place(book, spec), Placement)  # the groups are built and kept
+    restored = pickle.loads(pickle.dumps(book))
+    assert restored._by_state is None
+    for b in (book, restored):
+        got = try_place(b, workload("next", podSets=[{"count": 2, "requests": {GPU: 2}}]))
+        assert isinstance(got, Placement)
+        assert sorted(got.nodes.values()) == ["n-0", "n-1"]  # the fullest that fit
