@@ -376,7 +376,10 @@ class NodeBook:
         assert self._by_state is not None
         old = self._key_of.pop(node.name, None)
         if old is not None:
-            index.take(self._by_state[old], node)
+            group = self._by_state[old]
+            index.take(group, node)
+            if not group:  # states come and go: a search looks at the groups there are
+                del self._by_state[old]
         if node.ready:
             key = self._key_of[node.name] = index.state_key(node)
             index.put(self._by_state.setdefault(key, []), node)
