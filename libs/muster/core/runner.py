@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import pickle
 from collections.abc import Iterable
-from dataclasses import replace
 from typing import Any, Generic, TypeVar
 
 from muster.core.decider import Decider, bare_fold
@@ -73,8 +72,19 @@ class DeciderRunner(Generic[S]):
 
     def decide(self) -> list[NewEvent]:
         """The decider's events, stamped with what caused them."""
+        last = self.last_event_id
+        # Built directly, not by ``dataclasses.replace`` (~3 us a decision), and only for
+        # those with no causation of their own.
         news = [
-            replace(new, causation_id=new.causation_id or self.last_event_id)
+            new
+            if new.causation_id or (last is None and new.causation_id is None)
+            else NewEvent(
+                stream_id=new.stream_id,
+                event=new.event,
+                occurred_at=new.occurred_at,
+                causation_id=last,
+                correlation_id=new.correlation_id,
+            )
             for new in self.decider.decide(self.state)
         ]
         self.quiet = not news

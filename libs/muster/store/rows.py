@@ -4,6 +4,8 @@ them)."""
 
 from __future__ import annotations
 
+import operator
+import os
 import uuid
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
@@ -49,6 +51,33 @@ FOLD_COLUMNS = (
 )
 
 
+class EventIds:
+    """Event ids in a UUID's form: 74 random bits drawn once (a version 4 UUID's first
+    five groups but the last), then a counter from a random start in the last 48 bits.
+    Unique as ``uuid4`` is for any practical count, at a tenth of its cost (a system call
+    and a 128-bit integer's formatting per event: ~2-6 us, paid for every event by every
+    service that appends). Drawn afresh in a forked child, and before the counter wraps."""
+
+    def __init__(self) -> None:
+        self._draw()
+
+    def _draw(self) -> None:
+        text = str(uuid.uuid4())
+        self._prefix, self._next = text[:24], int(text[24:], 16)
+
+    def __call__(self) -> str:
+        n = self._next
+        if n > 0xFFFFFFFFFFFF:
+            self._draw()
+            n = self._next
+        self._next = n + 1
+        return f"{self._prefix}{n:012x}"
+
+
+new_event_id = EventIds()
+os.register_at_fork(after_in_child=new_event_id._draw)
+
+
 def planned_rows(
     batch: Sequence[StreamAppend],
     head: int,
@@ -77,7 +106,7 @@ def _row(
 ) -> dict[str, Any]:
     return {
         "position": position,
-        "event_id": str(uuid.uuid4()),
+        "event_id": new_event_id(),
         "stream_id": stream_id,
         "category": category_of(stream_id),
         "stream_version": version,
@@ -92,9 +121,13 @@ def _row(
     }
 
 
+_VALUES = operator.itemgetter(*COLUMNS)
+
+
 def values_of(row: Mapping[str, Any]) -> tuple[Any, ...]:
     """A planned row as the driver stores and returns it: its values in ``COLUMNS`` order."""
-    return tuple(row[c] for c in COLUMNS)
+    values: tuple[Any, ...] = _VALUES(row)
+    return values
 
 
 def envelope(values: Sequence[Any]) -> Envelope:

@@ -81,11 +81,15 @@ def nominate(
     return Verdict(wl, cq.name, outcome)
 
 
-def process(snap: Snapshot, cursor: QueueCursor, v: Verdict) -> Verdict:
+def process(snap: Snapshot, cursor: QueueCursor, v: Verdict, *, since: int = -1) -> Verdict:
+    """``since``: ``snap.processed`` when ``v`` was nominated; if no ``process`` ran since,
+    nothing took room since and ``v`` stands (assign is a function of the snapshot)."""
     cq, wl = cursor.cq, v.workload
+    fresh = since == snap.processed
+    snap.processed += 1
     if snap.admission_blocked:
         return Verdict(wl, cq.name, pods_ready_block())
-    if isinstance(v.outcome, Assignment):
+    if isinstance(v.outcome, Assignment) and not fresh:
         # Earlier entries of this round may have taken the room: assign again.
         v = nominate(snap, cq, wl)
     outcome = v.outcome

@@ -280,12 +280,13 @@ def _judge(
     """Why the workload cannot be admitted now, what can change that (parking.py) and
     when a protection that held it back ends (0: none); None when it can be admitted
     (or can preempt). Nothing is kept (a dry run of ``process``)."""
+    since = snap.processed
     v = nominate(snap, cursor.cq, wl)
     if isinstance(v.outcome, Unassignable) and not wl.has_min_count:
         return v.outcome, QUOTA, 0.0
     snap.dry, snap.protection_met = True, 0.0
     try:
-        done = process(snap, cursor, v)
+        done = process(snap, cursor, v, since=since)
     finally:
         snap.dry = False
     if isinstance(done.outcome, Unassignable):
@@ -312,12 +313,13 @@ def admit_rounds(snap: Snapshot, cursors: list[QueueCursor]) -> None:
             heads = [(c, wl) for c, wl in heads if wl.id in snap.state.preemptors]
         elif growers:
             growers.turn({c.cq.name: wl.priority for c, wl in heads})
+        since = snap.processed
         for cursor, wl in heads:
             round_.append((cursor, nominate(snap, cursor.cq, wl)))
         if not round_:
             break
         for cursor, v in ordered(snap, round_):
-            done = process(snap, cursor, v)
+            done = process(snap, cursor, v, since=since)
             if isinstance(done.outcome, Assignment):
                 cursor.pop(done.workload)
                 snap.verdicts.append(done)

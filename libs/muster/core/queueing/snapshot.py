@@ -85,6 +85,9 @@ class Snapshot:
         self.stamps: dict[LaneId, Stamp | None] = {}
         self.emitted: set[LaneId] = set()
         self.dry = False  # judging heads before the rounds: nothing is kept
+        # How many verdicts ``process`` has worked out: one nominated before the last of
+        # them may have lost its room to it (admit.py ``process``).
+        self.processed = 0
         # The first end of a protection (minAdmitDuration) the last failed search met.
         self.protection_met = 0.0
 

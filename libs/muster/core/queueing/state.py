@@ -34,8 +34,8 @@ from muster.core.model.queues import (
 )
 from muster.core.model.workload import PodSet, WorkloadSpec
 from muster.core.pickling import compact
-from muster.core.placement.book import NodeBook, Placement
-from muster.core.placement.devices import DeviceShare
+from muster.core.placement.book import NodeBook, Placement, PodAsk
+from muster.core.placement.devices import DeviceShare, device_ask
 from muster.core.placement.engine import demands
 from muster.core.provisioning import names
 from muster.core.queueing import attained
@@ -775,8 +775,7 @@ def _(event: qev.QuotaReserved, state: QueueState) -> None:
         checks=_checks_of(event, state.now),
     )
     if placement is not None:
-        want = demands(wl.spec, event.pod_counts, event.node_selectors, event.tolerations)
-        state.book.hold(wl.id, placement, {p.name: p for d in want for p in d.pods})
+        state.book.hold(wl.id, placement, _pods(wl.spec, event.pod_counts))
     wl.preempted_for = {}
     wl.preempted_on = None
     wl.pending_reason = None
@@ -787,6 +786,18 @@ def _(event: qev.QuotaReserved, state: QueueState) -> None:
     state.preemptors.discard(wl.id)
     state.backing_off.discard(wl.id)
     state.active.add(wl.id)
+
+
+def _pods(spec: WorkloadSpec, counts: Mapping[str, int]) -> dict[str, PodAsk]:
+    """The workload's pods as the book charges them: ``demands``' pods, without the node
+    selectors and tolerations a search needs and a fold does not (every reservation a
+    queue folds came here through ``demands``, ~8 % of the queue's step)."""
+    out: dict[str, PodAsk] = {}
+    for ps in spec.pod_sets:
+        ask = device_ask(ps.requests, ps.devices)
+        for name in ps.pod_names(counts.get(ps.name, ps.count)):
+            out[name] = PodAsk(name, ps.name, ps.requests, ask)
+    return out
 
 
 def _checks_of(event: qev.QuotaReserved, now: float) -> dict[str, CheckStatus]:
