@@ -644,3 +644,22 @@ def test_a_log_with_the_three_steps_still_verifies() -> None:
         if not (isinstance(e.event, pev.ProvisioningProvisioned) and e.event.request_id == "j1.1")
     ]
     assert verify_decisions(lost, ProvisionerDecider())[1]
+
+
+NAMES = ("done", "gone", "running")
+
+
+def test_a_finished_workloads_spec_is_forgotten() -> None:
+    """The provisioner keeps a workload's pod sets and name only until it is over
+    (finished, cancelled or rejected): its state does not grow with every workload."""
+    h = harness(
+        cluster_doc(),
+        [(0, workload_doc(name, duration=10 if name == "done" else 500)) for name in NAMES],
+        cancels=[(5, "gone")],
+    )
+    h.run(until=100)
+    provisioner = next(r for r in h.runners if r.decider.name == "provisioner")
+    state = provisioner.state
+    for over in ("done", "gone"):
+        assert over not in state.pod_sets and over not in state.names
+    assert "running" in state.pod_sets and state.names["running"] == ("default", "running")

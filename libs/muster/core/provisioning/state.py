@@ -225,9 +225,17 @@ def _(event: qev.WorkloadAdmitted, state: ProvisionerState) -> None:
             state.bound[event.workload_id] = req.id
 
 
+def _end(workload_id: str, state: ProvisionerState) -> None:
+    """The workload is over for good: released, and its spec and name forgotten (no
+    reservation of it comes again), so the state does not grow with every workload."""
+    _release(workload_id, state)
+    state.pod_sets.pop(workload_id, None)
+    state.names.pop(workload_id, None)
+
+
 @_apply.register
 def _(event: qev.WorkloadFinished, state: ProvisionerState) -> None:
-    _release(event.workload_id, state)
+    _end(event.workload_id, state)
 
 
 @_apply.register
@@ -237,12 +245,12 @@ def _(event: qev.WorkloadEvicted, state: ProvisionerState) -> None:
 
 @_apply.register
 def _(event: qev.WorkloadCancelled, state: ProvisionerState) -> None:
-    _release(event.workload_id, state)
+    _end(event.workload_id, state)
 
 
 @_apply.register
 def _(event: qev.WorkloadRejected, state: ProvisionerState) -> None:
-    _release(event.workload_id, state)
+    _end(event.workload_id, state)
 
 
 def accepted_request(event: pev.ProvisioningAccepted, now: float) -> Request:
