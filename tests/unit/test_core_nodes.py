@@ -387,3 +387,29 @@ def test_a_node_bound_agent_registers_again_only_its_own_lost_node() -> None:
 def test_a_node_bound_agent_is_not_a_shard() -> None:
     with pytest.raises(ValueError, match="not one of several shards"):
         NodeAgentDecider(0, 2, node="n-0")
+
+
+def test_registration_and_first_pods_are_one_decision_when_both_are_due() -> None:
+    """peers.md §4.4: pods bound to a Provisioned request's nodes run once the nodes are
+    Ready. When the agent folds Provisioned and the admission together (the queue was
+    quicker than the agent's step), it registers the node and starts its pods in one
+    decision, registration first: one append, not two."""
+    spec = pev.NodeSpec(name="n-1", pool="gpu", zone="z", machine_type="m", allocatable={GPU: 8})
+    agent = NodeAgentDecider()
+    events: list[Event] = [
+        pev.NodesCreating(request_id="job.1", zone="z", nodes=(spec,), ready_at=1.0),
+        pev.ProvisioningProvisioned(
+            request_id="job.1", zone="z", assignments={"w-0": "n-1"}, message=""
+        ),
+        qev.WorkloadAdmitted(
+            workload_id="job", attempt=1, cluster_queue="cq", message="", placements={"w-0": "n-1"}
+        ),
+    ]
+    decided = [e.event for e in agent.decide(_fold(agent, events))]
+    assert [(type(e).__name__, e.node) for e in decided] == [  # type: ignore[attr-defined]
+        ("NodeRegistered", "n-1"),
+        ("PodStarted", "n-1"),
+    ]
+    # Without the node's registration due (nor done), nothing starts on it.
+    state = _fold(agent, [events[0], events[2]])
+    assert agent.decide(state) == []

@@ -6,6 +6,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 from typing import Any, TypeVar
 
+import msgspec
 import pytest
 
 from muster.core import inputs
@@ -18,6 +19,7 @@ from muster.core.nodes.decider import NodeAgentDecider
 from muster.core.provisioning.decider import ProvisionerDecider
 from muster.core.queueing.decider import QueueDecider
 from muster.core.sim.harness import Harness, build
+from muster.core.verify import verify_decisions
 from tests.unit.harness_inputs import submissions
 
 GPU = "nvidia.com/gpu"
@@ -513,3 +515,151 @@ def test_a_capacity_step_counts_at_its_own_timer_on_a_wall_clock() -> None:
     h.run(until=start + 3600)
     ((env, _),) = of(h, pev.ProvisioningProvisioned, "w.1")
     assert env.occurred_at == start + at
+
+
+# -- one step from acceptance to Provisioned ---------------------------------------------
+
+
+def _provisioner_batches(h: Harness) -> list[list[Envelope]]:
+    """The provisioner's decisions, a batch per step (the events of one append)."""
+    out: list[list[Envelope]] = []
+    for env in h.log.envelopes:
+        if env.producer != "provisioner" or env.causation_id is None:
+            continue
+        if out and out[-1][-1].causation_id == env.causation_id:
+            out[-1].append(env)
+        else:
+            out.append([env])
+    return out
+
+
+def test_acceptance_node_creation_and_ready_nodes_are_one_decision() -> None:
+    """peers.md §4.4 (GKE ProvisioningRequest, DWS): Accepted, then Provisioned once every
+    node is up in one zone. With room at once and no boot delay the provisioner decides all
+    of it in one step (one append), as its next two steps would at the same instant."""
+    h = run(cluster_doc(), [(0, workload_doc("a", nodes=2)), (0, workload_doc("b", nodes=3))])
+    first = next(b for b in _provisioner_batches(h) if b[0].type == pev.ProvisioningAccepted.TYPE)
+    assert [(e.type, e.event.request_id) for e in first] == [  # type: ignore[attr-defined]
+        (t, rid)
+        for rid in ("a.1", "b.1")
+        for t in (
+            pev.ProvisioningAccepted.TYPE,
+            pev.NodesCreating.TYPE,
+            pev.ProvisioningProvisioned.TYPE,
+        )
+    ]
+    assert {e.occurred_at for e in first} == {0.0}
+    creating = {ev.request_id: ev for _, ev in of(h, pev.NodesCreating)}
+    assert {n.zone for n in creating["a.1"].nodes} | {n.zone for n in creating["b.1"].nodes} == {
+        creating["a.1"].zone
+    }  # the two requests, searched in acceptance order, share zone a's room
+    for rid in ("a.1", "b.1"):
+        _, up = one(h, pev.ProvisioningProvisioned, rid)
+        assert set(up.assignments.values()) == {n.name for n in creating[rid].nodes}
+    finished = [ev.outcome for _, ev in of(h, qev.WorkloadFinished)]
+    assert finished == ["Succeeded", "Succeeded"]
+
+
+def test_booting_nodes_are_provisioned_by_a_later_step() -> None:
+    """With a boot delay the acceptance and the node creation are one step; Provisioned
+    comes at ready_at (a timer), not before."""
+    h = run(cluster_doc(delay=30), [(0, workload_doc("job"))])
+    batches = [[e.type for e in b] for b in _provisioner_batches(h)]
+    assert batches[0] == [pev.ProvisioningAccepted.TYPE, pev.NodesCreating.TYPE]
+    assert one(h, pev.ProvisioningProvisioned, "job.1")[0].occurred_at == 30.0
+
+
+def test_no_search_in_a_step_that_frees_capacity() -> None:
+    """A step that deletes nodes (or cancels a request) does not search for room: the
+    search comes in the next step, with the freed capacity folded (one zone, max nodes)."""
+    h = run(
+        cluster_doc(max_nodes=2),
+        [(0, workload_doc("first", nodes=2, duration=50)), (10, workload_doc("second", nodes=2))],
+    )
+    deleted, _ = one(h, pev.NodesDeleted, "first.1")
+    creating, _ = one(h, pev.NodesCreating, "second.1")
+    assert deleted.occurred_at == creating.occurred_at == 50.0
+    assert creating.causation_id == deleted.event_id  # the next step, after the deletion
+
+
+def _rid(env: Envelope) -> str:
+    return str(getattr(env.event, "request_id", ""))
+
+
+def _as_three_steps(log: list[Envelope]) -> list[Envelope]:
+    """The log as the provisioner wrote it before: acceptances in one step, node creations
+    in the next (caused by the previous step's last event; the search's order, oldest
+    acceptance first), Provisioned in the one after (in acceptance order)."""
+    out: list[Envelope] = []
+    batch: list[Envelope] = []
+    accepted = {
+        e.event.request_id: (e.occurred_at, i)
+        for i, e in enumerate(log)
+        if isinstance(e.event, pev.ProvisioningAccepted)
+    }
+
+    def flush() -> None:
+        if not batch:
+            return
+        kinds = (pev.NodesCreating, pev.ProvisioningProvisioned)
+        first = [e for e in batch if not isinstance(e.event, kinds)]
+        creating = [e for e in batch if isinstance(e.event, kinds[0])]
+        up = [e for e in batch if isinstance(e.event, kinds[1])]
+        creating.sort(key=lambda e: (accepted[_rid(e)][0], _rid(e)))
+        up.sort(key=lambda e: accepted[_rid(e)][1])
+        steps = [first, creating, up]
+        cause = batch[0].causation_id
+        for step in steps:
+            for env in step:
+                out.append(msgspec.structs.replace(env, causation_id=cause))
+            cause = step[-1].event_id if step else cause
+        batch.clear()
+
+    for env in log:
+        same = batch and env.causation_id == batch[-1].causation_id
+        if batch and not (env.producer == "provisioner" and same):
+            flush()
+        if env.producer == "provisioner" and env.causation_id is not None:
+            batch.append(env)
+        else:
+            out.append(env)
+    flush()
+    return [msgspec.structs.replace(e, position=i + 1) for i, e in enumerate(out)]
+
+
+def test_a_log_with_the_three_steps_still_verifies() -> None:
+    """Logs written before this change (acceptance, creation and Provisioned in three
+    steps) re-derive at 0 mismatches; one that lost a Provisioned does not."""
+    h = run(
+        cluster_doc(max_nodes=6),
+        [(10 * (i // 2), workload_doc(f"j{i}", nodes=1 + i % 3, duration=25)) for i in range(8)],
+    )
+    old = _as_three_steps(h.log.envelopes)
+    assert [e.event_id for e in old] != [e.event_id for e in h.log.envelopes]  # reordered
+    checked, mismatches = verify_decisions(old, ProvisionerDecider())
+    assert checked > 0 and mismatches == [], mismatches[:1]
+    lost = [
+        e
+        for e in old
+        if not (isinstance(e.event, pev.ProvisioningProvisioned) and e.event.request_id == "j1.1")
+    ]
+    assert verify_decisions(lost, ProvisionerDecider())[1]
+
+
+NAMES = ("done", "gone", "running")
+
+
+def test_a_finished_workloads_spec_is_forgotten() -> None:
+    """The provisioner keeps a workload's pod sets and name only until it is over
+    (finished, cancelled or rejected): its state does not grow with every workload."""
+    h = harness(
+        cluster_doc(),
+        [(0, workload_doc(name, duration=10 if name == "done" else 500)) for name in NAMES],
+        cancels=[(5, "gone")],
+    )
+    h.run(until=100)
+    provisioner = next(r for r in h.runners if r.decider.name == "provisioner")
+    state = provisioner.state
+    for over in ("done", "gone"):
+        assert over not in state.pod_sets and over not in state.names
+    assert "running" in state.pod_sets and state.names["running"] == ("default", "running")

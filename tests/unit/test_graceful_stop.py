@@ -12,6 +12,9 @@ from pathlib import Path
 import pytest
 
 from muster.core.events import node as nev
+from muster.core.model import parse
+from muster.core.sim.harness import build
+from muster.core.verify import verify_decisions
 from muster.runtime.graceful import stop
 from tests.unit.harness_inputs import gpu_node_cluster, run_verified, submissions
 
@@ -94,3 +97,22 @@ def test_an_evicted_pod_is_stopped_with_its_workloads_grace_period(
     h = run_verified(cluster, submissions([(0, long), (10, urgent)]))
     stopped = [e.event for e in h.log.envelopes if isinstance(e.event, nev.PodStopped)]
     assert [(e.workload_id, e.grace_seconds) for e in stopped] == [("long", grace)]
+
+
+def test_a_cancelled_pod_is_stopped_with_its_workloads_grace_period() -> None:
+    """Kubernetes' terminationGracePeriodSeconds holds for every stop, not only an
+    eviction's: a running workload cancelled (or finished with pods left) stops its pods
+    with its own grace period; the agent forgets the workload once they are gone."""
+    gpu = "nvidia.com/gpu"
+    long = {"name": "long", "namespace": "team", "queueName": "q"}
+    long |= {"terminationGracePeriodSeconds": 90, "runtime": {"durationSeconds": 1000}}
+    long["podSets"] = [{"name": "w", "count": 2, "requests": {gpu: 2}}]
+    cluster = parse.cluster(gpu_node_cluster("g", nodes=1, gpus=4, nominal=4))
+    h = build(cluster, submissions([(0, long)]), cancels=[(10, "long")])
+    h.run()
+    stopped = [e.event for e in h.log.envelopes if isinstance(e.event, nev.PodStopped)]
+    assert sorted((e.pod, e.grace_seconds) for e in stopped) == [("w-0", 90.0), ("w-1", 90.0)]
+    agent = next(r for r in h.runners if r.decider.name == "node-agent").state
+    assert "long" not in agent.graces and "long" not in agent.runtimes and not agent.pods
+    for runner in h.runners:
+        assert verify_decisions(h.log.envelopes, runner.decider)[1] == []

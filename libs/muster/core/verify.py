@@ -66,7 +66,7 @@ def verify_decisions(log: Sequence[Envelope], decider: Decider[Any]) -> tuple[in
         again = [
             _key(n.stream_id, n.event.TYPE, encode_payload(n.event), n.occurred_at) for n in derived
         ]
-        if logged != again and not _split(logged, again, batch, batches[i + 1 : i + 2]):
+        if logged != again and not _split(logged, again, batch, batches[i + 1 :]):
             mismatches.append(Mismatch(decider.name, batch[0].position, logged, again))
     return len(batches), mismatches
 
@@ -74,15 +74,34 @@ def verify_decisions(log: Sequence[Envelope], decider: Decider[Any]) -> tuple[in
 def _split(
     logged: list[str], derived: list[str], batch: list[Envelope], following: list[list[Envelope]]
 ) -> bool:
-    """A decision made in two steps by an older version of the decider: the batch is the
-    start of what is derived now, and the rest was logged by the decider's very next step,
-    caused by this batch's last event (it had folded nothing but its own append). E.g. the
-    queue's admission on existing nodes, once a batch after its quota reservation, is now
-    in the same batch (queueing/verdicts.py). That next batch is checked on its own."""
-    if len(derived) <= len(logged) or derived[: len(logged)] != logged or not following:
+    """A decision made in several steps by an older version of the decider: the batch is
+    part of what is derived now (in order), and the rest was logged by the decider's very
+    next steps, each caused by the previous batch's last event (it had folded nothing but
+    its own appends). E.g. the queue's admission on existing nodes, once a batch after its
+    quota reservation, is now in the same batch (queueing/verdicts.py); the provisioner's
+    acceptance, node creation and Provisioned, once three steps, are now one. Those next
+    batches are checked on their own."""
+    if len(derived) <= len(logged) or not following:
         return False
-    after = following[0]
-    if after[0].causation_id != batch[-1].event_id:
+    rest: list[str] = []
+    todo = iter(logged)
+    want = next(todo, None)
+    for key in derived:  # ``logged`` must be a subsequence of ``derived``
+        if key == want:
+            want = next(todo, None)
+        else:
+            rest.append(key)
+    if want is not None:
         return False
-    later = {_key(e.stream_id, e.type, encode_payload(e.event), e.occurred_at) for e in after}
-    return all(key in later for key in derived[len(logged) :])
+    later: set[str] = set()
+    cause = batch[-1].event_id
+    for after in following:
+        if after[0].causation_id != cause:
+            break
+        later.update(
+            _key(e.stream_id, e.type, encode_payload(e.event), e.occurred_at) for e in after
+        )
+        cause = after[-1].event_id
+        if all(key in later for key in rest):
+            return True
+    return False

@@ -127,10 +127,13 @@ MAX_KEY = ("\U0010ffff", 1 << 62, "")  # after every pod key, in (finishes_at, k
 
 
 def _due(state: NodeAgentState, stopping: set[PodKey]) -> list[PodKey]:
-    """Pods to start (placed on a registered node) and pods whose run is over, in key order."""
+    """Pods to start (placed on a registered node, or on one this same decision registers
+    first: its registration and its first pods are one append) and pods whose run is over,
+    in key order."""
     ends = state.ends
     over = ends.islice(0, ends.bisect_right((state.now, MAX_KEY)))
-    due = [k for k in state.to_start if state.pods[k].node in state.nodes]
+    nodes, registering = state.nodes, state.unregistered
+    due = [k for k in state.to_start if (n := state.pods[k].node) in nodes or n in registering]
     due += [k for _, k in over]
     return sorted(k for k in due if k not in stopping)
 

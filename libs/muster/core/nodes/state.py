@@ -135,6 +135,8 @@ def drop_pod(state: NodeAgentState, key: PodKey) -> None:
         keys.discard(key)
         if not keys:
             del state.by_workload[key[0]]
+            if key[0] not in state.runtimes:  # over (``_forget``): its last pod is gone
+                state.graces.pop(key[0], None)
 
 
 @singledispatch
@@ -327,9 +329,14 @@ def _(event: qev.WorkloadFinished, state: NodeAgentState) -> None:
 
 
 def _forget(state: NodeAgentState, workload_id: str) -> None:
+    """The workload is over: what its next attempts would need goes. Its grace period
+    stays while pods of it are still to stop (their PodStopped carries it), and goes with
+    the last of them (``drop_pod``)."""
+    state.runtimes.pop(workload_id, None)
     state.checkpoints.pop(workload_id, None)
     state.progress.pop(workload_id, None)
-    state.graces.pop(workload_id, None)
+    if workload_id not in state.by_workload:
+        state.graces.pop(workload_id, None)
 
 
 @_apply.register

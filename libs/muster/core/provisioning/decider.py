@@ -19,6 +19,7 @@ from muster.core.provisioning.state import (
     ProvisionerState,
     Request,
     Wanted,
+    accepted_request,
     clock_only_types,
     correlation_id,
     evolve,
@@ -48,14 +49,15 @@ class ProvisionerDecider:
     def decide(self, state: ProvisionerState) -> list[NewEvent]:
         if state.cloud is None or not self.simulated:
             return []
-        pairs = [
-            *release(state),
-            *accept(state, state.cloud),
-            *bring_up(state, state.cloud),
-            *expire(state),
-        ]
-        if not pairs:
-            pairs = find_capacity(state, state.cloud)
+        released, expired = release(state), expire(state)
+        accepted = accept(state, state.cloud)
+        pairs = [*released, *accepted, *bring_up(state, state.cloud), *expired]
+        if not released and not expired:
+            # Nothing frees or cancels capacity in this step, so the search sees what the
+            # next step would: the requests accepted just now are searched with the waiting
+            # ones, and nodes that are ready at once are Provisioned in the same batch. One
+            # append, not three steps of this service acting on its own events.
+            pairs += find_capacity(state, state.cloud, fresh(state, accepted))
         return [
             NewEvent(
                 stream_id=pev.request_stream(rid),
@@ -219,18 +221,20 @@ def bring_up(state: ProvisionerState, cloud: ClusterSpec) -> list[Decision]:
         if req.id in state.released:
             continue  # released in the same instant: it is deleted, not brought up
         if req.status == "Creating" and req.ready_at is not None and req.ready_at <= state.now:
-            out.append(
-                (
-                    req.id,
-                    pev.ProvisioningProvisioned(
-                        request_id=req.id,
-                        zone=req.zone or "",
-                        assignments=plan.assignments(req.pod_sets, req.nodes),
-                        message=f"{len(req.nodes)} node(s) ready in zone {req.zone}",
-                    ),
-                )
-            )
+            out.append((req.id, provisioned(req.id, req.pod_sets, req.zone or "", req.nodes)))
     return out
+
+
+def provisioned(
+    rid: str, pod_sets: tuple[pev.PodSetNodes, ...], zone: str, nodes: tuple[pev.NodeSpec, ...]
+) -> pev.ProvisioningProvisioned:
+    """Every node of the request is Ready (in one zone): its pods' assignments to them."""
+    return pev.ProvisioningProvisioned(
+        request_id=rid,
+        zone=zone,
+        assignments=plan.assignments(pod_sets, nodes),
+        message=f"{len(nodes)} node(s) ready in zone {zone}",
+    )
 
 
 def expire(state: ProvisionerState) -> list[Decision]:
@@ -286,12 +290,28 @@ def expire(state: ProvisionerState) -> list[Decision]:
     return out
 
 
-def find_capacity(state: ProvisionerState, cloud: ClusterSpec) -> list[Decision]:
-    """Each waiting request, oldest first, gets one zone with room for all its nodes."""
+def fresh(state: ProvisionerState, accepted: list[Decision]) -> list[Request]:
+    """The requests ``accepted`` decides to accept, as folding it will record them."""
+    return [
+        accepted_request(ev, state.now)
+        for _, ev in accepted
+        if isinstance(ev, pev.ProvisioningAccepted)
+    ]
+
+
+def find_capacity(
+    state: ProvisionerState, cloud: ClusterSpec, fresh: list[Request] | None = None
+) -> list[Decision]:
+    """Each waiting request, oldest first, gets one zone with room for all its nodes
+    (``fresh``: requests accepted in this same step, not folded yet). Nodes that are
+    ready at once (no provisioning delay) are Provisioned in the same decision, as the
+    next step's ``bring_up`` would at the same instant."""
     room = _Room.of(state, cloud)
     quota_used = dict(state.quota_used)
     out: list[Decision] = []
-    for req in sorted(state.open_requests(), key=lambda r: (r.accepted_at, r.id)):
+    for req in sorted(
+        [*state.open_requests(), *(fresh or ())], key=lambda r: (r.accepted_at, r.id)
+    ):
         if req.status != "Accepted":
             continue
         decision = _try_zones(state, cloud, req, room, quota_used)
@@ -301,6 +321,10 @@ def find_capacity(state: ProvisionerState, cloud: ClusterSpec) -> list[Decision]
                 for q, amount in node_quota_charge(cloud, node).items():
                     quota_used[q] = quota_used.get(q, 0) + amount
             out.append((req.id, decision))
+            if decision.ready_at <= state.now:
+                out.append(
+                    (req.id, provisioned(req.id, req.pod_sets, decision.zone, decision.nodes))
+                )
         elif isinstance(decision, pev.ProvisioningFailed) or req.waiting != (
             decision.reason,
             decision.message,

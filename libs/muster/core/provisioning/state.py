@@ -225,9 +225,17 @@ def _(event: qev.WorkloadAdmitted, state: ProvisionerState) -> None:
             state.bound[event.workload_id] = req.id
 
 
+def _end(workload_id: str, state: ProvisionerState) -> None:
+    """The workload is over for good: released, and its spec and name forgotten (no
+    reservation of it comes again), so the state does not grow with every workload."""
+    _release(workload_id, state)
+    state.pod_sets.pop(workload_id, None)
+    state.names.pop(workload_id, None)
+
+
 @_apply.register
 def _(event: qev.WorkloadFinished, state: ProvisionerState) -> None:
-    _release(event.workload_id, state)
+    _end(event.workload_id, state)
 
 
 @_apply.register
@@ -237,27 +245,32 @@ def _(event: qev.WorkloadEvicted, state: ProvisionerState) -> None:
 
 @_apply.register
 def _(event: qev.WorkloadCancelled, state: ProvisionerState) -> None:
-    _release(event.workload_id, state)
+    _end(event.workload_id, state)
 
 
 @_apply.register
 def _(event: qev.WorkloadRejected, state: ProvisionerState) -> None:
-    _release(event.workload_id, state)
+    _end(event.workload_id, state)
 
 
-@_apply.register
-def _(event: pev.ProvisioningAccepted, state: ProvisionerState) -> None:
-    state.wanted.pop(event.request_id, None)
-    state.requests[event.request_id] = Request(
+def accepted_request(event: pev.ProvisioningAccepted, now: float) -> Request:
+    """The request an acceptance at ``now`` records (the fold and a same-step search)."""
+    return Request(
         id=event.request_id,
         workload_id=event.workload_id,
         pod_sets=event.pod_sets,
-        accepted_at=state.now,
+        accepted_at=now,
         zones=event.zones,
         provisioning_class=event.provisioning_class,
         max_run_seconds=event.max_run_seconds,
         booking_seconds=event.booking_seconds,
     )
+
+
+@_apply.register
+def _(event: pev.ProvisioningAccepted, state: ProvisionerState) -> None:
+    state.wanted.pop(event.request_id, None)
+    state.requests[event.request_id] = accepted_request(event, state.now)
     if event.workload_id:
         state.by_workload.setdefault(event.workload_id, []).append(event.request_id)
     state.open[event.request_id] = None
