@@ -12,6 +12,7 @@ from typing import Any
 import pytest
 from sqlalchemy import text
 
+from muster.core.codec import DecodeError
 from muster.core.events import (
     BareEnvelope,
     Event,
@@ -29,6 +30,7 @@ from muster.core.runner import DeciderRunner
 from muster.runtime import admin
 from muster.store import ConcurrencyConflict, SqlEventStore, Tracking
 from muster.store.migrate import upgrade_async
+from muster.store.rows import fold_items
 from muster.store.sql import switch_to_wal
 from tests.unit.test_core_runner import scenario
 
@@ -364,3 +366,18 @@ def test_old_schema_versions_are_upcast_on_read() -> None:
     event = decode_payload("test.renamed_field", 1, {"accelerators": 8})
     assert event == RenamedField(gpus=8)
     assert decode_payload("test.renamed_field", 2, {"gpus": 4}) == RenamedField(gpus=4)
+
+
+def test_fold_items_decode_each_row_by_its_own_schema_version() -> None:
+    """A replay's rows (``fold_items``, one decoder looked up per type): a row of an older
+    schema version is upcast, the current one decoded as it is, and a payload the typed
+    decoder refuses fails with the field named (through ``decode_json``), not skipped."""
+    row = (1, "e-1", "test-1", 1, "test.renamed_field", 1, 2.0, '{"accelerators": 8}')
+    read = fold_items([row, (2, "e-2", "test-1", 2, "test.renamed_field", 2, 3.0, '{"gpus": 4}')])
+    assert [e.event for e in read] == [RenamedField(gpus=8), RenamedField(gpus=4)]  # type: ignore[union-attr]
+    assert read[1] == FoldEnvelope(
+        position=2, event_id="e-2", stream_id="test-1", stream_version=2,
+        type="test.renamed_field", occurred_at=3.0, event=RenamedField(gpus=4),
+    )
+    with pytest.raises(DecodeError, match="gpus"):
+        fold_items([(3, "e-3", "test-1", 3, "test.renamed_field", 2, 4.0, '{"gpus": "x"}')])

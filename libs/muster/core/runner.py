@@ -51,12 +51,13 @@ class DeciderRunner(Generic[S]):
         fold_bare = bare_fold(self.decider)
         versions = self.versions  # holds only streams of its categories: a cheap first check
         state, position, last = self.state, self.position, self.last_event_id
+        bare = BareEnvelope  # a local: looked up a million times in a replay
         try:
             for env in envelopes:
                 if env.position <= position:
                     continue
                 if ours or env.stream_id in versions or env.category in categories:
-                    if isinstance(env, BareEnvelope):
+                    if isinstance(env, bare):
                         fold_bare(state, env)
                     else:
                         state = evolve(state, env)

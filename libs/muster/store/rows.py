@@ -7,18 +7,22 @@ from __future__ import annotations
 import operator
 import os
 import uuid
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any
+
+import msgspec
 
 from muster.core.events import (
     BareEnvelope,
     Envelope,
+    Event,
     FoldEnvelope,
     NewEvent,
     StreamAppend,
     category_of,
     decode_json,
     encode_json,
+    typed_decoder,
 )
 from muster.store.errors import ConcurrencyConflict
 
@@ -154,31 +158,25 @@ def envelope(values: Sequence[Any]) -> Envelope:
 
 def fold_items(rows: Iterable[Sequence[Any]]) -> list[FoldEnvelope | BareEnvelope]:
     """From rows in ``FOLD_COLUMNS`` order: what a fold reads of each, bare where the
-    payload was left out (NULL: the column itself is never NULL)."""
+    payload was left out (NULL: the column itself is never NULL). Each type's decoder is
+    looked up once a call (``typed_decoder``); a row of another schema version, or one
+    it refuses, is decoded by ``decode_json`` (upcast, or the error names the field)."""
     out: list[FoldEnvelope | BareEnvelope] = []
     append = out.append
+    decoders: dict[str, tuple[int, Callable[[bytes | str], Event]]] = {}
     for position, event_id, stream_id, stream_version, wire_type, version, at, payload in rows:
         if payload is None:
-            append(
-                BareEnvelope(
-                    position=position,
-                    event_id=event_id,
-                    stream_id=stream_id,
-                    stream_version=stream_version,
-                    type=wire_type,
-                    occurred_at=at,
-                )
-            )
+            append(BareEnvelope(position, event_id, stream_id, stream_version, wire_type, at))
+            continue
+        typed = decoders.get(wire_type)
+        if typed is None:
+            typed = decoders[wire_type] = typed_decoder(wire_type)
+        if version == typed[0]:
+            try:
+                event = typed[1](payload)
+            except msgspec.ValidationError:
+                event = decode_json(wire_type, version, payload)
         else:
-            append(
-                FoldEnvelope(
-                    position=position,
-                    event_id=event_id,
-                    stream_id=stream_id,
-                    stream_version=stream_version,
-                    type=wire_type,
-                    occurred_at=at,
-                    event=decode_json(wire_type, version, payload),
-                )
-            )
+            event = decode_json(wire_type, version, payload)
+        append(FoldEnvelope(position, event_id, stream_id, stream_version, wire_type, at, event))
     return out

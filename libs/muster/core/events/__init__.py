@@ -17,6 +17,7 @@ from muster.core.events.base import (
     encode_payload,
     event_class,
     registered_types,
+    typed_decoder,
     upcaster,
 )
 
@@ -40,6 +41,7 @@ __all__ = [
     "queue",
     "registered_types",
     "timer",
+    "typed_decoder",
     "upcaster",
     "workload",
 ]
