@@ -169,51 +169,76 @@ def _head_in(fd: int, interest: Interest | None) -> int:
 
 async def _file_rings(path: Path, interest: Interest | None) -> AsyncIterator[int]:
     """inotify on the bell file, read by one reader registered with the event loop for as
-    long as the watch lasts (not added and removed around each ring): each time the kernel
-    says the file changed, every queued notification is read at once and the file once,
-    and the waiting reader is woken only when the head that concerns it moved."""
+    long as the watch lasts (not added and removed around each ring)."""
     # Imported here: inotify is Linux's; elsewhere the routine fails, is restarted, and
     # the store poll alone keeps the service moving.
-    from asyncinotify import Inotify, Mask
+    from asyncinotify import Inotify
 
     path.touch(exist_ok=True)
-    fd = os.open(path, os.O_RDONLY)
-    loop = asyncio.get_running_loop()
-    moved = asyncio.Event()
-    try:
-        with Inotify() as watcher:
-            # asyncinotify's NONBLOCK flag is O_CLOEXEC's value (4.4.4): set it here, so
-            # reading every queued notification ends without blocking the event loop.
-            os.set_blocking(watcher.fd, False)
-            watcher.add_watch(path, Mask.MODIFY)
-            heard = [_head_in(fd, interest)]  # what was committed before the watch began
+    with Inotify() as watcher:
+        # asyncinotify's NONBLOCK flag is O_CLOEXEC's value (4.4.4): set it here, so
+        # reading every queued notification ends without blocking the event loop.
+        os.set_blocking(watcher.fd, False)
+        watch = _FileWatch(path, watcher, interest)
+        loop = asyncio.get_running_loop()
+        loop.add_reader(watcher.fd, watch.readable)
+        try:
+            yield watch.heard  # what was committed before the watch began
+            while True:
+                yield await watch.moved()
+        finally:
+            loop.remove_reader(watcher.fd)
+            watch.close()
 
-            def readable() -> None:
-                nonlocal fd
-                if _drained(watcher.fd):  # the file was removed: watch the new one
-                    path.touch(exist_ok=True)
-                    os.close(fd)
-                    fd = os.open(path, os.O_RDONLY)
-                    watcher.add_watch(path, Mask.MODIFY)
-                    heard[0] = 0  # unknown: fold what is there
-                    moved.set()
-                    return
-                head = _head_in(fd, interest)
-                if head > heard[0]:
-                    heard[0] = head
-                    moved.set()
 
-            loop.add_reader(watcher.fd, readable)
-            try:
-                yield heard[0]
-                while True:
-                    await moved.wait()
-                    moved.clear()
-                    yield heard[0]
-            finally:
-                loop.remove_reader(watcher.fd)
-    finally:
-        os.close(fd)
+class _FileWatch:
+    """Each time the kernel says the bell file changed: every queued notification read at
+    once, then the file once; the reader waiting in ``moved`` is woken only when the head
+    that concerns it moved."""
+
+    def __init__(self, path: Path, watcher: Any, interest: Interest | None) -> None:
+        self.path, self.watcher, self.interest = path, watcher, interest
+        self.fd = self._watch()
+        self.heard = _head_in(self.fd, interest)
+        self._moved = asyncio.Event()
+        self._failed: Exception | None = None
+
+    def _watch(self) -> int:
+        from asyncinotify import Mask
+
+        self.watcher.add_watch(self.path, Mask.MODIFY)
+        return os.open(self.path, os.O_RDONLY)
+
+    async def moved(self) -> int:
+        await self._moved.wait()
+        self._moved.clear()
+        if self._failed is not None:
+            raise self._failed
+        return self.heard
+
+    def readable(self) -> None:
+        try:
+            self._read()
+        except Exception as exc:  # not called again (it would be at once, forever): the
+            asyncio.get_running_loop().remove_reader(self.watcher.fd)  # routine restarts
+            self._failed = exc
+            self._moved.set()
+
+    def _read(self) -> None:
+        if _drained(self.watcher.fd):  # the file was removed: watch the new one
+            self.path.touch(exist_ok=True)
+            os.close(self.fd)
+            self.fd = self._watch()
+            self.heard = 0  # unknown: fold what is there
+            self._moved.set()
+            return
+        head = _head_in(self.fd, self.interest)
+        if head > self.heard:
+            self.heard = head
+            self._moved.set()
+
+    def close(self) -> None:
+        os.close(self.fd)
 
 
 def _drained(fd: int) -> bool:
