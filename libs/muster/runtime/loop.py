@@ -27,6 +27,9 @@ import structlog
 from muster.bus.kafka import Doorbell, Publisher
 from muster.core.decider import Decider, clock_only, clock_only_when
 from muster.core.events import Envelope, NewEvent, StreamAppend
+
+from muster.core.decider import Decider, clock_only
+from muster.core.events import Envelope, NewEvent, StreamAppend, registered_types
 from muster.core.runner import DeciderRunner
 from muster.runtime import history
 from muster.runtime.memory import collection_paused
@@ -264,9 +267,10 @@ class DeciderLoop:
                 self._wake.set()
 
     async def listen_store(self) -> None:
-        """Wake on every commit to the store (store/bell.py): milliseconds from another
-        service's append to this one's fold, with nothing spent while the log is still."""
-        async for head in bell.rings(self.store.url):
+        """Wake on every commit to the store that concerns this service (store/bell.py):
+        milliseconds from another service's append to this one's fold, with nothing spent
+        while the log is still or holds only what the decider would fold for its clock."""
+        async for head in bell.rings(self.store.url, waking(self.runner.decider)):
             if head == 0 or head > self.runner.position:
                 self._wake.set()
 
@@ -358,6 +362,16 @@ class DeciderLoop:
                     keep=history.KEEP,
                     spacing=history.SNAPSHOT_EVERY,  # one every so many events is enough
                 )
+
+
+def waking(decider: Decider[Any]) -> bell.Interest:
+    """The commits a decider's loop wakes for: an event of its categories of a type it does
+    more with than move its clock. The others (``Decider.clock_only``) wait for the next
+    wake-up, the poll or its own timer: what time alone makes due, its ``next_deadline``
+    names, so folding them at once could only bring a decision forward to when that
+    timer fires anyway."""
+    bare = clock_only(decider)
+    return bell.Interest(decider.categories, (t for t in registered_types() if t not in bare))
 
 
 def _brief(exc: BaseException) -> str:

@@ -18,6 +18,15 @@ wait on the ring without polling:
 A ring carries the head it announces, so a reader that has folded that far (its own
 append) sleeps on. Otherwise it folds from the store, in position order, as after a
 poll: a ring lost or doubled changes nothing.
+
+A ring also says what kind of events were committed, so a reader wakes only for a commit
+that concerns it (``Interest``: one of its categories and a type it does more with than
+move its clock): a service that folds no node events sleeps through the node agent's
+commits. Skipping a ring loses nothing: the reader folds from its position, so the next
+ring that concerns it (or the poll) brings the skipped events along, in order. On SQLite
+the file holds, after the head, the highest position committed per hashed category and
+per hashed type (a collision only wakes a reader needlessly); on PostgreSQL the
+notification's payload names the commit's (category, type) pairs.
 """
 
 from __future__ import annotations
@@ -26,8 +35,11 @@ import asyncio
 import contextlib
 import fcntl
 import os
-from collections.abc import AsyncIterator
+import struct
+import zlib
+from collections.abc import AsyncIterator, Iterable, Mapping
 from pathlib import Path
+from typing import Any
 
 import asyncpg
 import structlog
@@ -37,17 +49,72 @@ log = structlog.get_logger("muster.store.bell")
 
 CHANNEL = "muster_events"
 RECONNECT_SECONDS = 1.0
+SLOTS = 128  # positions kept per hashed category or type, after the head
+_FILE = struct.Struct(f"<{1 + SLOTS}Q")  # the bell file: the head, then the slots
+_EVENT = struct.Struct("<iIII")  # inotify_event: wd, mask, cookie, len (then len bytes of name)
+_IGNORED = 0x8000  # IN_IGNORED: the watch is gone (the file was removed)
+_READ = 4096  # bytes of queued inotify events read at once
+_FULL = _EVENT.size + 256  # an event with the longest name (NAME_MAX + 1)
+_MAX_PAYLOAD = 7000  # bytes; PostgreSQL refuses a notification's payload of 8,000 or more
+
+Kinds = Iterable[tuple[str, str]]  # (category, type) of each event a commit holds
 
 
-async def rings(url: str) -> AsyncIterator[int]:
+class Interest:
+    """What a reader folds: a commit concerns it when it holds an event of one of
+    ``categories`` whose type is one of ``types`` (a decider's: every type but those it
+    only moves its clock on). An event of another type is folded all the same, in order,
+    the next time a commit that concerns the reader (or the poll) wakes it."""
+
+    def __init__(self, categories: Iterable[str], types: Iterable[str]) -> None:
+        self.categories = frozenset(categories)
+        self.types = frozenset(types)
+        # The file's slots to look at: 1 + the slot (slot 0 is the head).
+        self._category_slots = sorted({1 + _slot("c", c) for c in self.categories})
+        self._type_slots = sorted({1 + _slot("t", t) for t in self.types})
+
+    def concerns(self, kinds: Kinds) -> bool:
+        return any(c in self.categories and t in self.types for c, t in kinds)
+
+    def head_in(self, values: tuple[int, ...]) -> int:
+        """The highest position in the bell file's ``values`` that may concern the reader:
+        it folds an event of one of its categories and of one of its types only past
+        both slots' positions (each slot holds the highest position of what hashes to it)."""
+        if not self._category_slots or not self._type_slots:
+            return 0
+        return min(
+            max(values[i] for i in self._category_slots),
+            max(values[i] for i in self._type_slots),
+        )
+
+
+def kinds_of(rows: Iterable[Mapping[str, Any]]) -> set[tuple[str, str]]:
+    """The (category, type) pairs of a commit's rows (``store/rows.py``)."""
+    return {(row["category"], row["type"]) for row in rows}
+
+
+def _slot(prefix: str, name: str) -> int:
+    return zlib.crc32(f"{prefix}:{name}".encode()) % SLOTS
+
+
+def _slots_of(kinds: Kinds) -> set[int]:
+    found: set[int] = set()
+    for category, wire_type in kinds:
+        found.add(1 + _slot("c", category))
+        found.add(1 + _slot("t", wire_type))
+    return found
+
+
+async def rings(url: str, interest: Interest | None = None) -> AsyncIterator[int]:
     """Yields the head announced by each ring (or burst of rings) of the store at ``url``
     (the async URL ``SqlEventStore.url``); 0 when the head is unknown (a new listening
-    connection). Runs until cancelled, riding out a database that goes away."""
+    connection). With ``interest``: only rings of commits that concern it, and the head
+    among those. Runs until cancelled, riding out a database that goes away."""
     if url.startswith("sqlite"):
-        async for head in _file_rings(bell_path(url)):
+        async for head in _file_rings(bell_path(url), interest):
             yield head
     else:
-        async for head in _pg_rings(url):
+        async for head in _pg_rings(url, interest):
             yield head
 
 
@@ -60,20 +127,26 @@ def bell_path(url: str) -> Path:
 
 
 class FileBell:
-    """The appending side on SQLite: one open descriptor, one locked write per commit.
-    The lock is held for a read and a write of 8 bytes, so waiting for it is brief."""
+    """The appending side on SQLite: one open descriptor, one locked read and write of the
+    file (1 KiB) per commit, so waiting for the lock is brief."""
 
     def __init__(self, path: Path) -> None:
         self.path = path
         self._fd: int | None = None
 
-    def ring(self, head: int) -> None:
+    def ring(self, head: int, kinds: Kinds = ()) -> None:
+        """``head``: the commit's last position; ``kinds``: what it holds."""
         if self._fd is None:
             self._fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o644)
         fcntl.lockf(self._fd, fcntl.LOCK_EX)
         try:
-            if head > _head_in(self._fd):  # commits in two processes may ring out of order
-                os.pwrite(self._fd, head.to_bytes(8, "little"), 0)
+            # Commits in two processes may ring out of order: every value only grows.
+            values = list(_values_in(self._fd))
+            before = values.copy()
+            for i in (0, *_slots_of(kinds)):
+                values[i] = max(values[i], head)
+            if values != before:
+                os.pwrite(self._fd, _FILE.pack(*values), 0)
         finally:
             fcntl.lockf(self._fd, fcntl.LOCK_UN)
 
@@ -83,55 +156,154 @@ class FileBell:
             self._fd = None
 
 
-def _head_in(fd: int) -> int:
-    return int.from_bytes(os.pread(fd, 8, 0).ljust(8, b"\0"), "little")
+def _values_in(fd: int) -> tuple[int, ...]:
+    """The head and the slots; a shorter file (an older build's: the head alone) reads
+    as zeros past its end."""
+    return _FILE.unpack(os.pread(fd, _FILE.size, 0).ljust(_FILE.size, b"\0"))
 
 
-async def _file_rings(path: Path) -> AsyncIterator[int]:
+def _head_in(fd: int, interest: Interest | None) -> int:
+    values = _values_in(fd)
+    return values[0] if interest is None else interest.head_in(values)
+
+
+async def _file_rings(path: Path, interest: Interest | None) -> AsyncIterator[int]:
+    """inotify on the bell file, read by one reader registered with the event loop for as
+    long as the watch lasts (not added and removed around each ring)."""
     # Imported here: inotify is Linux's; elsewhere the routine fails, is restarted, and
     # the store poll alone keeps the service moving.
-    from asyncinotify import Inotify, Mask
+    from asyncinotify import Inotify
 
     path.touch(exist_ok=True)
-    fd = os.open(path, os.O_RDONLY)
+    with Inotify() as watcher:
+        # asyncinotify's NONBLOCK flag is O_CLOEXEC's value (4.4.4): set it here, so
+        # reading every queued notification ends without blocking the event loop.
+        os.set_blocking(watcher.fd, False)
+        watch = _FileWatch(path, watcher, interest)
+        loop = asyncio.get_running_loop()
+        loop.add_reader(watcher.fd, watch.readable)
+        try:
+            yield watch.heard  # what was committed before the watch began
+            while True:
+                yield await watch.moved()
+        finally:
+            loop.remove_reader(watcher.fd)
+            watch.close()
+
+
+class _FileWatch:
+    """Each time the kernel says the bell file changed: every queued notification read at
+    once, then the file once; the reader waiting in ``moved`` is woken only when the head
+    that concerns it moved."""
+
+    def __init__(self, path: Path, watcher: Any, interest: Interest | None) -> None:
+        self.path, self.watcher, self.interest = path, watcher, interest
+        self.fd = self._watch()
+        self.heard = _head_in(self.fd, interest)
+        self._moved = asyncio.Event()
+        self._failed: Exception | None = None
+
+    def _watch(self) -> int:
+        from asyncinotify import Mask
+
+        self.watcher.add_watch(self.path, Mask.MODIFY)
+        return os.open(self.path, os.O_RDONLY)
+
+    async def moved(self) -> int:
+        await self._moved.wait()
+        self._moved.clear()
+        if self._failed is not None:
+            raise self._failed
+        return self.heard
+
+    def readable(self) -> None:
+        try:
+            self._read()
+        except Exception as exc:  # not called again (it would be at once, forever): the
+            asyncio.get_running_loop().remove_reader(self.watcher.fd)  # routine restarts
+            self._failed = exc
+            self._moved.set()
+
+    def _read(self) -> None:
+        if _drained(self.watcher.fd):  # the file was removed: watch the new one
+            self.path.touch(exist_ok=True)
+            os.close(self.fd)
+            self.fd = self._watch()
+            self.heard = 0  # unknown: fold what is there
+            self._moved.set()
+            return
+        head = _head_in(self.fd, self.interest)
+        if head > self.heard:
+            self.heard = head
+            self._moved.set()
+
+    def close(self) -> None:
+        os.close(self.fd)
+
+
+def _drained(fd: int) -> bool:
+    """Read every queued inotify event; True if one says the watch is gone."""
+    gone = False
+    while True:
+        try:
+            data = os.read(fd, _READ)
+        except BlockingIOError:
+            return gone
+        offset = 0
+        while offset < len(data):
+            _wd, mask, _cookie, length = _EVENT.unpack_from(data, offset)
+            gone = gone or bool(mask & _IGNORED)
+            offset += _EVENT.size + length
+        if len(data) <= _READ - _FULL:  # room for another event was left: none is queued
+            return gone
+
+
+def notification(head: int, kinds: Kinds) -> str:
+    """A ring's payload on PostgreSQL: the head, then the commit's ``category/type``
+    pairs; the head alone when they would not fit (a reader then wakes)."""
+    pairs = ",".join(sorted({f"{c}/{t}" for c, t in kinds}))
+    payload = f"{head} {pairs}" if pairs else str(head)
+    return payload if len(payload) < _MAX_PAYLOAD else str(head)
+
+
+def _heard(payload: str, interest: Interest | None) -> int | None:
+    """The head a notification announces if it concerns the reader; None if it does not
+    (or cannot be read). A payload of the head alone concerns everyone."""
+    head_text, _, pairs = payload.partition(" ")
     try:
-        with Inotify() as watcher:
-            watcher.add_watch(path, Mask.MODIFY)
-            yield _head_in(fd)  # what was committed before the watch began
-            async for event in watcher:
-                if Mask.IGNORED in event.mask:  # the file was removed: watch the new one
-                    path.touch(exist_ok=True)
-                    os.close(fd)
-                    fd = os.open(path, os.O_RDONLY)
-                    watcher.add_watch(path, Mask.MODIFY)
-                yield _head_in(fd)
-    finally:
-        os.close(fd)
+        head = int(head_text)
+    except ValueError:
+        return None
+    if interest is None or not pairs:
+        return head
+    kinds = (pair.partition("/")[::2] for pair in pairs.split(","))
+    return head if interest.concerns(kinds) else None
 
 
-async def _pg_rings(url: str) -> AsyncIterator[int]:
+async def _pg_rings(url: str, interest: Interest | None) -> AsyncIterator[int]:
     dsn = make_url(url).set(drivername="postgresql").render_as_string(hide_password=False)
     while True:
         try:
-            async for head in _pg_session(dsn):
+            async for head in _pg_session(dsn, interest):
                 yield head
         except (OSError, asyncpg.PostgresError, asyncpg.InterfaceError) as exc:
             log.warning("doorbell connection failed; reconnecting", error=str(exc))
         await asyncio.sleep(RECONNECT_SECONDS)
 
 
-async def _pg_session(dsn: str) -> AsyncIterator[int]:
-    """One listening connection, until it ends. A notification or the connection's end
-    sets ``rung``; many notifications before the reader wakes are one ring, of the
-    highest head among them."""
+async def _pg_session(dsn: str, interest: Interest | None) -> AsyncIterator[int]:
+    """One listening connection, until it ends. A notification that concerns the reader,
+    or the connection's end, sets ``rung``; many notifications before the reader wakes
+    are one ring, of the highest head among them."""
     conn = await asyncpg.connect(dsn)
     rung = asyncio.Event()
     highest = [0]
 
     def heard(_conn: object, _pid: int, _channel: str, payload: str) -> None:
-        with contextlib.suppress(ValueError):
-            highest[0] = max(highest[0], int(payload))
-        rung.set()
+        head = _heard(payload, interest)
+        if head is not None:
+            highest[0] = max(highest[0], head)
+            rung.set()
 
     conn.add_termination_listener(lambda _conn: rung.set())
     try:

@@ -34,7 +34,7 @@ from muster.core.events import (
     FoldEnvelope,
     StreamAppend,
 )
-from muster.store.bell import CHANNEL, FileBell, bell_path
+from muster.store.bell import CHANNEL, FileBell, bell_path, kinds_of, notification
 from muster.store.rows import FOLD_COLUMNS, envelope, fold_items, planned_rows, values_of
 from muster.store.schema import events, snapshot_history, snapshots, tracking
 from muster.store.sqlite_fast import Busy, LoopConnection
@@ -139,8 +139,11 @@ class SqlEventStore:
                 conn.execute(events.insert(), rows)
                 if pg:  # delivered on commit to every LISTEN (store/bell.py)
                     conn.execute(
-                        text("SELECT pg_notify(:channel, :head)"),
-                        {"channel": CHANNEL, "head": str(rows[-1]["position"])},
+                        text("SELECT pg_notify(:channel, :ring)"),
+                        {
+                            "channel": CHANNEL,
+                            "ring": notification(rows[-1]["position"], kinds_of(rows)),
+                        },
                     )
             if tracking_row is not None:
                 _track(conn, tracking_row)

@@ -23,7 +23,7 @@ from typing import Any
 from sqlalchemy import exc as sa_exc
 
 from muster.core.events import StreamAppend
-from muster.store.bell import FileBell
+from muster.store.bell import FileBell, kinds_of
 from muster.store.rows import COLUMNS, FOLD_COLUMNS, planned_rows, values_of
 
 _INSERT = f"INSERT INTO events ({', '.join(COLUMNS)}) VALUES ({', '.join('?' * len(COLUMNS))})"
@@ -174,7 +174,7 @@ class LoopConnection:
     def _ring(self, rows: list[dict[str, Any]]) -> None:
         """After the commit: a reader woken by the ring finds what it announces."""
         if rows:
-            self.bell.ring(rows[-1]["position"])
+            self.bell.ring(rows[-1]["position"], kinds_of(rows))
 
     def _waiting_conn(self) -> sqlite3.Connection:
         if self._waiting is None:
