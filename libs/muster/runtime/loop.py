@@ -26,9 +26,6 @@ import structlog
 
 from muster.bus.kafka import Doorbell, Publisher
 from muster.core.decider import Decider, clock_only, clock_only_when
-from muster.core.events import Envelope, NewEvent, StreamAppend
-
-from muster.core.decider import Decider, clock_only
 from muster.core.events import Envelope, NewEvent, StreamAppend, registered_types
 from muster.core.runner import DeciderRunner
 from muster.runtime import history
