@@ -28,6 +28,6 @@ def test_itp_sorts_week_long_jobs_below_day_long_ones_with_a_looser_guard() -> N
     decade above the second, and a starvation factor looser than Philly's
     (bench/README.md: 0.78x besteffort's avg JCT; 0.82x with a factor of 10)."""
     levels, factor, _ = _las("itp")
-    assert (levels, factor, False) == ITP_LAS
+    assert (levels, factor, True) == ITP_LAS
     assert levels[:2] == LAS_LEVELS and levels[2] == 10 * levels[1]
     assert factor > LAS_STARVATION

@@ -6,6 +6,9 @@ place (``preemptForPlacement``), minimum runs and checkpoint intervals,
   workload at a higher level than its preemptor's (attained service worked out from the
   log here, independently of the queue's fold) is taken, or one of its level and newer
   under ``LowerOrNewerEqualPriority``;
+* with tenant fair sharing, a workload of another tenant and of the preemptor's class is
+  taken only while its tenant keeps its nominal share (half the quota here: equal weights)
+  after it (docs/architecture.md, "Choices": the per-tenant bound);
 * no workload is evicted twice for one preemptor, the harness reaches its fixed point at
   every instant (no livelock) and, without a starvation guard (levels only grow, so
   preemptions are finite), every job finishes;
@@ -115,18 +118,37 @@ def test_attained_service_never_inverts_classes_and_replays(
     running: dict[str, tuple[float, int]] = {}  # admitted at, devices
     held: dict[str, int] = {}
     pairs: dict[tuple[str, str], int] = {}
+    tenant_of = {wid: s.namespace for _, wid, s in jobs}
+    by_tenant: dict[str, int] = {}  # GPUs each tenant holds
+    # Each tenant's holdings when a preemptor's evictions began (judged together).
+    before: dict[tuple[str, float], dict[str, int]] = {}
+    tenants_fair = spec.admission_mode == "UsageBasedAdmissionFairSharing"
+    nominal = 8 / 2  # the queue's quota over two tenants of weight 1
     for env in h.log.envelopes:
         ev, at = env.event, env.occurred_at
         if isinstance(ev, qev.QuotaReserved):
             held[ev.workload_id] = devices(ev.usage)
+            t = tenant_of[ev.workload_id]
+            by_tenant[t] = by_tenant.get(t, 0) + held[ev.workload_id]
+        elif isinstance(ev, qev.WorkloadFinished) and ev.workload_id in running:
+            running.pop(ev.workload_id)
+            by_tenant[tenant_of[ev.workload_id]] -= held[ev.workload_id]
         elif isinstance(ev, qev.WorkloadAdmitted):
             running[ev.workload_id] = (at, held[ev.workload_id])
         elif isinstance(ev, qev.WorkloadEvicted):
             wid = ev.workload_id
             start, n = running.pop(wid)
+            theirs = tenant_of[wid]
             if ev.preemptor is not None:
                 pairs[(ev.preemptor, wid)] = pairs.get((ev.preemptor, wid), 0) + 1
                 assert priority[ev.preemptor] >= priority[wid], "a class was inverted"
+                had = before.setdefault((ev.preemptor, at), dict(by_tenant))[theirs]
+                if (
+                    tenants_fair
+                    and tenant_of[ev.preemptor] != theirs
+                    and priority[ev.preemptor] == priority[wid]
+                ):
+                    assert had - n >= nominal, f"{wid} taken below its tenant's nominal share"
                 if priority[ev.preemptor] == priority[wid] and not las.starvation_factor:
                     victim = las.level(service.get(wid, 0.0) + n * (at - start))
                     mine = las.level(service.get(ev.preemptor, 0.0))
@@ -135,6 +157,7 @@ def test_attained_service_never_inverts_classes_and_replays(
                         f"{wid} (level {victim}) taken by a preemptor of level {mine}"
                     )
             service[wid] = service.get(wid, 0.0) + n * (at - start)
+            by_tenant[theirs] -= n
     assert max(pairs.values(), default=0) <= 1
     if not las.starvation_factor:
         finished = {e.event.workload_id for e in h.log.envelopes if e.type == "admission.finished"}

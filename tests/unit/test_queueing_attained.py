@@ -280,6 +280,47 @@ def test_between_tenants_attained_service_preempts_only_down_to_a_fair_share() -
     assert _at(h, qev.WorkloadEvicted, "a-long") == []
 
 
+def _nominal_case() -> Harness:
+    """One node of 8 GPUs, 8 of quota; tenants ``a`` (weight 1), ``b`` (1) and ``c`` (2): a
+    nominal share of 2, 2 and 4 GPUs. ``c`` holds 6 (4 + 2), ``a`` its 2 (1 + 1), all past
+    100 GPU-s by 200 s, when ``b``'s 1-GPU newcomer comes to a full node."""
+    doc = gpu_node_cluster(
+        "las",
+        nodes=1,
+        gpus=8,
+        nominal=8,
+        namespaces=("a", "b", "c"),
+        attainedService={"levels": [100]},
+        preemption={"withinClusterQueue": "LowerPriority"},
+        admissionScope={"admissionMode": "UsageBasedAdmissionFairSharing"},
+    )
+    for lq in doc["localQueues"]:
+        lq["fairSharing"] = {"weight": 2 if lq["namespace"] == "c" else 1}
+    jobs = [
+        gpu_job("c-1", 0, 1, 4, 1000, namespace="c"),
+        gpu_job("c-2", 1, 1, 2, 1000, namespace="c"),
+        gpu_job("a-1", 2, 1, 1, 1000, namespace="a"),
+        gpu_job("a-2", 3, 1, 1, 1000, namespace="a"),
+        gpu_job("b-short", 200, 1, 1, 20, namespace="b"),
+    ]
+    return run_verified(doc, jobs)
+
+
+def test_between_tenants_attained_service_never_takes_a_tenant_below_its_nominal_share() -> None:
+    """docs/architecture.md, "Choices": the per-tenant bound. Kueue reclaims only from a
+    queue borrowing above its nominal quota and fair sharing counts a queue within it as
+    share 0 (reference §1.6-§1.7): ``a`` at its nominal 2 GPUs keeps both jobs, although
+    after losing one its share (1/8) would still equal the newcomer's tenant's (the
+    LessThanOrEqualToFinalShare rule alone took ``a-2``, the most recently admitted);
+    ``c``, 2 GPUs above its nominal, gives ``c-2`` and stays at it (not ``c-1``, which
+    would leave it below)."""
+    h = _nominal_case()
+    assert _at(h, qev.WorkloadEvicted, "a-1") == _at(h, qev.WorkloadEvicted, "a-2") == []
+    assert _at(h, qev.WorkloadEvicted, "c-1") == []
+    assert _at(h, qev.WorkloadEvicted, "c-2") == [200.0]
+    assert _finished(h, "b-short") == 220.0
+
+
 # -- replay -------------------------------------------------------------------------------
 
 

@@ -289,12 +289,16 @@ def _fair_to_tenants(
 ) -> list[pre.Holder]:
     """Attained service with tenant fair sharing: a workload of another tenant is taken for
     its level only while its tenant keeps at least the preemptor's tenant's share (both
-    weighted, after the preemption: Kueue's LessThanOrEqualToFinalShare, between tenants).
-    Within a tenant LAS preempts freely; a class above the preemptor's is no candidate
-    anyway, and one below it is taken whatever the shares."""
+    weighted, after the preemption: Kueue's LessThanOrEqualToFinalShare, between tenants)
+    and at least its own nominal share, its weight's part of the queue's quota (Kueue
+    reclaims only from a queue borrowing above its nominal quota, and fair sharing counts
+    a queue within it as share 0: docs/architecture.md, "the per-tenant bound"). Within a
+    tenant LAS preempts freely; a class above the preemptor's is no candidate anyway, and
+    one below it is taken whatever the shares."""
     if cq.attained_service is None or cq.admission_mode != "UsageBasedAdmissionFairSharing":
         return candidates
     mine = snap.share_after(cq, wl.local_queue, outcome.usage, +1)
+    nominal = snap.nominal_share(cq)
     state, out = snap.state, []
     for h in candidates:
         victim = state.workloads[h.id]
@@ -302,7 +306,7 @@ def _fair_to_tenants(
             h.cluster_queue != cq.name
             or victim.local_queue == wl.local_queue
             or victim.priority < wl.priority
-            or snap.share_after(cq, victim.local_queue, h.usage, -1) >= mine
+            or snap.share_after(cq, victim.local_queue, h.usage, -1) >= max(mine, nominal)
         ):
             out.append(h)
     return out

@@ -64,6 +64,7 @@ class Snapshot:
         self.unplaced: dict[tuple[object, ...], Unassignable] = {}
         self.routes: dict[tuple[object, ...], bool] = {}  # shape -> to existing nodes?
         self.shares: dict[str, float] = {}  # local queue -> tenant_share, until charged
+        self.nominal: dict[str, float] = {}  # cluster queue -> nominal_share
         # Verdicts remembered from earlier cycles (by identity) -> how to work them out now.
         self.recall: dict[int, Callable[[], Unassignable]] = {}
         # Parking (parking.py): the lanes to judge (None: every one), what the judged
@@ -94,6 +95,20 @@ class Snapshot:
     def share_after(self, cq: ClusterQueueSpec, lq: str, change: Usage, sign: int) -> float:
         """The LocalQueue's weighted share once ``change`` is added (+1) or taken (-1)."""
         return self._tenant_share(cq, lq, change, sign)
+
+    def nominal_share(self, cq: ClusterQueueSpec) -> float:
+        """A tenant's nominal share of the queue in weighted-share units: a LocalQueue of
+        weight w is owed w / W of the quota (W the weights of the queue's LocalQueues), a
+        weighted share of 1 / W (cached for the cycle)."""
+        share = self.nominal.get(cq.name)
+        if share is None:
+            weights = sum(
+                max(0.0, lq.fair_sharing_weight)
+                for lq in self.state.local_queues.values()
+                if lq.cluster_queue == cq.name
+            )
+            share = self.nominal[cq.name] = 1.0 / weights if weights > 0 else 0.0
+        return share
 
     def tenant_share(self, cq: ClusterQueueSpec, lq: str) -> float:
         """The LocalQueue's weighted share of its ClusterQueue (cached until it is charged)."""
