@@ -51,10 +51,6 @@ CHANNEL = "muster_events"
 RECONNECT_SECONDS = 1.0
 SLOTS = 128  # positions kept per hashed category or type, after the head
 _FILE = struct.Struct(f"<{1 + SLOTS}Q")  # the bell file: the head, then the slots
-_EVENT = struct.Struct("<iIII")  # inotify_event: wd, mask, cookie, len (then len bytes of name)
-_IGNORED = 0x8000  # IN_IGNORED: the watch is gone (the file was removed)
-_READ = 4096  # bytes of queued inotify events read at once
-_FULL = _EVENT.size + 256  # an event with the longest name (NAME_MAX + 1)
 _MAX_PAYLOAD = 7000  # bytes; PostgreSQL refuses a notification's payload of 8,000 or more
 
 Kinds = Iterable[tuple[str, str]]  # (category, type) of each event a commit holds
@@ -168,94 +164,34 @@ def _head_in(fd: int, interest: Interest | None) -> int:
 
 
 async def _file_rings(path: Path, interest: Interest | None) -> AsyncIterator[int]:
-    """inotify on the bell file, read by one reader registered with the event loop for as
-    long as the watch lasts (not added and removed around each ring)."""
+    """inotify on the bell file: after each change, the head that concerns the reader,
+    when it moved."""
     # Imported here: inotify is Linux's; elsewhere the routine fails, is restarted, and
     # the store poll alone keeps the service moving.
-    from asyncinotify import Inotify
+    from asyncinotify import Inotify, Mask
 
     path.touch(exist_ok=True)
-    with Inotify() as watcher:
-        # asyncinotify's NONBLOCK flag is O_CLOEXEC's value (4.4.4): set it here, so
-        # reading every queued notification ends without blocking the event loop.
-        os.set_blocking(watcher.fd, False)
-        watch = _FileWatch(path, watcher, interest)
-        loop = asyncio.get_running_loop()
-        loop.add_reader(watcher.fd, watch.readable)
-        try:
-            yield watch.heard  # what was committed before the watch began
-            while True:
-                yield await watch.moved()
-        finally:
-            loop.remove_reader(watcher.fd)
-            watch.close()
-
-
-class _FileWatch:
-    """Each time the kernel says the bell file changed: every queued notification read at
-    once, then the file once; the reader waiting in ``moved`` is woken only when the head
-    that concerns it moved."""
-
-    def __init__(self, path: Path, watcher: Any, interest: Interest | None) -> None:
-        self.path, self.watcher, self.interest = path, watcher, interest
-        self.fd = self._watch()
-        self.heard = _head_in(self.fd, interest)
-        self._moved = asyncio.Event()
-        self._failed: Exception | None = None
-
-    def _watch(self) -> int:
-        from asyncinotify import Mask
-
-        self.watcher.add_watch(self.path, Mask.MODIFY)
-        return os.open(self.path, os.O_RDONLY)
-
-    async def moved(self) -> int:
-        await self._moved.wait()
-        self._moved.clear()
-        if self._failed is not None:
-            raise self._failed
-        return self.heard
-
-    def readable(self) -> None:
-        try:
-            self._read()
-        except Exception as exc:  # not called again (it would be at once, forever): the
-            asyncio.get_running_loop().remove_reader(self.watcher.fd)  # routine restarts
-            self._failed = exc
-            self._moved.set()
-
-    def _read(self) -> None:
-        if _drained(self.watcher.fd):  # the file was removed: watch the new one
-            self.path.touch(exist_ok=True)
-            os.close(self.fd)
-            self.fd = self._watch()
-            self.heard = 0  # unknown: fold what is there
-            self._moved.set()
-            return
-        head = _head_in(self.fd, self.interest)
-        if head > self.heard:
-            self.heard = head
-            self._moved.set()
-
-    def close(self) -> None:
-        os.close(self.fd)
-
-
-def _drained(fd: int) -> bool:
-    """Read every queued inotify event; True if one says the watch is gone."""
-    gone = False
-    while True:
-        try:
-            data = os.read(fd, _READ)
-        except BlockingIOError:
-            return gone
-        offset = 0
-        while offset < len(data):
-            _wd, mask, _cookie, length = _EVENT.unpack_from(data, offset)
-            gone = gone or bool(mask & _IGNORED)
-            offset += _EVENT.size + length
-        if len(data) <= _READ - _FULL:  # room for another event was left: none is queued
-            return gone
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        with Inotify() as watcher:
+            watcher.add_watch(path, Mask.MODIFY)
+            heard = _head_in(fd, interest)
+            yield heard  # what was committed before the watch began
+            async for event in watcher:
+                if Mask.IGNORED in event.mask:  # the file was removed: watch the new one
+                    path.touch(exist_ok=True)
+                    os.close(fd)
+                    fd = os.open(path, os.O_RDONLY)
+                    watcher.add_watch(path, Mask.MODIFY)
+                    heard = 0
+                    yield 0  # unknown: fold what is there
+                    continue
+                head = _head_in(fd, interest)
+                if head > heard:
+                    heard = head
+                    yield head
+    finally:
+        os.close(fd)
 
 
 def notification(head: int, kinds: Kinds) -> str:
