@@ -29,6 +29,7 @@ from muster.core.placement.book import NodeBook, Placement
 from muster.core.placement.engine import demands, place
 from muster.core.placement.index import state_key
 from muster.core.placement.view import BookView, view
+from tests.property.test_placement_properties import _EveryNode  # the scan, unshortcut
 
 GPU = "nvidia.com/gpu"
 GPU_CORES = "nvidia.com/gpucores"
@@ -191,19 +192,6 @@ def play(run: Run) -> list[object]:
     end_cycle()
     out.append(book_state(book))
     return out
-
-
-class _EveryNode:
-    """The engine's search without its shortcut over empty nodes: every candidate."""
-
-    def __init__(self, book: NodeBook, candidates: Any) -> None:
-        self.candidates = list(candidates)
-
-    def worth_a_look(self) -> list[Any]:
-        return self.candidates
-
-    def taken(self, node: Any) -> None:
-        pass
 
 
 @SETTINGS
