@@ -51,7 +51,7 @@ from bench import (
     scratch_postgres,
     workload_body,
 )
-from bench.e2e_submit import cluster_doc, direct_appends
+from bench.e2e_submit import cluster_doc, cpu_seconds, direct_appends
 from muster.api.v1 import muster_pb2 as pb
 from muster.api.v1 import muster_pb2_grpc as rpc
 from muster.bus.broker import EmbeddedBroker, free_port
@@ -76,8 +76,8 @@ def latency(values: list[float]) -> str:
 @contextlib.asynccontextmanager
 async def intake(
     store_url: str, broker: EmbeddedBroker, logs: Path
-) -> AsyncIterator[tuple[str, str]]:
-    """The intake service as a process: (HTTP base URL, gRPC target)."""
+) -> AsyncIterator[tuple[str, str, int]]:
+    """The intake service as a process: (HTTP base URL, gRPC target, pid)."""
     http_port, grpc_port = free_port(), free_port()
     env = {
         **os.environ,
@@ -105,7 +105,7 @@ async def intake(
                 if time.monotonic() > deadline or proc.poll() is not None:
                     raise RuntimeError(f"intake did not start; see {logs}") from None
                 await asyncio.sleep(0.2)
-        yield base, f"127.0.0.1:{grpc_port}"
+        yield base, f"127.0.0.1:{grpc_port}", proc.pid
     finally:
         proc.terminate()
         proc.wait(timeout=30)
@@ -202,9 +202,13 @@ async def one_store(
         await store.close()
     run = f"{time.time():.0f}"
     n, c = args.workloads, args.clients
-    async with intake(url, broker, logs) as (base, target):
+    cpu: dict[str, float] = {}  # intake's CPU seconds in each transport's run
+    async with intake(url, broker, logs) as (base, target, pid):
         await over_http(base, WARM_UP, 8, f"warm-{run}")  # warm-up: connections, the fold
+        before, client_before = cpu_seconds({"intake": pid})["intake"], time.process_time()
         http = await over_http(base, n, c, run)
+        cpu["http"] = cpu_seconds({"intake": pid})["intake"] - before
+        cpu["client"] = time.process_time() - client_before
         grpc_results = await over_grpc(target, n, c, run)
     print(f"\n{kind}: {n} one-pod workloads per transport")
     rows = [
@@ -226,6 +230,10 @@ async def one_store(
         print(
             f"  {label:<36} {rate:8.0f} submissions/s  ({done}/{n} created)  {latency(lat)} {unit}"
         )
+    print(
+        f"  CPU over HTTP: intake {cpu['http'] / n * 1000:.3f} ms a submission, "
+        f"this client {cpu['client'] / n * 1000:.3f} ms"
+    )
     if kind == "SQLite":
         with tempfile.TemporaryDirectory() as tmp:
             base_url = f"sqlite:///{Path(tmp) / 'baseline.db'}"
