@@ -181,14 +181,14 @@ class Workloads:
     async def _append(self, plan: submissions.Plan) -> None:
         loop = self.ctx.loop
         if len(plan.append) == 1 and not plan.versions:
-            # one request: shares a transaction with its neighbours
+            # one request: shares a transaction with its neighbours (and is folded with it)
             first = plan.append[0]
-            await self.ctx.committer.append(StreamAppend(first.stream_id, 0, plan.append))
+            env = await self.ctx.committer.append(StreamAppend(first.stream_id, 0, plan.append))
+            loop.appended(through=env.position)
         elif plan.append:
             await loop.store.append(
                 plan.stream_appends(), producer=inputs.INTAKE, recorded_at=time.time()
             )
-        if plan.append:
             loop.appended()
 
     def _json(self, wid: str) -> dict[str, Any]:

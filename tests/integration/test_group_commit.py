@@ -92,3 +92,30 @@ async def test_intake_folds_its_committed_submissions_without_reading_them_back(
     await loop.step()
     assert "w-late" in loop.runner.state.workloads
     assert loop.runner.position == 7
+
+
+async def test_a_submission_folded_by_its_group_wakes_the_relay_not_a_step(
+    sqlite_store: SqlEventStore,
+) -> None:
+    """A submission its group commit already folded is published (the relay is woken) but
+    not read back by a step (the follow loop is not); one that could not be folded (another
+    writer's event came first) wakes the step, which reads it."""
+    settings = load({}, store_url=sqlite_store.url, kafka_bootstrap="unused:9092")
+    loop = DeciderLoop(WorkloadsView(), sqlite_store, settings, ServiceMetrics(), decides=False)
+    committer = GroupCommitter(sqlite_store, producer="intake", on_commit=loop.fold_appended)
+    first = inputs.submission("w0", spec(0), 1.0, None)
+    late = inputs.submission("w-late", spec(9), 1.0, None)
+    try:
+        env = await committer.append(StreamAppend(first.stream_id, 0, [first]))
+        loop.appended(through=env.position)
+        assert loop._relay_wake.is_set()
+        assert not loop._wake.is_set()
+        loop._relay_wake.clear()
+        await sqlite_store.append([one("timer-other")], producer="queue", recorded_at=1.0)
+        env = await committer.append(StreamAppend(late.stream_id, 0, [late]))
+        loop.appended(through=env.position)
+    finally:
+        await committer.close()
+    assert loop._relay_wake.is_set()
+    assert loop._wake.is_set()
+    assert "w-late" not in loop.runner.state.workloads

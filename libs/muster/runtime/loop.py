@@ -217,10 +217,13 @@ class DeciderLoop:
     def wake(self) -> None:
         self._wake.set()
 
-    def appended(self) -> None:
-        """Something was appended on this service's behalf: publish it and fold it soon."""
+    def appended(self, through: int | None = None) -> None:
+        """Something was appended on this service's behalf: publish it and fold it soon.
+        ``through``: the position it ended at, when known; a fold already there (intake's
+        group commit folds its own appends) needs no step to read nothing back."""
         self._relay_wake.set()
-        self._wake.set()
+        if through is None or self.runner.position < through:
+            self._wake.set()
 
     async def follow(self) -> None:
         while True:
