@@ -27,7 +27,7 @@ import subprocess
 import sys
 from collections.abc import Iterator
 from types import TracebackType
-from typing import Any, BinaryIO
+from typing import IO, Any, BinaryIO
 
 import msgspec
 
@@ -100,7 +100,7 @@ class ChildReader:
         )
 
 
-def _widen(pipe: BinaryIO | None) -> None:
+def _widen(pipe: IO[bytes] | None) -> None:
     """A pipe of 1 MiB, not 64 KiB (Linux; as far as ``pipe-max-size`` lets an unprivileged
     process): a 4 MB batch then crosses in a few reads, not sixty context switches."""
     size = getattr(fcntl, "F_SETPIPE_SZ", None)
