@@ -25,6 +25,7 @@ import sqlite3
 import struct
 import subprocess
 import sys
+import tempfile
 from collections.abc import Iterator
 from types import TracebackType
 from typing import IO, Any, BinaryIO
@@ -52,13 +53,17 @@ class ChildReader:
     def __init__(self, spec: dict[str, Any]) -> None:
         self.spec = spec
         self._proc: subprocess.Popen[bytes] | None = None
+        self._err: IO[bytes] | None = None
 
     def __enter__(self) -> ChildReader:
+        # Its stderr to a file, not a pipe: a child that wrote more than a pipe holds
+        # there would wait for a reader while its parent waits for its next frame.
+        self._err = tempfile.TemporaryFile()
         self._proc = subprocess.Popen(
             [sys.executable, __file__, json.dumps(self.spec)],
             stdin=subprocess.DEVNULL,
             stdout=subprocess.PIPE,
-            stderr=subprocess.PIPE,
+            stderr=self._err,
         )
         _widen(self._proc.stdout)
         return self
@@ -70,12 +75,15 @@ class ChildReader:
         tb: TracebackType | None,
     ) -> None:
         proc, self._proc = self._proc, None
-        if proc is None:
-            return
-        if proc.poll() is None:
-            proc.kill()  # left early: what it read ahead is not wanted
-        proc.communicate()
-        proc.wait()
+        if proc is not None:
+            if proc.poll() is None:
+                proc.kill()  # left early: what it read ahead is not wanted
+            if proc.stdout is not None:
+                proc.stdout.close()
+            proc.wait()
+        if self._err is not None:
+            self._err.close()
+            self._err = None
 
     def batches(self) -> Iterator[list[Any]]:
         assert self._proc is not None and self._proc.stdout is not None, "use it in a with"
@@ -91,9 +99,10 @@ class ChildReader:
             yield decode(data)
 
     def _failed(self) -> ReaderFailed:
-        assert self._proc is not None
-        _, err = self._proc.communicate()
-        tail = err.decode(errors="replace").strip().splitlines()[-3:]
+        assert self._proc is not None and self._err is not None
+        self._proc.wait()  # its stdout is at its end: it has exited, or is exiting
+        self._err.seek(0)
+        tail = self._err.read().decode(errors="replace").strip().splitlines()[-3:]
         return ReaderFailed(
             f"the store's reader process ended (exit {self._proc.returncode}) "
             f"before the end of its reads: {' / '.join(tail) or 'no message'}"
