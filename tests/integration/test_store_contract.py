@@ -28,7 +28,7 @@ from muster.core.events import timer as tev
 from muster.core.queueing.decider import QueueDecider
 from muster.core.runner import DeciderRunner
 from muster.runtime import admin
-from muster.store import ConcurrencyConflict, SqlEventStore, Tracking
+from muster.store import ConcurrencyConflict, SqlEventStore, Tracking, sqlite_reader
 from muster.store.migrate import upgrade_async
 from muster.store.rows import fold_items
 from muster.store.sql import switch_to_wal
@@ -243,6 +243,19 @@ async def test_a_rebuild_read_ahead_by_a_child_process_folds_the_same(
     moment = appended[len(appended) * 2 // 3].occurred_at
     cut = await admin.rebuild(store, QueueDecider(), until_time=moment)
     assert cut.position == max(e.position for e in appended if e.occurred_at <= moment)
+
+
+async def test_a_rebuild_without_an_interpreter_to_start_reads_in_its_process(
+    store: SqlEventStore, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """No child can be started (no interpreter at ``sys.executable``, as in some frozen
+    applications): the batches are read in the process, the same ones."""
+    for i in range(5):
+        await put(store, f"timer-{i}", 0, 3)
+    inline = [b async for b in store.read_folding_batches(0, limit=4, ahead=False)]
+    monkeypatch.setattr(sqlite_reader.sys, "executable", "/nonexistent/python")
+    assert [b async for b in store.read_folding_batches(0, limit=4)] == inline
+    assert sum(map(len, inline)) == 15
 
 
 async def test_a_child_reader_that_fails_says_so(tmp_path: Path) -> None:

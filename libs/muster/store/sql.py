@@ -386,7 +386,21 @@ class SqlEventStore:
             yield envs
         if len(envs) < limit:
             return
-        if not ahead or self._fast is None:
+        reader = None
+        if ahead and self._fast is not None:
+            reader = self._fast.folding_reader(
+                envs[-1].position,
+                limit=limit,
+                until=until,
+                categories=categories,
+                bare=bare,
+                bare_when=bare_when,
+            )
+            try:
+                reader.start()
+            except OSError:  # no interpreter to start it with: read in this process
+                reader = None
+        if reader is None:
             while len(envs) == limit:
                 envs = await self.read_folding(
                     envs[-1].position,
@@ -399,14 +413,6 @@ class SqlEventStore:
                 if envs:
                     yield envs
             return
-        reader = self._fast.folding_reader(
-            envs[-1].position,
-            limit=limit,
-            until=until,
-            categories=categories,
-            bare=bare,
-            bare_when=bare_when,
-        )
         with reader:
             for rows in reader.batches():
                 yield fold_items(rows)

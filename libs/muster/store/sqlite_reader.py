@@ -56,17 +56,27 @@ class ChildReader:
         self._err: IO[bytes] | None = None
 
     def __enter__(self) -> ChildReader:
+        if self._proc is None:
+            self.start()
+        return self
+
+    def start(self) -> None:
+        """Start the child (``__enter__`` does, if not yet); OSError: it could not be."""
         # Its stderr to a file, not a pipe: a child that wrote more than a pipe holds
         # there would wait for a reader while its parent waits for its next frame.
-        self._err = tempfile.TemporaryFile()
-        self._proc = subprocess.Popen(
-            [sys.executable, __file__, json.dumps(self.spec)],
-            stdin=subprocess.DEVNULL,
-            stdout=subprocess.PIPE,
-            stderr=self._err,
-        )
+        self._err = tempfile.TemporaryFile()  # noqa: SIM115 (closed in __exit__)
+        try:
+            self._proc = subprocess.Popen(
+                [sys.executable, __file__, json.dumps(self.spec)],
+                stdin=subprocess.DEVNULL,
+                stdout=subprocess.PIPE,
+                stderr=self._err,
+            )
+        except OSError:
+            self._err.close()
+            self._err = None
+            raise
         _widen(self._proc.stdout)
-        return self
 
     def __exit__(
         self,
