@@ -393,6 +393,9 @@ def replay(
             if kind == 0:
                 continue
             ev = env.event
+            if isinstance(ev, pev.ProvisioningProvisioned) and ev.created:
+                out.provisioned[ev.request_id] = t
+                ev = ev.creating(env.occurred_at) or ev  # it stands for a NodesCreating too
             if isinstance(ev, pev.NodesCreating):
                 rid = ev.request_id
                 out.claimed[rid] = t

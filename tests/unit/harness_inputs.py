@@ -3,10 +3,14 @@
 from __future__ import annotations
 
 from collections.abc import Iterable
+from dataclasses import replace
 from typing import Any
+
+import msgspec
 
 from muster.core.decider import Decider
 from muster.core.events import Envelope, Event
+from muster.core.events import provisioning as pev
 from muster.core.model import parse
 from muster.core.sim.harness import Harness, Submission, build
 from muster.core.verify import verify_decisions
@@ -17,6 +21,34 @@ def submissions(workloads: Iterable[tuple[float, dict[str, Any]]]) -> list[Submi
 
 
 GPU = "nvidia.com/gpu"
+
+
+def event_as(env: Envelope, cls: type[Event]) -> Event | None:
+    """``env``'s event, looked at as a ``cls``: for NodesCreating, every node creation, also
+    those a Provisioned stands for (nodes Ready at once: ``pev.node_creation``)."""
+    if cls is pev.NodesCreating:
+        return pev.node_creation(env.event, env.occurred_at)
+    return env.event
+
+
+def creations_apart(log: Iterable[Envelope]) -> list[Envelope]:
+    """The log as the provisioner wrote it before a Provisioned named the nodes it created
+    (``created``): a NodesCreating of the same instant and stream first, then Provisioned
+    without the nodes (positions renumbered). Checkers of node creations read this."""
+    out: list[Envelope] = []
+    for env in log:
+        ev = env.event
+        if isinstance(ev, pev.ProvisioningProvisioned) and ev.created:
+            creating = ev.creating(env.occurred_at)
+            assert creating is not None
+            out.append(
+                msgspec.structs.replace(
+                    env, event=creating, type=creating.TYPE, event_id=f"{env.event_id}-creating"
+                )
+            )
+            env = msgspec.structs.replace(env, event=replace(ev, nodes=(), created=False))
+        out.append(env)
+    return [msgspec.structs.replace(e, position=i + 1) for i, e in enumerate(out)]
 
 
 def gpu_node_cluster(

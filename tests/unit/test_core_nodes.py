@@ -22,7 +22,7 @@ from muster.core.provisioning.decider import ProvisionerDecider
 from muster.core.queueing.decider import QueueDecider
 from muster.core.sim.harness import Harness, build
 from muster.core.verify import verify_decisions
-from tests.unit.harness_inputs import envelope, gpu_job, gpu_node_cluster, submissions
+from tests.unit.harness_inputs import envelope, event_as, gpu_job, gpu_node_cluster, submissions
 
 GPU = "nvidia.com/gpu"
 E = TypeVar("E", bound=Event)
@@ -76,11 +76,12 @@ def run(
 
 
 def of(h: Harness, cls: type[E], workload: str | None = None) -> list[tuple[Envelope, E]]:
+    """The events of ``cls`` (node creations in either form: ``event_as``)."""
     return [
-        (env, env.event)
+        (env, ev)
         for env in h.log.envelopes
-        if isinstance(env.event, cls)
-        and (workload is None or getattr(env.event, "workload_id", None) == workload)
+        if isinstance(ev := event_as(env, cls), cls)
+        and (workload is None or getattr(ev, "workload_id", None) == workload)
     ]
 
 

@@ -8,6 +8,7 @@ with room for every node of each waiting request (else record why it waits).
 
 from __future__ import annotations
 
+from dataclasses import replace
 from typing import Any
 
 from muster.core.events import Event, Folded, NewEvent
@@ -67,6 +68,22 @@ class ProvisionerDecider:
             )
             for rid, ev in pairs
         ]
+
+    @staticmethod
+    def as_logged_before(news: list[NewEvent]) -> list[NewEvent]:
+        """``news`` as an older provisioner logged them (``verify``): a Provisioned that
+        names the nodes it created (``created``) was a NodesCreating, then a Provisioned
+        without them, in the same instant and stream."""
+        out: list[NewEvent] = []
+        for new in news:
+            up = new.event
+            if isinstance(up, pev.ProvisioningProvisioned):
+                creating = up.creating(new.occurred_at)
+                if creating is not None:
+                    out.append(replace(new, event=creating))
+                    new = replace(new, event=replace(up, nodes=(), created=False))
+            out.append(new)
+        return out
 
     def next_deadline(self, state: ProvisionerState) -> float | None:
         if not self.simulated:
@@ -226,14 +243,22 @@ def bring_up(state: ProvisionerState, cloud: ClusterSpec) -> list[Decision]:
 
 
 def provisioned(
-    rid: str, pod_sets: tuple[pev.PodSetNodes, ...], zone: str, nodes: tuple[pev.NodeSpec, ...]
+    rid: str,
+    pod_sets: tuple[pev.PodSetNodes, ...],
+    zone: str,
+    nodes: tuple[pev.NodeSpec, ...],
+    *,
+    created: bool = False,
 ) -> pev.ProvisioningProvisioned:
-    """Every node of the request is Ready (in one zone): its pods' assignments to them."""
+    """Every node of the request is Ready (in one zone): its pods' assignments to them.
+    ``created``: no NodesCreating named the nodes; this event does (``pev.created``)."""
     return pev.ProvisioningProvisioned(
         request_id=rid,
         zone=zone,
         assignments=plan.assignments(pod_sets, nodes),
         message=f"{len(nodes)} node(s) ready in zone {zone}",
+        nodes=nodes if created else (),
+        created=created,
     )
 
 
@@ -305,7 +330,7 @@ def find_capacity(
     """Each waiting request, oldest first, gets one zone with room for all its nodes
     (``fresh``: requests accepted in this same step, not folded yet). Nodes that are
     ready at once (no provisioning delay) are Provisioned in the same decision, as the
-    next step's ``bring_up`` would at the same instant."""
+    next step's ``bring_up`` would at the same instant, in one event that names them."""
     room = _Room.of(state, cloud)
     quota_used = dict(state.quota_used)
     out: list[Decision] = []
@@ -320,11 +345,15 @@ def find_capacity(
                 room.claim(node.pool, node.zone)
                 for q, amount in node_quota_charge(cloud, node).items():
                     quota_used[q] = quota_used.get(q, 0) + amount
-            out.append((req.id, decision))
             if decision.ready_at <= state.now:
-                out.append(
-                    (req.id, provisioned(req.id, req.pod_sets, decision.zone, decision.nodes))
+                # Ready at once: one Provisioned that names its nodes (``created``) stands
+                # for the NodesCreating and the Provisioned of the same instant.
+                ready = provisioned(
+                    req.id, req.pod_sets, decision.zone, decision.nodes, created=True
                 )
+                out.append((req.id, ready))
+            else:
+                out.append((req.id, decision))
         elif isinstance(decision, pev.ProvisioningFailed) or req.waiting != (
             decision.reason,
             decision.message,

@@ -70,6 +70,17 @@ def _(event: pev.CloudConfigured, nodes: dict[str, NodeRecord], now: float) -> N
 
 @_apply.register
 def _(event: pev.NodesCreating, nodes: dict[str, NodeRecord], now: float) -> None:
+    _creating(event, nodes, now)
+
+
+@_apply.register
+def _(event: pev.ProvisioningProvisioned, nodes: dict[str, NodeRecord], now: float) -> None:
+    creating = event.creating(now)
+    if creating is not None:  # it stands for a NodesCreating of the same instant
+        _creating(creating, nodes, now)
+
+
+def _creating(event: pev.NodesCreating, nodes: dict[str, NodeRecord], now: float) -> None:
     for spec in event.nodes:
         nodes[spec.name] = NodeRecord(
             spec.name,
