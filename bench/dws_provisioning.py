@@ -378,7 +378,8 @@ def replay(
             ev = env.event
             if isinstance(ev, pev.ProvisioningRequested):
                 out.created[ev.request_id] = t
-            elif isinstance(ev, pev.ProvisioningAccepted):
+            elif (accepted := pev.acceptance(ev)) is not None:  # or stood for by Provisioned
+                ev = accepted
                 out.accepted[ev.request_id] = t
                 out.created.setdefault(ev.request_id, t)  # queued workloads: no request event
                 need = plan.nodes_per_pool(ev.pod_sets)

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 from collections.abc import Iterable
-from dataclasses import replace
 from typing import Any
 
 import msgspec
@@ -24,29 +23,31 @@ GPU = "nvidia.com/gpu"
 
 
 def event_as(env: Envelope, cls: type[Event]) -> Event | None:
-    """``env``'s event, looked at as a ``cls``: for NodesCreating, every node creation, also
-    those a Provisioned stands for (nodes Ready at once: ``pev.node_creation``)."""
+    """``env``'s event, looked at as a ``cls``: for NodesCreating and ProvisioningAccepted,
+    also those a Provisioned stands for (accepted, nodes Ready at once: ``stands_for``)."""
     if cls is pev.NodesCreating:
         return pev.node_creation(env.event, env.occurred_at)
+    if cls is pev.ProvisioningAccepted:
+        return pev.acceptance(env.event)
     return env.event
 
 
 def creations_apart(log: Iterable[Envelope]) -> list[Envelope]:
-    """The log as the provisioner wrote it before a Provisioned named the nodes it created
-    (``created``): a NodesCreating of the same instant and stream first, then Provisioned
-    without the nodes (positions renumbered). Checkers of node creations read this."""
+    """The log as the provisioner wrote it before a Provisioned stood for the acceptance
+    and node creation of the same decision (``stands_for``): those events of the same
+    instant and stream first, then Provisioned alone (positions renumbered). Checkers of
+    acceptances and node creations read this."""
     out: list[Envelope] = []
     for env in log:
         ev = env.event
-        if isinstance(ev, pev.ProvisioningProvisioned) and ev.created:
-            creating = ev.creating(env.occurred_at)
-            assert creating is not None
-            out.append(
-                msgspec.structs.replace(
-                    env, event=creating, type=creating.TYPE, event_id=f"{env.event_id}-creating"
+        if isinstance(ev, pev.ProvisioningProvisioned):
+            for i, before in enumerate(ev.stands_for(env.occurred_at)):
+                out.append(
+                    msgspec.structs.replace(
+                        env, event=before, type=before.TYPE, event_id=f"{env.event_id}-{i}"
+                    )
                 )
-            )
-            env = msgspec.structs.replace(env, event=replace(ev, nodes=(), created=False))
+            env = msgspec.structs.replace(env, event=ev.alone())
         out.append(env)
     return [msgspec.structs.replace(e, position=i + 1) for i, e in enumerate(out)]
 

@@ -8,7 +8,7 @@ another request.
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 from muster.core.events.base import Event, event_class
 from muster.core.model.cluster import ClusterSpec
@@ -152,15 +152,29 @@ class ProvisioningProvisioned(Event):
     # come first, with ``ready_at`` its own time. One event a request fewer for every
     # service to store, fold and publish; False in older logs, which hold both.
     created: bool = False
+    # The request was accepted in the same decision (its nodes ``created`` at once): this
+    # event stands for that ProvisioningAccepted too, which would otherwise come first.
+    accepted: ProvisioningAccepted | None = None
 
     def creating(self, now: float) -> NodesCreating | None:
-        """The NodesCreating this event stands for (``created``), at ``now``; else None. A
-        fold applies it first, so a log in either form folds to the same state."""
+        """The NodesCreating this event stands for (``created``), at ``now``; else None."""
         if not self.created:
             return None
         return NodesCreating(
             request_id=self.request_id, zone=self.zone, nodes=self.nodes, ready_at=now
         )
+
+    def stands_for(self, now: float) -> tuple[Event, ...]:
+        """The events before it that this one stands for, in their order (the acceptance,
+        then the node creation), at ``now``. A fold applies them first, so a log of
+        either form folds to the same state."""
+        creating = self.creating(now)
+        found = (self.accepted, creating)
+        return tuple(ev for ev in found if ev is not None)
+
+    def alone(self) -> ProvisioningProvisioned:
+        """This event as it is logged after the events it ``stands_for``."""
+        return replace(self, nodes=(), created=False, accepted=None)
 
 
 @event_class("provisioning.failed")
@@ -219,4 +233,14 @@ def node_creation(event: Event, at: float) -> NodesCreating | None:
         return event
     if isinstance(event, ProvisioningProvisioned):
         return event.creating(at)
+    return None
+
+
+def acceptance(event: Event) -> ProvisioningAccepted | None:
+    """The ProvisioningAccepted ``event`` is, or stands for (a Provisioned ``accepted`` in
+    the same decision); None for any other event."""
+    if isinstance(event, ProvisioningAccepted):
+        return event
+    if isinstance(event, ProvisioningProvisioned):
+        return event.accepted
     return None

@@ -188,10 +188,6 @@ def _checkpointed(state: NodeAgentState, workload_id: str) -> None:
 
 @_apply.register
 def _(event: pev.NodesCreating, state: NodeAgentState) -> None:
-    _creating(event, state)
-
-
-def _creating(event: pev.NodesCreating, state: NodeAgentState) -> None:
     mine = tuple(n for n in event.nodes if claims(n.name, state))
     if mine:
         state.creating[event.request_id] = mine
@@ -199,9 +195,8 @@ def _creating(event: pev.NodesCreating, state: NodeAgentState) -> None:
 
 @_apply.register
 def _(event: pev.ProvisioningProvisioned, state: NodeAgentState) -> None:
-    creating = event.creating(state.now)
-    if creating is not None:  # it stands for a NodesCreating of the same instant
-        _creating(creating, state)
+    for before in event.stands_for(state.now):  # what it stands for, first
+        _apply(before, state)
     for node in state.creating.pop(event.request_id, ()):
         inv = NodeInventory(name=node.name, allocatable=node.allocatable, labels=node.labels)
         state.unregistered[node.name] = Registration(inv, event.request_id)

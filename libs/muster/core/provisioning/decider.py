@@ -59,6 +59,7 @@ class ProvisionerDecider:
             # ones, and nodes that are ready at once are Provisioned in the same batch. One
             # append, not three steps of this service acting on its own events.
             pairs += find_capacity(state, state.cloud, fresh(state, accepted))
+            pairs = at_once(pairs)
         return [
             NewEvent(
                 stream_id=pev.request_stream(rid),
@@ -72,16 +73,16 @@ class ProvisionerDecider:
     @staticmethod
     def as_logged_before(news: list[NewEvent]) -> list[NewEvent]:
         """``news`` as an older provisioner logged them (``verify``): a Provisioned that
-        names the nodes it created (``created``) was a NodesCreating, then a Provisioned
-        without them, in the same instant and stream."""
+        stands for the request's acceptance or node creation (``accepted``, ``created``)
+        was those events, then a Provisioned alone, in the same instant and stream."""
         out: list[NewEvent] = []
         for new in news:
             up = new.event
-            if isinstance(up, pev.ProvisioningProvisioned):
-                creating = up.creating(new.occurred_at)
-                if creating is not None:
-                    out.append(replace(new, event=creating))
-                    new = replace(new, event=replace(up, nodes=(), created=False))
+            if isinstance(up, pev.ProvisioningProvisioned) and (
+                before := up.stands_for(new.occurred_at)
+            ):
+                out.extend(replace(new, event=ev) for ev in before)
+                new = replace(new, event=up.alone())
             out.append(new)
         return out
 
@@ -224,6 +225,25 @@ def accept(state: ProvisionerState, cloud: ClusterSpec) -> list[Decision]:
             )
         )
         active += 1
+    return out
+
+
+def at_once(pairs: list[Decision]) -> list[Decision]:
+    """A request accepted and Provisioned (nodes ``created``) in the same decision is one
+    Provisioned that carries its acceptance (``accepted``), where the acceptance was: one
+    event, not three, for every service to store, fold and publish."""
+    ready = {
+        rid: ev for rid, ev in pairs if isinstance(ev, pev.ProvisioningProvisioned) and ev.created
+    }
+    fused = {rid for rid, ev in pairs if isinstance(ev, pev.ProvisioningAccepted) and rid in ready}
+    out: list[Decision] = []
+    for rid, ev in pairs:
+        if rid not in fused:
+            out.append((rid, ev))
+        elif isinstance(ev, pev.ProvisioningAccepted):
+            out.append((rid, replace(ready[rid], accepted=ev)))
+        elif ev is not ready[rid]:  # (the Provisioned itself went where the acceptance was)
+            out.append((rid, ev))
     return out
 
 

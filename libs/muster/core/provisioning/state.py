@@ -283,10 +283,6 @@ def _(event: pev.ProvisioningWaiting, state: ProvisionerState) -> None:
 
 @_apply.register
 def _(event: pev.NodesCreating, state: ProvisionerState) -> None:
-    _creating(event, state)
-
-
-def _creating(event: pev.NodesCreating, state: ProvisionerState) -> None:
     req = state.requests[event.request_id]
     req.status, req.zone, req.nodes, req.ready_at = (
         "Creating",
@@ -299,9 +295,8 @@ def _creating(event: pev.NodesCreating, state: ProvisionerState) -> None:
 
 @_apply.register
 def _(event: pev.ProvisioningProvisioned, state: ProvisionerState) -> None:
-    creating = event.creating(state.now)
-    if creating is not None:  # it stands for a NodesCreating of the same instant
-        _creating(creating, state)
+    for before in event.stands_for(state.now):  # what it stands for, first
+        _apply(before, state)
     req = state.requests[event.request_id]
     req.status = "Provisioned"
     req.provisioned_at = state.now

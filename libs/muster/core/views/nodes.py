@@ -70,17 +70,6 @@ def _(event: pev.CloudConfigured, nodes: dict[str, NodeRecord], now: float) -> N
 
 @_apply.register
 def _(event: pev.NodesCreating, nodes: dict[str, NodeRecord], now: float) -> None:
-    _creating(event, nodes, now)
-
-
-@_apply.register
-def _(event: pev.ProvisioningProvisioned, nodes: dict[str, NodeRecord], now: float) -> None:
-    creating = event.creating(now)
-    if creating is not None:  # it stands for a NodesCreating of the same instant
-        _creating(creating, nodes, now)
-
-
-def _creating(event: pev.NodesCreating, nodes: dict[str, NodeRecord], now: float) -> None:
     for spec in event.nodes:
         nodes[spec.name] = NodeRecord(
             spec.name,
@@ -92,6 +81,12 @@ def _creating(event: pev.NodesCreating, nodes: dict[str, NodeRecord], now: float
             request_id=event.request_id,
             since=now,
         )
+
+
+@_apply.register
+def _(event: pev.ProvisioningProvisioned, nodes: dict[str, NodeRecord], now: float) -> None:
+    for before in event.stands_for(now):  # what it stands for
+        _apply(before, nodes, now)
 
 
 @_apply.register

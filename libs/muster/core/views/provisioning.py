@@ -118,10 +118,6 @@ def _(event: pev.ProvisioningWaiting, views: dict[str, RequestView], now: float)
 
 @_apply.register
 def _(event: pev.NodesCreating, views: dict[str, RequestView], now: float) -> None:
-    _creating(event, views, now)
-
-
-def _creating(event: pev.NodesCreating, views: dict[str, RequestView], now: float) -> None:
     if event.request_id in views:
         view = views[event.request_id]
         view.zone, view.nodes = event.zone, tuple(n.name for n in event.nodes)
@@ -131,9 +127,8 @@ def _creating(event: pev.NodesCreating, views: dict[str, RequestView], now: floa
 
 @_apply.register
 def _(event: pev.ProvisioningProvisioned, views: dict[str, RequestView], now: float) -> None:
-    creating = event.creating(now)
-    if creating is not None:  # it stands for a NodesCreating of the same instant
-        _creating(creating, views, now)
+    for before in event.stands_for(now):  # what it stands for, first
+        _apply(before, views, now)
     if event.request_id in views:
         view = views[event.request_id]
         view.zone = event.zone
