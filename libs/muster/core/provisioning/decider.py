@@ -271,7 +271,7 @@ def provisioned(
     created: bool = False,
 ) -> pev.ProvisioningProvisioned:
     """Every node of the request is Ready (in one zone): its pods' assignments to them.
-    ``created``: no NodesCreating named the nodes; this event does (``pev.created``)."""
+    ``created``: no NodesCreating named the nodes; this event does (and stands for one)."""
     return pev.ProvisioningProvisioned(
         request_id=rid,
         zone=zone,
