@@ -378,7 +378,8 @@ def replay(
             ev = env.event
             if isinstance(ev, pev.ProvisioningRequested):
                 out.created[ev.request_id] = t
-            elif isinstance(ev, pev.ProvisioningAccepted):
+            elif (accepted := pev.acceptance(ev)) is not None:  # or stood for by Provisioned
+                ev = accepted
                 out.accepted[ev.request_id] = t
                 out.created.setdefault(ev.request_id, t)  # queued workloads: no request event
                 need = plan.nodes_per_pool(ev.pod_sets)
@@ -393,6 +394,9 @@ def replay(
             if kind == 0:
                 continue
             ev = env.event
+            if isinstance(ev, pev.ProvisioningProvisioned) and ev.created:
+                out.provisioned[ev.request_id] = t
+                ev = ev.creating(env.occurred_at) or ev  # it stands for a NodesCreating too
             if isinstance(ev, pev.NodesCreating):
                 rid = ev.request_id
                 out.claimed[rid] = t

@@ -38,6 +38,7 @@ from muster.core.provisioning.decider import ProvisionerDecider
 from muster.core.queueing.decider import QueueDecider
 from muster.core.sim.harness import Harness, build
 from muster.core.verify import verify_decisions
+from tests.unit.harness_inputs import creations_apart
 
 GPU = "nvidia.com/gpu"
 EXTERNAL = "approval"  # an external admission check
@@ -233,7 +234,7 @@ def lifecycle(log: list[Envelope]) -> dict[str, list[Envelope]]:
 def test_atomic_one_zone_never_partial_and_within_capacity(s: Scenario) -> None:
     h = s.harness()
     h.run()
-    log = h.log.envelopes
+    log = creations_apart(h.log.envelopes)  # node creations as events of their own
     spec = s.spec()
     pool = spec.node_pools[0]
     node_owner: dict[str, str] = {}
@@ -283,7 +284,7 @@ def test_atomic_one_zone_never_partial_and_within_capacity(s: Scenario) -> None:
 def test_active_quota_never_exceeded_and_each_request_ends_once(s: Scenario) -> None:
     h = s.harness()
     h.run()
-    log = h.log.envelopes
+    log = creations_apart(h.log.envelopes)  # node creations as events of their own
     limit = s.spec().active_requests
     active: set[str] = set()
     for env in log:

@@ -5,8 +5,11 @@ from __future__ import annotations
 from collections.abc import Iterable
 from typing import Any
 
+import msgspec
+
 from muster.core.decider import Decider
 from muster.core.events import Envelope, Event
+from muster.core.events import provisioning as pev
 from muster.core.model import parse
 from muster.core.sim.harness import Harness, Submission, build
 from muster.core.verify import verify_decisions
@@ -17,6 +20,36 @@ def submissions(workloads: Iterable[tuple[float, dict[str, Any]]]) -> list[Submi
 
 
 GPU = "nvidia.com/gpu"
+
+
+def event_as(env: Envelope, cls: type[Event]) -> Event | None:
+    """``env``'s event, looked at as a ``cls``: for NodesCreating and ProvisioningAccepted,
+    also those a Provisioned stands for (accepted, nodes Ready at once: ``stands_for``)."""
+    if cls is pev.NodesCreating:
+        return pev.node_creation(env.event, env.occurred_at)
+    if cls is pev.ProvisioningAccepted:
+        return pev.acceptance(env.event)
+    return env.event
+
+
+def creations_apart(log: Iterable[Envelope]) -> list[Envelope]:
+    """The log as the provisioner wrote it before a Provisioned stood for the acceptance
+    and node creation of the same decision (``stands_for``): those events of the same
+    instant and stream first, then Provisioned alone (positions renumbered). Checkers of
+    acceptances and node creations read this."""
+    out: list[Envelope] = []
+    for env in log:
+        ev = env.event
+        if isinstance(ev, pev.ProvisioningProvisioned):
+            for i, before in enumerate(ev.stands_for(env.occurred_at)):
+                out.append(
+                    msgspec.structs.replace(
+                        env, event=before, type=before.TYPE, event_id=f"{env.event_id}-{i}"
+                    )
+                )
+            env = msgspec.structs.replace(env, event=ev.alone())
+        out.append(env)
+    return [msgspec.structs.replace(e, position=i + 1) for i, e in enumerate(out)]
 
 
 def gpu_node_cluster(

@@ -17,12 +17,13 @@ from muster.core.events import queue as qev
 from muster.core.model import parse
 from muster.core.model.inventory import NodeInventory
 from muster.core.nodes.decider import NodeAgentDecider
-from muster.core.nodes.state import beating, evolve, owns
+from muster.core.nodes.state import NodeAgentState, beating, evolve, owns
 from muster.core.provisioning.decider import ProvisionerDecider
 from muster.core.queueing.decider import QueueDecider
+from muster.core.runner import DeciderRunner
 from muster.core.sim.harness import Harness, build
 from muster.core.verify import verify_decisions
-from tests.unit.harness_inputs import envelope, gpu_job, gpu_node_cluster, submissions
+from tests.unit.harness_inputs import envelope, event_as, gpu_job, gpu_node_cluster, submissions
 
 GPU = "nvidia.com/gpu"
 E = TypeVar("E", bound=Event)
@@ -76,11 +77,12 @@ def run(
 
 
 def of(h: Harness, cls: type[E], workload: str | None = None) -> list[tuple[Envelope, E]]:
+    """The events of ``cls`` (node creations in either form: ``event_as``)."""
     return [
-        (env, env.event)
+        (env, ev)
         for env in h.log.envelopes
-        if isinstance(env.event, cls)
-        and (workload is None or getattr(env.event, "workload_id", None) == workload)
+        if isinstance(ev := event_as(env, cls), cls)
+        and (workload is None or getattr(ev, "workload_id", None) == workload)
     ]
 
 
@@ -413,3 +415,24 @@ def test_registration_and_first_pods_are_one_decision_when_both_are_due() -> Non
     # Without the node's registration due (nor done), nothing starts on it.
     state = _fold(agent, [events[0], events[2]])
     assert agent.decide(state) == []
+
+
+def test_the_pods_by_node_index_is_the_pods_grouped_by_node_after_every_event() -> None:
+    """A deleted node's pods are stopped and a lost node's dropped by looking at that node's
+    pods only (``by_node``): the index must be exactly the pods grouped by their node, after
+    every event of a run with overlapping workloads, a cancellation (pods stopped on a node
+    being deleted) and several nodes a workload; and the run re-derives."""
+    h = run(
+        [(i, workload_doc(f"j{i}", count=1 + i % 3, duration=20 + 7 * (i % 4))) for i in range(12)],
+        cancels=[(15.0, "j5")],
+    )
+    runner: DeciderRunner[NodeAgentState] = DeciderRunner(NodeAgentDecider())
+    for env in h.log.envelopes:
+        runner.fold([env])
+        grouped: dict[str, set[tuple[str, int, str]]] = {}
+        for key, pod in runner.state.pods.items():
+            grouped.setdefault(pod.node, set()).add(key)
+        assert runner.state.by_node == grouped, env.type
+    assert of(h, pev.NodesDeleted) and of(h, nev.PodStopped)
+    _, mismatches = verify_decisions(h.log.envelopes, NodeAgentDecider())
+    assert mismatches == []

@@ -18,7 +18,7 @@ from muster.core.queueing import quota as qt
 from muster.core.queueing.flavors import Assignment, Unassignable, assign
 from muster.core.queueing.state import QueueState
 from muster.core.sim.harness import Harness, build
-from tests.unit.harness_inputs import submissions
+from tests.unit.harness_inputs import event_as, submissions
 
 GPU = "nvidia.com/gpu"
 E = TypeVar("E", bound=Event)
@@ -124,7 +124,7 @@ def queue_state(h: Harness) -> QueueState:
 def of(h: Harness, cls: type[E], workload: str | None = None) -> list[tuple[Envelope, E]]:
     out = []
     for env in h.log.envelopes:
-        ev = env.event
+        ev = event_as(env, cls)  # node creations in either form
         if isinstance(ev, cls) and (
             workload is None or getattr(ev, "workload_id", None) == workload
         ):

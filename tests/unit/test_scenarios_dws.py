@@ -24,6 +24,7 @@ from muster.core.nodes.decider import NodeAgentDecider
 from muster.core.provisioning.decider import ProvisionerDecider
 from muster.core.queueing.decider import QueueDecider
 from muster.core.sim.harness import Harness, build
+from tests.unit.harness_inputs import event_as
 
 SCENARIOS = Path(__file__).resolve().parents[2] / "examples" / "scenarios" / "dws"
 GPU = "nvidia.com/gpu"
@@ -91,11 +92,12 @@ def run(
 
 
 def of(h: Harness, cls: type[E], rid: str | None = None) -> list[tuple[Envelope, E]]:
+    """The events of ``cls`` (node creations in either form: ``event_as``)."""
     return [
-        (env, env.event)
+        (env, ev)
         for env in h.log.envelopes
-        if isinstance(env.event, cls)
-        and (rid is None or getattr(env.event, "request_id", None) == rid)
+        if isinstance(ev := event_as(env, cls), cls)
+        and (rid is None or getattr(ev, "request_id", None) == rid)
     ]
 
 

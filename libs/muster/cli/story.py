@@ -101,6 +101,9 @@ class Story:
                 _, nodes = self.requests.get(ev.request_id, ("", 0))
                 whole = f" (all {nodes} nodes in one zone, or none)" if nodes > 1 else ""
                 return [("provision", f"{self._request(ev.request_id)}: {ev.message}{whole}")]
+            case pev.ProvisioningProvisioned() if ev.accepted is not None:
+                # Accepted in the same decision: what the acceptance says, then the rest.
+                return [*self._accepted(ev.accepted), *self._tell(ev.alone(), at)]
             case pev.ProvisioningProvisioned():
                 _, nodes = self.requests.get(ev.request_id, ("", len(set(ev.assignments.values()))))
                 if nodes > 1:

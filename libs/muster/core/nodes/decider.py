@@ -29,7 +29,7 @@ from muster.core.nodes.state import (
 
 class NodeAgentDecider:
     categories = frozenset({"cloud", "workload", "admission", "provisioning", "node", "timer"})
-    snapshot_format = "node-agent-state-v7"
+    snapshot_format = "node-agent-state-v8"
     clock_only = clock_only_types()  # folded without their payload (core/decider.py)
 
     def __init__(
@@ -76,7 +76,8 @@ class NodeAgentDecider:
                 )
             )
         stopping = set(state.stopping)
-        busy = {p.node for k, p in state.pods.items() if k not in stopping} if state.doomed else ()
+        on = state.by_node
+        busy = {n for n in state.doomed if any(k not in stopping for k in on.get(n, ()))}
         for name in sorted(state.doomed):
             if name not in busy:
                 out.append((name, "", nev.NodeRemoved(node=name, reason=state.doomed[name])))

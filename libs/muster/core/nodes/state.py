@@ -81,10 +81,13 @@ class NodeAgentState:
     pods: dict[tuple[str, int, str], Pod] = field(default_factory=dict)  # to start or running
     stopping: dict[tuple[str, int, str], str] = field(default_factory=dict)  # pod -> reason
     # Indexes over ``pods``, so a decision costs the pods it acts on: those not started
-    # yet, the running ones by finish time, and each workload's.
+    # yet, the running ones by finish time, each workload's and each node's (a node's
+    # deletion or loss, and whether a doomed node is still busy, look at its pods only:
+    # a scan of every pod per deleted node grew with the pods running at once).
     to_start: set[PodKey] = field(default_factory=set)
     ends: SortedList = field(default_factory=SortedList)  # (finishes_at, pod key)
     by_workload: dict[str, set[PodKey]] = field(default_factory=dict)
+    by_node: dict[str, set[PodKey]] = field(default_factory=dict)
 
 
 def claims(node: str, state: NodeAgentState) -> bool:
@@ -120,6 +123,7 @@ def add_pod(state: NodeAgentState, key: PodKey, pod: Pod) -> None:
     state.pods[key] = pod
     state.to_start.add(key)
     state.by_workload.setdefault(key[0], set()).add(key)
+    state.by_node.setdefault(pod.node, set()).add(key)
 
 
 def drop_pod(state: NodeAgentState, key: PodKey) -> None:
@@ -130,6 +134,11 @@ def drop_pod(state: NodeAgentState, key: PodKey) -> None:
     state.to_start.discard(key)
     if pod.finishes_at is not None:
         state.ends.discard((pod.finishes_at, key))
+    on_node = state.by_node.get(pod.node)
+    if on_node is not None:
+        on_node.discard(key)
+        if not on_node:
+            del state.by_node[pod.node]
     keys = state.by_workload.get(key[0])
     if keys is not None:
         keys.discard(key)
@@ -195,6 +204,8 @@ def _(event: pev.NodesCreating, state: NodeAgentState) -> None:
 
 @_apply.register
 def _(event: pev.ProvisioningProvisioned, state: NodeAgentState) -> None:
+    for before in event.stands_for(state.now):  # what it stands for, first
+        _apply(before, state)
     for node in state.creating.pop(event.request_id, ()):
         inv = NodeInventory(name=node.name, allocatable=node.allocatable, labels=node.labels)
         state.unregistered[node.name] = Registration(inv, event.request_id)
@@ -222,7 +233,7 @@ def _(event: nev.NodeLost, state: NodeAgentState) -> None:
     state.doomed.pop(event.node, None)
     if event.node in state.declared:
         state.lost.add(event.node)
-    for key in [k for k, p in state.pods.items() if p.node == event.node]:
+    for key in sorted(state.by_node.get(event.node, ())):
         drop_pod(state, key)
 
 
@@ -252,9 +263,9 @@ def _(event: pev.NodesDeleted, state: NodeAgentState) -> None:
             state.deleted[name] = event.reason
         if name in state.nodes:
             state.doomed[name] = event.reason
-    for key, pod in state.pods.items():
-        if pod.node in event.nodes:
-            state.stopping[key] = f"node {pod.node} removed"
+    for name in event.nodes:
+        for key in sorted(state.by_node.get(name, ())):
+            state.stopping[key] = f"node {name} removed"
 
 
 @_apply.register

@@ -8,6 +8,7 @@ with room for every node of each waiting request (else record why it waits).
 
 from __future__ import annotations
 
+from dataclasses import replace
 from typing import Any
 
 from muster.core.events import Event, Folded, NewEvent
@@ -58,6 +59,7 @@ class ProvisionerDecider:
             # ones, and nodes that are ready at once are Provisioned in the same batch. One
             # append, not three steps of this service acting on its own events.
             pairs += find_capacity(state, state.cloud, fresh(state, accepted))
+            pairs = at_once(pairs)
         return [
             NewEvent(
                 stream_id=pev.request_stream(rid),
@@ -67,6 +69,22 @@ class ProvisionerDecider:
             )
             for rid, ev in pairs
         ]
+
+    @staticmethod
+    def as_logged_before(news: list[NewEvent]) -> list[NewEvent]:
+        """``news`` as an older provisioner logged them (``verify``): a Provisioned that
+        stands for the request's acceptance or node creation (``accepted``, ``created``)
+        was those events, then a Provisioned alone, in the same instant and stream."""
+        out: list[NewEvent] = []
+        for new in news:
+            up = new.event
+            if isinstance(up, pev.ProvisioningProvisioned) and (
+                before := up.stands_for(new.occurred_at)
+            ):
+                out.extend(replace(new, event=ev) for ev in before)
+                new = replace(new, event=up.alone())
+            out.append(new)
+        return out
 
     def next_deadline(self, state: ProvisionerState) -> float | None:
         if not self.simulated:
@@ -210,6 +228,25 @@ def accept(state: ProvisionerState, cloud: ClusterSpec) -> list[Decision]:
     return out
 
 
+def at_once(pairs: list[Decision]) -> list[Decision]:
+    """A request accepted and Provisioned (nodes ``created``) in the same decision is one
+    Provisioned that carries its acceptance (``accepted``), where the acceptance was: one
+    event, not three, for every service to store, fold and publish."""
+    ready = {
+        rid: ev for rid, ev in pairs if isinstance(ev, pev.ProvisioningProvisioned) and ev.created
+    }
+    fused = {rid for rid, ev in pairs if isinstance(ev, pev.ProvisioningAccepted) and rid in ready}
+    out: list[Decision] = []
+    for rid, ev in pairs:
+        if rid not in fused:
+            out.append((rid, ev))
+        elif isinstance(ev, pev.ProvisioningAccepted):
+            out.append((rid, replace(ready[rid], accepted=ev)))
+        elif ev is not ready[rid]:  # (the Provisioned itself went where the acceptance was)
+            out.append((rid, ev))
+    return out
+
+
 def unplannable(rid: str, reason: str, exc: plan.Unplannable) -> pev.ProvisioningFailed:
     """A request that can never succeed as it is: failed, not to be retried."""
     return pev.ProvisioningFailed(request_id=rid, reason=reason, message=str(exc), retryable=False)
@@ -226,14 +263,22 @@ def bring_up(state: ProvisionerState, cloud: ClusterSpec) -> list[Decision]:
 
 
 def provisioned(
-    rid: str, pod_sets: tuple[pev.PodSetNodes, ...], zone: str, nodes: tuple[pev.NodeSpec, ...]
+    rid: str,
+    pod_sets: tuple[pev.PodSetNodes, ...],
+    zone: str,
+    nodes: tuple[pev.NodeSpec, ...],
+    *,
+    created: bool = False,
 ) -> pev.ProvisioningProvisioned:
-    """Every node of the request is Ready (in one zone): its pods' assignments to them."""
+    """Every node of the request is Ready (in one zone): its pods' assignments to them.
+    ``created``: no NodesCreating named the nodes; this event does (and stands for one)."""
     return pev.ProvisioningProvisioned(
         request_id=rid,
         zone=zone,
         assignments=plan.assignments(pod_sets, nodes),
         message=f"{len(nodes)} node(s) ready in zone {zone}",
+        nodes=nodes if created else (),
+        created=created,
     )
 
 
@@ -305,7 +350,7 @@ def find_capacity(
     """Each waiting request, oldest first, gets one zone with room for all its nodes
     (``fresh``: requests accepted in this same step, not folded yet). Nodes that are
     ready at once (no provisioning delay) are Provisioned in the same decision, as the
-    next step's ``bring_up`` would at the same instant."""
+    next step's ``bring_up`` would at the same instant, in one event that names them."""
     room = _Room.of(state, cloud)
     quota_used = dict(state.quota_used)
     out: list[Decision] = []
@@ -320,11 +365,15 @@ def find_capacity(
                 room.claim(node.pool, node.zone)
                 for q, amount in node_quota_charge(cloud, node).items():
                     quota_used[q] = quota_used.get(q, 0) + amount
-            out.append((req.id, decision))
             if decision.ready_at <= state.now:
-                out.append(
-                    (req.id, provisioned(req.id, req.pod_sets, decision.zone, decision.nodes))
+                # Ready at once: one Provisioned that names its nodes (``created``) stands
+                # for the NodesCreating and the Provisioned of the same instant.
+                ready = provisioned(
+                    req.id, req.pod_sets, decision.zone, decision.nodes, created=True
                 )
+                out.append((req.id, ready))
+            else:
+                out.append((req.id, decision))
         elif isinstance(decision, pev.ProvisioningFailed) or req.waiting != (
             decision.reason,
             decision.message,

@@ -295,6 +295,8 @@ def _(event: pev.NodesCreating, state: ProvisionerState) -> None:
 
 @_apply.register
 def _(event: pev.ProvisioningProvisioned, state: ProvisionerState) -> None:
+    for before in event.stands_for(state.now):  # what it stands for, first
+        _apply(before, state)
     req = state.requests[event.request_id]
     req.status = "Provisioned"
     req.provisioned_at = state.now

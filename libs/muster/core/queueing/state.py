@@ -1064,6 +1064,11 @@ def _(event: pev.ProvisioningCancelled, state: QueueState) -> None:
 
 @_apply.register
 def _(event: pev.ProvisioningProvisioned, state: QueueState) -> None:
+    for before in event.stands_for(state.now):  # what it stands for, first, as ``evolve``
+        _apply(before, state)
+        wid = getattr(before, "workload_id", None)
+        if wid is not None and (wl := state.workloads.get(wid)) is not None:
+            _touched(state, wl)
     req = _report(state, event.request_id, "Provisioned", event.message)
     if req is not None:
         req.slots = list(event.assignments.values())

@@ -41,9 +41,9 @@ def summarize(envelopes: Iterable[Envelope]) -> dict[str, Any]:
             outcome[ev.workload_id] = "Cancelled"
         elif isinstance(ev, qev.WorkloadRejected):
             outcome[ev.workload_id] = "Rejected"
-        elif isinstance(ev, pev.NodesCreating):
-            nodes += len(ev.nodes)
-            zones[ev.zone] = zones.get(ev.zone, 0) + len(ev.nodes)
+        elif (created := pev.node_creation(ev, env.occurred_at)) is not None:
+            nodes += len(created.nodes)
+            zones[created.zone] = zones.get(created.zone, 0) + len(created.nodes)
     waits = [first_admit[w] - submitted[w] for w in first_admit if w in submitted]
     by_outcome: dict[str, int] = {}
     for wid in submitted:

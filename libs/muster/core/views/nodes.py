@@ -84,6 +84,12 @@ def _(event: pev.NodesCreating, nodes: dict[str, NodeRecord], now: float) -> Non
 
 
 @_apply.register
+def _(event: pev.ProvisioningProvisioned, nodes: dict[str, NodeRecord], now: float) -> None:
+    for before in event.stands_for(now):  # what it stands for
+        _apply(before, nodes, now)
+
+
+@_apply.register
 def _(event: nev.NodeRegistered, nodes: dict[str, NodeRecord], now: float) -> None:
     old = nodes.get(event.node)
     record = NodeRecord(

@@ -127,6 +127,8 @@ def _(event: pev.NodesCreating, views: dict[str, RequestView], now: float) -> No
 
 @_apply.register
 def _(event: pev.ProvisioningProvisioned, views: dict[str, RequestView], now: float) -> None:
+    for before in event.stands_for(now):  # what it stands for, first
+        _apply(before, views, now)
     if event.request_id in views:
         view = views[event.request_id]
         view.zone = event.zone
