@@ -8,8 +8,7 @@ place (``preemptForPlacement``), minimum runs and checkpoint intervals,
   under ``LowerOrNewerEqualPriority``;
 * with tenant fair sharing, a workload of another tenant and of the preemptor's class is
   taken only while its tenant keeps its nominal share (half the quota here: equal weights)
-  after it and every other victim of the same preemptor (docs/architecture.md, "Choices":
-  the per-tenant bound);
+  after it (docs/architecture.md, "Choices": the per-tenant bound);
 * a workload evicted ``maxPreemptions`` times is not preempted by its class again;
 * no workload is evicted twice for one preemptor, the harness reaches its fixed point at
   every instant (no livelock) and, without a starvation guard (levels only grow, so
@@ -126,7 +125,6 @@ def test_attained_service_never_inverts_classes_and_replays(
     by_tenant: dict[str, int] = {}  # GPUs each tenant holds
     # Each tenant's holdings when a preemptor's evictions began (judged together).
     before: dict[tuple[str, float], dict[str, int]] = {}
-    taken: dict[tuple[str, float, str], int] = {}  # GPUs a preemptor took from a tenant
     evicted: dict[str, int] = {}  # evictions so far, per workload
     tenants_fair = spec.admission_mode == "UsageBasedAdmissionFairSharing"
     nominal = 8 / 2  # the queue's quota over two tenants of weight 1
@@ -156,12 +154,7 @@ def test_attained_service_never_inverts_classes_and_replays(
                     and tenant_of[ev.preemptor] != theirs
                     and priority[ev.preemptor] == priority[wid]
                 ):
-                    key = (ev.preemptor, at, theirs)
-                    taken[key] = taken.get(key, 0) + n
-                    assert had - taken[key] >= nominal, (
-                        f"{wid} and its preemptor's other victims took {theirs} below its "
-                        "nominal share"
-                    )
+                    assert had - n >= nominal, f"{wid} taken below its tenant's nominal share"
                 if priority[ev.preemptor] == priority[wid] and not las.starvation_factor:
                     victim = las.level(service.get(wid, 0.0) + n * (at - start))
                     mine = las.level(service.get(ev.preemptor, 0.0))

@@ -370,43 +370,6 @@ def test_between_tenants_attained_service_never_takes_a_tenant_below_its_nominal
     assert _finished(h, "b-short") == 220.0
 
 
-def _joint_case() -> Harness:
-    """One node of 9 GPUs, 9 of quota; tenants ``a``, ``b`` and ``c`` of weight 1: a
-    nominal share of 3 GPUs each. ``c`` holds one 4-GPU job, ``b`` 4 GPUs (1 + 1 + 2), all
-    past 100 GPU-s by 200 s, when ``a``'s 3-GPU newcomer comes with 1 GPU free."""
-    doc = gpu_node_cluster(
-        "las",
-        nodes=1,
-        gpus=9,
-        nominal=9,
-        namespaces=("a", "b", "c"),
-        attainedService={"levels": [100]},
-        preemption={"withinClusterQueue": "LowerPriority"},
-        admissionScope={"admissionMode": "UsageBasedAdmissionFairSharing"},
-    )
-    jobs = [
-        gpu_job("c-1", 0, 1, 4, 1000, namespace="c"),
-        gpu_job("b-1", 1, 1, 1, 1000, namespace="b"),
-        gpu_job("b-2", 2, 1, 1, 1000, namespace="b"),
-        gpu_job("b-3", 3, 1, 2, 1000, namespace="b"),
-        gpu_job("a-new", 200, 1, 3, 20, namespace="a"),
-    ]
-    return run_verified(doc, jobs)
-
-
-def test_the_nominal_share_is_kept_over_all_the_victims_of_one_preemptor() -> None:
-    """docs/architecture.md, "Choices": the per-tenant bound, judged over the victims
-    together. ``b`` (4 GPUs, nominal 3) may give ``b-1`` or ``b-2`` alone and stay at 3,
-    but not both (2 GPUs left), which the newcomer needs with only 1 GPU free: no victim
-    set keeps every tenant at its share, so it waits for ``c-1`` to end (c's only job:
-    taking it would leave c nothing) instead of taking ``b`` below its share."""
-    h = _joint_case()
-    assert [_at(h, qev.WorkloadEvicted, w) for w in ("b-1", "b-2", "b-3", "c-1")] == [[]] * 4
-    (admitted,) = _at(h, qev.QuotaReserved, "a-new")
-    assert admitted == 1000.0
-    assert _finished(h, "a-new") == 1020.0
-
-
 # -- replay -------------------------------------------------------------------------------
 
 

@@ -14,7 +14,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import replace
 
 from muster.core.model.queues import ClusterQueueSpec
-from muster.core.model.resources import add, format_quantity
+from muster.core.model.resources import format_quantity
 from muster.core.placement.book import NodeBook, Placement
 from muster.core.placement.view import view
 from muster.core.queueing import attained, placing
@@ -24,7 +24,6 @@ from muster.core.queueing.cursor import QueueCursor
 from muster.core.queueing.flavors import FIT, PREEMPT, Assignment, Unassignable, assign
 from muster.core.queueing.snapshot import Snapshot
 from muster.core.queueing.state import (
-    Usage,
     WorkloadEntry,
     namespace_charge,
     never_preempts,
@@ -189,8 +188,7 @@ def preempt(
     gone = snap.evicted | spared | snap.grown
     rank = attained.rank(snap.state, wl)
     candidates = [h for h in holders(snap, cq.name) if h.id not in gone]
-    keeps = _tenant_keeps(snap, cq, wl, outcome)
-    candidates = _fair_to_tenants(snap, cq, wl, keeps, _ranked(snap, cq, candidates, rank))
+    candidates = _fair_to_tenants(snap, cq, wl, outcome, _ranked(snap, cq, candidates, rank))
     candidates, protected = _unprotected(snap, candidates, outcome)
     excluded: frozenset[str] = frozenset()
     while True:
@@ -201,7 +199,6 @@ def preempt(
             snap.state.fair_sharing.preemption_strategies if snap.fair_sharing else None,
             placeable=_placeable_without(snap, cq, wl, outcome),
             nodes_of=lambda h: _nodes_of(snap, h),
-            joint=_jointly_fair(snap, cq, wl, keeps),
         )
         if victims or for_place:
             break
@@ -283,88 +280,35 @@ def _ranked(
     return out
 
 
-def _tenant_keeps(
-    snap: Snapshot, cq: ClusterQueueSpec, wl: WorkloadEntry, outcome: Assignment
-) -> Callable[[str, Usage], bool] | None:
+def _fair_to_tenants(
+    snap: Snapshot,
+    cq: ClusterQueueSpec,
+    wl: WorkloadEntry,
+    outcome: Assignment,
+    candidates: list[pre.Holder],
+) -> list[pre.Holder]:
     """Attained service with tenant fair sharing: a workload of another tenant is taken for
     its level only while its tenant keeps at least the preemptor's tenant's share (both
     weighted, after the preemption: Kueue's LessThanOrEqualToFinalShare, between tenants)
     and at least its own nominal share, its weight's part of the queue's quota (Kueue
     reclaims only from a queue borrowing above its nominal quota, and fair sharing counts
-    a queue within it as share 0: docs/architecture.md, "the per-tenant bound").
-    ``keeps(tenant, taken)``: whether the tenant keeps that once ``taken`` is evicted;
-    None where the rule does not apply."""
+    a queue within it as share 0: docs/architecture.md, "the per-tenant bound"). Within a
+    tenant LAS preempts freely; a class above the preemptor's is no candidate anyway, and
+    one below it is taken whatever the shares."""
     if cq.attained_service is None or cq.admission_mode != "UsageBasedAdmissionFairSharing":
-        return None
+        return candidates
     mine = snap.share_after(cq, wl.local_queue, outcome.usage, +1)
     nominal = snap.nominal_share(cq)
-
-    def keeps(lq: str, taken: Usage) -> bool:
-        return snap.share_after(cq, lq, taken, -1) >= max(mine, nominal)
-
-    return keeps
-
-
-def _judged_tenant(
-    snap: Snapshot, cq: ClusterQueueSpec, wl: WorkloadEntry, h: pre.Holder
-) -> str | None:
-    """The victim's tenant where the tenant rule judges it: another tenant's workload of
-    ``cq`` of the preemptor's class or above. Within a tenant LAS preempts freely; a class
-    above the preemptor's is no candidate anyway, one below it is taken whatever the shares."""
-    victim = snap.state.workloads[h.id]
-    if (
-        h.cluster_queue != cq.name
-        or victim.local_queue == wl.local_queue
-        or victim.priority < wl.priority
-    ):
-        return None
-    return victim.local_queue
-
-
-def _fair_to_tenants(
-    snap: Snapshot,
-    cq: ClusterQueueSpec,
-    wl: WorkloadEntry,
-    keeps: Callable[[str, Usage], bool] | None,
-    candidates: list[pre.Holder],
-) -> list[pre.Holder]:
-    """The candidates whose tenant keeps its share once each alone is taken (``_tenant_keeps``)."""
-    if keeps is None:
-        return candidates
-    out = []
+    state, out = snap.state, []
     for h in candidates:
-        lq = _judged_tenant(snap, cq, wl, h)
-        if lq is None or keeps(lq, h.usage):
+        victim = state.workloads[h.id]
+        if (
+            h.cluster_queue != cq.name
+            or victim.local_queue == wl.local_queue
+            or victim.priority < wl.priority
+            or snap.share_after(cq, victim.local_queue, h.usage, -1) >= max(mine, nominal)
+        ):
             out.append(h)
-    return out
-
-
-def _jointly_fair(
-    snap: Snapshot,
-    cq: ClusterQueueSpec,
-    wl: WorkloadEntry,
-    keeps: Callable[[str, Usage], bool] | None,
-) -> pre.Joint:
-    """The tenant rule over all the victims one preemptor takes: two workloads of one
-    tenant, each fair to take alone, may together leave it below its share."""
-    if keeps is None:
-        return lambda chosen, h: True
-
-    def joint(chosen: Sequence[pre.Holder], h: pre.Holder) -> bool:
-        lq = _judged_tenant(snap, cq, wl, h)
-        if lq is None:
-            return True
-        mates = [c.usage for c in chosen if _judged_tenant(snap, cq, wl, c) == lq]
-        return not mates or keeps(lq, _summed([*mates, h.usage]))
-
-    return joint
-
-
-def _summed(usages: Sequence[Usage]) -> Usage:
-    out: Usage = {}
-    for usage in usages:
-        for flavor, resources in usage.items():
-            out[flavor] = add(out.get(flavor, {}), resources)
     return out
 
 

@@ -121,9 +121,6 @@ def possible(policy: PreemptionPolicy, in_cohort: bool) -> bool:
 
 Placeable = Callable[[Sequence[Holder]], bool]  # the preemptor has a place once these go
 NodesOf = Callable[[Holder], frozenset[str]]  # the nodes a holder's pods are on
-# Whether a candidate may be taken beside the victims already chosen (a rule that judges
-# victims together, as attained service's tenant shares do: admit.py ``_fair_to_tenants``)
-Joint = Callable[[Sequence[Holder], Holder], bool]
 
 
 def _anywhere(gone: Sequence[Holder]) -> bool:
@@ -134,10 +131,6 @@ def _nowhere(h: Holder) -> frozenset[str]:
     return frozenset()
 
 
-def _any(chosen: Sequence[Holder], h: Holder) -> bool:
-    return True
-
-
 def victims(
     tree: qt.QuotaTree,
     preemptor: Preemptor,
@@ -146,10 +139,8 @@ def victims(
     *,
     placeable: Placeable = _anywhere,
     nodes_of: NodesOf = _nowhere,
-    joint: Joint = _any,
 ) -> list[Victim] | None:
-    """The minimal set to evict so the preemptor fits, or None when no set does; a
-    candidate ``joint`` refuses beside those chosen before it is passed over."""
+    """The minimal set to evict so the preemptor fits, or None when no set does."""
     cq = preemptor.cluster_queue
     node = tree.queues[cq.name]
     need = preemptor.assignment.frs()
@@ -186,12 +177,12 @@ def victims(
     # NoCandidateFromOtherQueues), else it would evict more than it needs.
     within_nominal = all(q <= node.subtree.get(fr, 0) for fr, q in need.items() if fr in contested)
     if fair_sharing is not None:
-        return _fair(tree, preemptor, candidates, fair_sharing, placeable, nodes_of, joint)
+        return _fair(tree, preemptor, candidates, fair_sharing, placeable, nodes_of)
     from_others = any(not same for _, same in candidates)
     attempts = [False, True] if within_nominal and from_others else [True]
     for allow_borrowing in attempts:
         for order in _orders(candidates, nodes_of):
-            chosen = _classic(tree, preemptor, order, allow_borrowing, placeable, nodes_of, joint)
+            chosen = _classic(tree, preemptor, order, allow_borrowing, placeable, nodes_of)
             if chosen is not None:
                 return chosen
     return None
@@ -234,7 +225,6 @@ def _classic(
     allow_borrowing: bool,
     placeable: Placeable,
     nodes_of: NodesOf,
-    joint: Joint = _any,
 ) -> list[Victim] | None:
     sim = _Sim(tree)
     chosen: list[Victim] = []
@@ -244,7 +234,7 @@ def _classic(
 
     try:
         return _classic_take(
-            tree, sim, preemptor, list(candidates), allow_borrowing, chosen, ok, nodes_of, joint
+            tree, sim, preemptor, list(candidates), allow_borrowing, chosen, ok, nodes_of
         )
     finally:
         sim.undo()
@@ -259,7 +249,6 @@ def _classic_take(
     chosen: list[Victim],
     ok: Callable[[], bool],
     nodes_of: NodesOf,
-    joint: Joint = _any,
 ) -> list[Victim] | None:
     policy = preemptor.cluster_queue.preemption
     contested = preemptor.assignment.contested
@@ -298,8 +287,6 @@ def _classic_take(
                 if not reclaim_allowed(policy.reclaim_within_cohort, preemptor, h):
                     continue
                 reason = "InCohortReclamation"
-        if not joint([v.holder for v in chosen], h):
-            continue
         sim.remove(h)
         chosen.append(Victim(h, reason))
         if ok():
@@ -367,12 +354,11 @@ def _fair(
     strategies: tuple[str, ...],
     placeable: Placeable,
     nodes_of: NodesOf,
-    joint: Joint = _any,
 ) -> list[Victim] | None:
     """Fair-sharing preemption: take from the queue with the highest share while it stays fair."""
     sim = _Sim(tree)
     try:
-        return _fair_take(tree, sim, preemptor, candidates, strategies, placeable, nodes_of, joint)
+        return _fair_take(tree, sim, preemptor, candidates, strategies, placeable, nodes_of)
     finally:
         sim.undo()
 
@@ -385,7 +371,6 @@ def _fair_take(
     strategies: tuple[str, ...],
     placeable: Placeable,
     nodes_of: NodesOf,
-    joint: Joint = _any,
 ) -> list[Victim] | None:
     cq = preemptor.cluster_queue
     policy = cq.preemption
@@ -403,8 +388,6 @@ def _fair_take(
     )
     own = [h for h, same in candidates if same]
     for h in own:
-        if not joint([v.holder for v in chosen], h):
-            continue
         sim.remove(h)
         chosen.append(Victim(h, "InClusterQueue"))
         if ok():
