@@ -9,6 +9,7 @@ place (``preemptForPlacement``), minimum runs and checkpoint intervals,
 * with tenant fair sharing, a workload of another tenant and of the preemptor's class is
   taken only while its tenant keeps its nominal share (half the quota here: equal weights)
   after it (docs/architecture.md, "Choices": the per-tenant bound);
+* a workload evicted ``maxPreemptions`` times is not preempted by its class again;
 * no workload is evicted twice for one preemptor, the harness reaches its fixed point at
   every instant (no livelock) and, without a starvation guard (levels only grow, so
   preemptions are finite), every job finishes;
@@ -41,6 +42,8 @@ def scenarios(draw: st.DrawFn) -> tuple[dict[str, Any], list[tuple[float, str, A
     las = {
         "levels": levels,
         "starvationFactor": draw(st.sampled_from([0, 0, 1, 4])),
+        "starvationLimitSeconds": draw(st.sampled_from([0, 0, 60])),
+        "maxPreemptions": draw(st.sampled_from([0, 0, 1, 2])),
         # Preempting for a place (a gang's quota is there, its node is not) takes only
         # lower ranks too, and ends: the invariants below hold with it.
         "preemptForPlacement": draw(st.booleans()),
@@ -122,6 +125,7 @@ def test_attained_service_never_inverts_classes_and_replays(
     by_tenant: dict[str, int] = {}  # GPUs each tenant holds
     # Each tenant's holdings when a preemptor's evictions began (judged together).
     before: dict[tuple[str, float], dict[str, int]] = {}
+    evicted: dict[str, int] = {}  # evictions so far, per workload
     tenants_fair = spec.admission_mode == "UsageBasedAdmissionFairSharing"
     nominal = 8 / 2  # the queue's quota over two tenants of weight 1
     for env in h.log.envelopes:
@@ -142,6 +146,8 @@ def test_attained_service_never_inverts_classes_and_replays(
             if ev.preemptor is not None:
                 pairs[(ev.preemptor, wid)] = pairs.get((ev.preemptor, wid), 0) + 1
                 assert priority[ev.preemptor] >= priority[wid], "a class was inverted"
+                if priority[ev.preemptor] == priority[wid] and las.max_preemptions:
+                    assert evicted.get(wid, 0) < las.max_preemptions, f"{wid} preempted again"
                 had = before.setdefault((ev.preemptor, at), dict(by_tenant))[theirs]
                 if (
                     tenants_fair
@@ -158,6 +164,7 @@ def test_attained_service_never_inverts_classes_and_replays(
                     )
             service[wid] = service.get(wid, 0.0) + n * (at - start)
             by_tenant[theirs] -= n
+            evicted[wid] = evicted.get(wid, 0) + 1
     assert max(pairs.values(), default=0) <= 1
     if not las.starvation_factor:
         finished = {e.event.workload_id for e in h.log.envelopes if e.type == "admission.finished"}

@@ -89,6 +89,12 @@ def test_checkpoints_keep_whole_intervals_and_restores_go_by_size() -> None:
         ({"levels": [100], "starvationFactor": -2}, "attainedService.starvationFactor"),
         ({"levels": [100], "quantum": 3}, "attainedService.quantum"),
         ({"levels": [100], "preemptForPlacement": "yes"}, "attainedService.preemptForPlacement"),
+        (
+            {"levels": [100], "starvationLimitSeconds": -1},
+            "attainedService.starvationLimitSeconds",
+        ),
+        ({"levels": [100], "maxPreemptions": 1.5}, "attainedService.maxPreemptions"),
+        ({"levels": [100], "maxPreemptions": -1}, "attainedService.maxPreemptions"),
     ],
 )
 def test_a_bad_attained_service_names_the_field(las: dict[str, Any], where: str) -> None:
@@ -219,6 +225,49 @@ def test_a_starving_job_goes_back_to_the_first_level() -> None:
     unguarded = run(0)
     assert _at(unguarded, qev.QuotaReserved, "later") == [250.0]
     assert _at(unguarded, qev.QuotaReserved, "long") == [0.0, 450.0]
+
+
+def test_the_starvation_limit_caps_the_wait_after_a_long_run() -> None:
+    """Tiresias §4.2's guard waits STARVELIMIT x the executed time, so a job preempted after
+    a long run waits that much longer; ``starvationLimitSeconds`` caps it. ``long`` ran 50 s
+    when ``urgent`` (a higher class) took its GPUs; with factor 2 it is back at level 0 at
+    150, with a limit of 30 s at 80, and goes before ``later`` (level 0, submitted at 60)
+    when ``urgent`` ends at 250 either way; with the limit it also passes ``later`` when
+    ``urgent`` ends early."""
+
+    def run(limit: float, urgent: float) -> Harness:
+        jobs = [
+            gpu_job("long", 0, 1, 4, 1000),
+            gpu_job("urgent", 50, 1, 4, urgent, priority=10),
+            gpu_job("later", 60, 1, 4, 200),
+        ]
+        las = {"levels": [100], "starvationFactor": 2, "starvationLimitSeconds": limit}
+        return run_verified(_cluster(las), jobs)
+
+    assert _at(run(0, 200), qev.QuotaReserved, "long")[:2] == [0.0, 250.0]
+    # urgent ends at 100: without a limit long (promoted at 150) is still at level 1, and
+    # ``later`` goes first; with the limit long was promoted at 80 and goes first.
+    assert _at(run(0, 50), qev.QuotaReserved, "later")[0] == 100.0
+    assert _at(run(30, 50), qev.QuotaReserved, "long")[:2] == [0.0, 100.0]
+
+
+def test_a_workload_evicted_max_preemptions_times_keeps_its_place() -> None:
+    """``maxPreemptions: 1``: ``long`` (past its level at 25 s) gives way to ``short`` at 50
+    as Tiresias §3.2 would, but not to ``short-2`` at 200, which waits for it to end; without
+    the bound it is preempted again."""
+
+    def run(most: int) -> Harness:
+        jobs = [
+            gpu_job("long", 0, 1, 4, 1000),
+            gpu_job("short", 50, 1, 4, 20),
+            gpu_job("short-2", 200, 1, 4, 20),
+        ]
+        return run_verified(_cluster({"levels": [100], "maxPreemptions": most}), jobs)
+
+    bounded = run(1)
+    assert _at(bounded, qev.WorkloadEvicted, "long") == [50.0]
+    assert _at(bounded, qev.QuotaReserved, "short-2") == [1070.0]
+    assert _at(run(0), qev.WorkloadEvicted, "long") == [50.0, 200.0]
 
 
 # -- checkpoints --------------------------------------------------------------------------

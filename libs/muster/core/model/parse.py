@@ -448,7 +448,8 @@ def _preemption(o: Obj | None) -> PreemptionPolicy:
 
 def _attained_service(o: Obj | None) -> AttainedService | None:
     """Tiresias' discretised LAS: ``levels`` (GPU-seconds, ascending),
-    ``starvationFactor`` and ``preemptForPlacement``."""
+    ``starvationFactor``, ``starvationLimitSeconds``, ``maxPreemptions`` and
+    ``preemptForPlacement``."""
     if o is None:
         return None
     levels: list[float] = []
@@ -461,10 +462,16 @@ def _attained_service(o: Obj | None) -> AttainedService | None:
     if not levels:
         raise InvalidInput(o.at("levels"), "must name at least one threshold")
     factor = o.number("starvationFactor", default=0.0, lo=0.0, hi=1e6)
+    limit = o.duration("starvationLimitSeconds", default=0.0, hi=MAX_RUN_SECONDS) or 0.0
+    most = o.integer("maxPreemptions", default=0, lo=0, hi=1_000_000)
     for_placement = o.flag("preemptForPlacement", False)
     o.done()
     return AttainedService(
-        levels=tuple(levels), starvation_factor=factor, preempt_for_placement=for_placement
+        levels=tuple(levels),
+        starvation_factor=factor,
+        preempt_for_placement=for_placement,
+        starvation_limit=limit,
+        max_preemptions=most or 0,
     )
 
 

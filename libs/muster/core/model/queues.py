@@ -83,7 +83,9 @@ class AttainedService:
     priority class a lower level goes first (and, as ``withinClusterQueue`` allows,
     preempts a higher one); within a level, submission order. A pending workload that has
     waited ``starvation_factor`` x the seconds it ran goes back to level 0 (Tiresias'
-    STARVELIMIT; 0: never). With ``preempt_for_placement``, a pending workload whose quota
+    STARVELIMIT; 0: never), after at most ``starvation_limit`` seconds where that is set
+    (0: no limit). A workload evicted ``max_preemptions`` times is no longer preempted for
+    its level (0: no bound). With ``preempt_for_placement``, a pending workload whose quota
     is there but whose gang has no place on the nodes (they are fragmented by smaller
     work) preempts running work of a lower rank until it has one (Tiresias places a gang
     on consolidated nodes, preempting lower-priority jobs; muster otherwise preempts only
@@ -92,6 +94,12 @@ class AttainedService:
     levels: tuple[float, ...]
     starvation_factor: float = 0.0
     preempt_for_placement: bool = False
+    starvation_limit: float = 0.0
+    max_preemptions: int = 0
+
+    def spent(self, evictions: int) -> bool:
+        """Whether a workload evicted that many times is past the preemptions it may take."""
+        return 0 < self.max_preemptions <= evictions
 
     def level(self, service: float) -> int:
         return bisect_right(self.levels, service)

@@ -72,8 +72,9 @@ def rank(state: QueueState, wl: WorkloadEntry) -> int:
 
 def holder_rank(state: QueueState, las: AttainedService, wl: WorkloadEntry, same: bool) -> int:
     """A running workload's rank as a preemptor of a queue with ``las`` sees it: its level
-    now in the same queue, level 0 of its class in another."""
-    level = las.level(service(wl, state.now)) if same else 0
+    now in the same queue, level 0 of its class in another or once it has been evicted
+    ``maxPreemptions`` times (no longer taken for its level)."""
+    level = las.level(service(wl, state.now)) if same and not las.spent(wl.evictions) else 0
     return rank_of(las, wl.priority, level)
 
 
@@ -86,7 +87,8 @@ def ended_attempt(state: QueueState, wl: WorkloadEntry) -> None:
     state.las_running.discard(wl.id)
     las = queue_spec(state, wl)
     if las is not None and las.starvation_factor > 0 and wl.ran > 0 and wl.service > 0:
-        at = state.now + las.starvation_factor * wl.ran
+        wait = las.starvation_factor * wl.ran
+        at = state.now + (min(wait, las.starvation_limit) if las.starvation_limit else wait)
         state.las_starving[wl.id] = at
         heapq.heappush(state.las_due, (at, wl.id, STARVING))
 
