@@ -7,11 +7,9 @@ timers, finishes), every one of them run to its end, and those envelopes are cop
 row for row into a fresh SQLite store (positions, versions, producers, causation
 kept). Then, in one process:
 
-* read:    the read loop ``admin.rebuild`` runs (``read_folding_batches`` by the queue's
-           categories, 10,000 at a time; past the first batch a child process reads),
-           decoding every event, but not folding (the baseline);
-* rebuild: ``admin.rebuild(store, QueueDecider())``, i.e. read + fold; its CPU is the
-           process's own and, apart, its reader process's;
+* read:    the read loop ``admin.rebuild`` runs (``read_all`` by the queue's categories,
+           10,000 at a time), decoding every event, but not folding (the baseline);
+* rebuild: ``admin.rebuild(store, QueueDecider())``, i.e. read + fold;
 * fold:    ``DeciderRunner(QueueDecider()).fold`` over the same envelopes, already in
            memory (read beforehand, untimed).
 
@@ -31,7 +29,6 @@ import argparse
 import asyncio
 import os
 import random
-import resource
 import tempfile
 import time
 from pathlib import Path
@@ -169,24 +166,21 @@ def stored_count(url: str) -> int:
 
 async def read_like_rebuild(store: SqlEventStore, decider: QueueDecider) -> int:
     """``admin.rebuild``'s read loop without the fold: every batch decoded (but for the
-    events the decider folds from the row alone), then dropped. Past the first batch a
-    child process reads on SQLite, as in the rebuild (``read_folding_batches``)."""
-    count = 0
-    async for envs in store.read_folding_batches(
-        0,
-        categories=decider.categories,
-        limit=admin.REPLAY_BATCH,
-        bare=clock_only(decider),
-        bare_when=clock_only_when(decider),
-    ):
+    events the decider folds from the row alone), then dropped."""
+    count = position = 0
+    while True:
+        envs = await store.read_folding(
+            position,
+            categories=decider.categories,
+            limit=admin.REPLAY_BATCH,
+            bare=clock_only(decider),
+            bare_when=clock_only_when(decider),
+        )
         count += len(envs)
-    return count
-
-
-def children_cpu() -> float:
-    """CPU seconds of this process's ended children (the rebuild's reader process)."""
-    usage = resource.getrusage(resource.RUSAGE_CHILDREN)
-    return usage.ru_utime + usage.ru_stime
+        if envs:
+            position = envs[-1].position
+        if len(envs) < admin.REPLAY_BATCH:
+            return count
 
 
 async def measure(url: str, repeat: int) -> list[str]:
@@ -197,7 +191,7 @@ async def measure(url: str, repeat: int) -> list[str]:
         head = await store.head()
         # Warm up: connections, SQLite's cache, the decoders (one batch, unmeasured).
         await store.read_all(0, categories=decider.categories, limit=admin.REPLAY_BATCH)
-        read_s, rebuild_s, rebuild_cpu, reader_cpu = [], [], [], []
+        read_s, rebuild_s, rebuild_cpu = [], [], []
         n = 0
         runner: DeciderRunner[Any] = DeciderRunner(decider)
         for _ in range(max(1, repeat)):
@@ -206,11 +200,10 @@ async def measure(url: str, repeat: int) -> list[str]:
                 n = await read_like_rebuild(store, decider)
             read_s.append(time.perf_counter() - started)
 
-            started, cpu, child = time.perf_counter(), time.process_time(), children_cpu()
+            started, cpu = time.perf_counter(), time.process_time()
             runner = await admin.rebuild(store, QueueDecider())
             rebuild_s.append(time.perf_counter() - started)
             rebuild_cpu.append(time.process_time() - cpu)
-            reader_cpu.append(children_cpu() - child)
 
         # The in-memory fold needs every envelope at once: read them untimed.
         envs = await store.read_all(0, categories=decider.categories)
@@ -228,8 +221,7 @@ async def measure(url: str, repeat: int) -> list[str]:
         print(f"  read (rebuild's reads, no fold) {read:5.2f}s  "
               f"{per_second(n, read):>9,.0f} events/s")
         print(f"  rebuild (read + fold)         {rebuild:7.2f}s  "
-              f"{per_second(n, rebuild):>9,.0f} events/s  (CPU {min(rebuild_cpu):.2f}s "
-              f"and its reader process's {min(reader_cpu):.2f}s; "
+              f"{per_second(n, rebuild):>9,.0f} events/s  (CPU {min(rebuild_cpu):.2f}s; "
               f"every run {', '.join(f'{t:.2f}' for t in rebuild_s)}s)")
         print(f"  fold in memory (no store)     {fold:7.2f}s  "
               f"{per_second(n, fold):>9,.0f} events/s")

@@ -28,11 +28,10 @@ from muster.core.events import timer as tev
 from muster.core.queueing.decider import QueueDecider
 from muster.core.runner import DeciderRunner
 from muster.runtime import admin
-from muster.store import ConcurrencyConflict, SqlEventStore, Tracking, sqlite_reader
+from muster.store import ConcurrencyConflict, SqlEventStore, Tracking
 from muster.store.migrate import upgrade_async
 from muster.store.rows import fold_items
 from muster.store.sql import switch_to_wal
-from muster.store.sqlite_reader import ChildReader, ReaderFailed
 from tests.unit.test_core_runner import scenario
 
 
@@ -202,74 +201,6 @@ async def test_a_rebuild_equals_the_fold_of_what_was_appended(store: SqlEventSto
     assert rebuilt.snapshot() == folded.snapshot()
     half = await admin.rebuild(store, QueueDecider(), until_position=len(log) // 2)
     assert half.position == len(log) // 2
-
-
-async def test_a_rebuild_read_ahead_by_a_child_process_folds_the_same(
-    store: SqlEventStore, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    """A replay's batches past the first (``read_folding_batches``): on a SQLite file a
-    child process reads them while the rebuild folds (store/sqlite_reader.py). The same
-    envelopes as batch after batch in the process, and the same rebuilt state; cut at a
-    time, the rebuild leaves the child behind (closed, not waited for to the end)."""
-    log = scenario().log.envelopes
-    appended = []
-    for env in log:
-        new = NewEvent(stream_id=env.stream_id, event=env.event, occurred_at=env.occurred_at)
-        appended += await store.append(
-            [StreamAppend(env.stream_id, None, [new])], producer=env.producer, recorded_at=0.0
-        )
-    limit = 7  # a small batch: the child reads nearly all of the log
-    spawned: list[ChildReader] = []
-    enter = ChildReader.__enter__
-    monkeypatch.setattr(ChildReader, "__enter__", lambda r: spawned.append(r) or enter(r))
-    kept = dict(
-        categories=QueueDecider.categories,
-        bare=QueueDecider.clock_only,
-        bare_when=QueueDecider.clock_only_when,
-    )
-    ahead = [b async for b in store.read_folding_batches(0, limit=limit, **kept)]
-    inline = [b async for b in store.read_folding_batches(0, limit=limit, ahead=False, **kept)]
-    assert ahead == inline
-    assert len(spawned) == (1 if store.is_sqlite else 0)  # a file: the fixture's store
-    assert [len(b) for b in ahead[:-1]] == [limit] * (len(ahead) - 1)
-    assert sum(map(len, ahead)) == len(log)
-    assert any(isinstance(e, BareEnvelope) for b in ahead for e in b)
-
-    monkeypatch.setattr(admin, "REPLAY_BATCH", limit)
-    folded: DeciderRunner[Any] = DeciderRunner(QueueDecider())
-    folded.fold(appended)
-    rebuilt = await admin.rebuild(store, QueueDecider())
-    assert rebuilt.snapshot() == folded.snapshot()
-    moment = appended[len(appended) * 2 // 3].occurred_at
-    cut = await admin.rebuild(store, QueueDecider(), until_time=moment)
-    assert cut.position == max(e.position for e in appended if e.occurred_at <= moment)
-
-
-async def test_a_rebuild_without_an_interpreter_to_start_reads_in_its_process(
-    store: SqlEventStore, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    """No child can be started (no interpreter at ``sys.executable``, as in some frozen
-    applications): the batches are read in the process, the same ones."""
-    for i in range(5):
-        await put(store, f"timer-{i}", 0, 3)
-    inline = [b async for b in store.read_folding_batches(0, limit=4, ahead=False)]
-    monkeypatch.setattr(sqlite_reader.sys, "executable", "/nonexistent/python")
-    assert [b async for b in store.read_folding_batches(0, limit=4)] == inline
-    assert sum(map(len, inline)) == 15
-
-
-async def test_a_child_reader_that_fails_says_so(tmp_path: Path) -> None:
-    """A child reader that ends without its end frame is an error that says why, never a
-    short log folded as if it were all."""
-    spec = {
-        "path": str(tmp_path / "missing" / "x.db"),
-        "sql": "SELECT 1",
-        "params": [],
-        "after": 0,
-        "limit": 1,
-    }
-    with pytest.raises(ReaderFailed, match="unable to open database"), ChildReader(spec) as r:
-        list(r.batches())
 
 
 async def test_envelope_round_trips(store: SqlEventStore) -> None:

@@ -3,7 +3,6 @@ manifests), rebuild state (replay)."""
 
 from __future__ import annotations
 
-import contextlib
 import time
 from collections.abc import Sequence
 from typing import Any
@@ -112,23 +111,23 @@ async def rebuild(
     runner: DeciderRunner[Any] = DeciderRunner(decider)
     bare = clock_only(decider)  # folded from the row alone: their payloads are not read
     bare_when = clock_only_when(decider)  # nor these, when the field says so
-    batches = store.read_folding_batches(
-        runner.position,
-        categories=decider.categories,
-        limit=REPLAY_BATCH,
-        until=until_position,
-        bare=bare,
-        bare_when=bare_when,
-    )
     with collection_paused():
-        async with contextlib.aclosing(batches):
-            async for envs in batches:
-                if until_time is not None:
-                    # The log is in position order; --until TIME stops at the first event
-                    # past it.
-                    cut = next((i for i, e in enumerate(envs) if e.occurred_at > until_time), None)
-                    if cut is not None:
-                        runner.fold(envs[:cut], ours=True)
-                        break
-                runner.fold(envs, ours=True)  # read by the decider's categories
+        while True:
+            envs = await store.read_folding(
+                runner.position,
+                categories=decider.categories,
+                limit=REPLAY_BATCH,
+                until=until_position,
+                bare=bare,
+                bare_when=bare_when,
+            )
+            if until_time is not None:
+                # The log is in position order; --until TIME stops at the first event past it.
+                cut = next((i for i, e in enumerate(envs) if e.occurred_at > until_time), None)
+                if cut is not None:
+                    runner.fold(envs[:cut], ours=True)
+                    break
+            runner.fold(envs, ours=True)  # read by the decider's categories
+            if len(envs) < REPLAY_BATCH:
+                break
     return runner

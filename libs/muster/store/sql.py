@@ -17,7 +17,7 @@ from __future__ import annotations
 import asyncio
 import sqlite3
 import time
-from collections.abc import AsyncGenerator, Callable, Collection, Iterable, Mapping, Sequence
+from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from functools import partial
@@ -357,65 +357,6 @@ class SqlEventStore:
         if limit is not None:
             query = query.limit(limit)
         return await self._read(lambda conn: fold_items(conn.execute(query)))
-
-    async def read_folding_batches(
-        self,
-        after: int = 0,
-        *,
-        limit: int,
-        until: int | None = None,
-        categories: Iterable[str] | None = None,
-        bare: Collection[str] = (),
-        bare_when: Mapping[str, str] | None = None,
-        ahead: bool = True,
-    ) -> AsyncGenerator[list[FoldEnvelope | BareEnvelope], None]:
-        """``read_folding``, ``limit`` at a time, until a batch is short (a replay's reads).
-        ``ahead``, on a SQLite file: past a first full batch, a child process reads the
-        rest (``store/sqlite_reader.py``), each batch while the caller folds the one
-        before, and the same rows come through (it runs the same SELECT). Close the
-        iterator (``contextlib.aclosing``) when leaving it early: that ends the child."""
-        envs = await self.read_folding(
-            after,
-            limit=limit,
-            until=until,
-            categories=categories,
-            bare=bare,
-            bare_when=bare_when,
-        )
-        if envs:
-            yield envs
-        if len(envs) < limit:
-            return
-        reader = None
-        if ahead and self._fast is not None:
-            reader = self._fast.folding_reader(
-                envs[-1].position,
-                limit=limit,
-                until=until,
-                categories=categories,
-                bare=bare,
-                bare_when=bare_when,
-            )
-            try:
-                reader.start()
-            except OSError:  # no interpreter to start it with: read in this process
-                reader = None
-        if reader is None:
-            while len(envs) == limit:
-                envs = await self.read_folding(
-                    envs[-1].position,
-                    limit=limit,
-                    until=until,
-                    categories=categories,
-                    bare=bare,
-                    bare_when=bare_when,
-                )
-                if envs:
-                    yield envs
-            return
-        with reader:
-            for rows in reader.batches():
-                yield fold_items(rows)
 
     async def read_correlated(
         self, correlation_id: str, after: int = 0, *, limit: int | None = None

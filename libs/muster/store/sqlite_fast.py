@@ -25,7 +25,6 @@ from sqlalchemy import exc as sa_exc
 from muster.core.events import StreamAppend
 from muster.store.bell import FileBell, kinds_of
 from muster.store.rows import COLUMNS, FOLD_COLUMNS, planned_rows, values_of
-from muster.store.sqlite_reader import ChildReader
 
 _INSERT = f"INSERT INTO events ({', '.join(COLUMNS)}) VALUES ({', '.join('?' * len(COLUMNS))})"
 _TRACK = (
@@ -93,25 +92,20 @@ class LoopConnection:
         ``bare``, and for those in ``bare_when`` whose payload has that field set (not
         empty, looked at by SQLite's JSON functions): a fold does not decode them
         (``rows.fold_items``)."""
-        sql, params, _ = _folding_query(after, limit, until, categories, bare, bare_when)
-        return self._fetch(sql, params)
-
-    def folding_reader(
-        self,
-        after: int,
-        *,
-        limit: int,
-        until: int | None,
-        categories: Iterable[str] | None,
-        bare: Collection[str],
-        bare_when: Mapping[str, str] | None = None,
-    ) -> ChildReader:
-        """``read_folding``'s batches from ``after`` on, read by a child process
-        (``sqlite_reader``) while the caller folds the batch before."""
-        sql, params, at = _folding_query(after, limit, until, categories, bare, bare_when)
-        return ChildReader(
-            {"path": self.path, "sql": sql, "params": params, "after": at, "limit": limit}
-        )
+        params: list[Any] = []
+        payload = "payload"
+        bare_if: list[str] = []
+        if bare:
+            wanted = sorted(bare)
+            bare_if.append(f"type IN ({', '.join('?' * len(wanted))})")
+            params.extend(wanted)
+        for wire_type, name in sorted((bare_when or {}).items()):
+            bare_if.append("(type = ? AND json_extract(payload, ?) <> '')")
+            params.extend([wire_type, f"$.{name}"])
+        if bare_if:
+            payload = f"CASE WHEN {' OR '.join(bare_if)} THEN NULL ELSE payload END"
+        select = f"SELECT {', '.join(FOLD_COLUMNS[:-1])}, {payload} FROM events"
+        return self._select(select, params, after, limit, until, categories, None)
 
     def _select(
         self,
@@ -123,10 +117,26 @@ class LoopConnection:
         categories: Iterable[str] | None,
         producer: str | None,
     ) -> list[tuple[Any, ...]]:
-        sql, params, _ = _query(select, params, after, limit, until, categories, producer)
-        return self._fetch(sql, params)
-
-    def _fetch(self, sql: str, params: list[Any]) -> list[tuple[Any, ...]]:
+        where: list[str] = ["position > ?"]
+        params = [*params, after]
+        if until is not None:
+            where.append("position <= ?")
+            params.append(until)
+        if categories is not None:
+            wanted = sorted(categories)
+            # One category: its index is in position order. Several: SQLite would search
+            # each one's index range, then sort everything after ``after`` before the
+            # LIMIT (a rebuild's batches grew quadratic); the primary key's order with the
+            # category as a filter (``+`` keeps the index out) stops at the LIMIT.
+            column = "category" if len(wanted) == 1 else "+category"
+            where.append(f"{column} IN ({', '.join('?' * len(wanted))})")
+            params.extend(wanted)
+        if producer is not None:
+            where.append("producer = ?")
+            params.append(producer)
+        sql = f"{select} WHERE {' AND '.join(where)} ORDER BY position"
+        if limit is not None:
+            sql += f" LIMIT {int(limit)}"
         with _as_store_errors(sql):
             if self._reader is None:
                 self._reader = self._connect(READ_WAIT_MS)
@@ -175,66 +185,6 @@ class LoopConnection:
         if self._writer is None:
             self._writer = self._connect(0)
         return self._writer
-
-
-def _folding_query(
-    after: int,
-    limit: int | None,
-    until: int | None,
-    categories: Iterable[str] | None,
-    bare: Collection[str],
-    bare_when: Mapping[str, str] | None,
-) -> tuple[str, list[Any], int]:
-    """``read_folding``'s SELECT, its parameters, and the index of ``after`` in them."""
-    params: list[Any] = []
-    payload = "payload"
-    bare_if: list[str] = []
-    if bare:
-        wanted = sorted(bare)
-        bare_if.append(f"type IN ({', '.join('?' * len(wanted))})")
-        params.extend(wanted)
-    for wire_type, name in sorted((bare_when or {}).items()):
-        bare_if.append("(type = ? AND json_extract(payload, ?) <> '')")
-        params.extend([wire_type, f"$.{name}"])
-    if bare_if:
-        payload = f"CASE WHEN {' OR '.join(bare_if)} THEN NULL ELSE payload END"
-    select = f"SELECT {', '.join(FOLD_COLUMNS[:-1])}, {payload} FROM events"
-    return _query(select, params, after, limit, until, categories, None)
-
-
-def _query(
-    select: str,
-    params: list[Any],
-    after: int,
-    limit: int | None,
-    until: int | None,
-    categories: Iterable[str] | None,
-    producer: str | None,
-) -> tuple[str, list[Any], int]:
-    """The SELECT with its WHERE, ORDER BY and LIMIT; its parameters; the index of
-    ``after`` in them (a child reader moves it on after each batch)."""
-    where: list[str] = ["position > ?"]
-    at = len(params)
-    params = [*params, after]
-    if until is not None:
-        where.append("position <= ?")
-        params.append(until)
-    if categories is not None:
-        wanted = sorted(categories)
-        # One category: its index is in position order. Several: SQLite would search
-        # each one's index range, then sort everything after ``after`` before the
-        # LIMIT (a rebuild's batches grew quadratic); the primary key's order with the
-        # category as a filter (``+`` keeps the index out) stops at the LIMIT.
-        column = "category" if len(wanted) == 1 else "+category"
-        where.append(f"{column} IN ({', '.join('?' * len(wanted))})")
-        params.extend(wanted)
-    if producer is not None:
-        where.append("producer = ?")
-        params.append(producer)
-    sql = f"{select} WHERE {' AND '.join(where)} ORDER BY position"
-    if limit is not None:
-        sql += f" LIMIT {int(limit)}"
-    return sql, params, at
 
 
 def _track(conn: sqlite3.Connection, consumer: str, position: int) -> None:
