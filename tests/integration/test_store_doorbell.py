@@ -73,22 +73,27 @@ async def test_a_commit_rings_every_listener_with_its_head(store_url: str) -> No
 
 
 async def test_a_loop_wakes_on_another_writers_commit_without_polling(store_url: str) -> None:
-    store, writer = SqlEventStore(store_url), SqlEventStore(store_url)
-    # A poll far longer than the test, no Kafka: only the store's doorbell can wake it.
-    settings = load({}, store_url=store.url, kafka_bootstrap="unused:9092", poll_seconds=300)
-    loop = DeciderLoop(NodeAgentDecider(), store, settings, ServiceMetrics())
-    await loop.restore()
-    tasks = [asyncio.create_task(loop.listen_store()), asyncio.create_task(loop.follow())]
-    try:
+    async with _listening(store_url) as (loop, writer):
         # Whether the listener has begun or not: its first ring reads the head in the file.
         # Another owner's timers only move the node agent's clock: they come along with
         # the commit that concerns it.
         await writer.append(_timers("timer-x", 2), producer="node-agent", recorded_at=0.0)
         await writer.append(_removed("n1", 1.5), producer="node-agent", recorded_at=0.0)
-        async with asyncio.timeout(10):
-            while loop.runner.position < 3:
-                await loop.moved(10)
+        await _folded_up_to(loop, 3)
         assert loop.runner.state.now == 1.5  # the latest occurred_at, folded
+
+
+@contextlib.asynccontextmanager
+async def _listening(url: str) -> AsyncIterator[tuple[DeciderLoop, SqlEventStore]]:
+    """A node agent's loop following the store by its doorbell alone (a poll far longer
+    than the test, no Kafka: only the doorbell can wake it), and another writer."""
+    store, writer = SqlEventStore(url), SqlEventStore(url)
+    settings = load({}, store_url=store.url, kafka_bootstrap="unused:9092", poll_seconds=300)
+    loop = DeciderLoop(NodeAgentDecider(), store, settings, ServiceMetrics())
+    await loop.restore()
+    tasks = [asyncio.create_task(loop.listen_store()), asyncio.create_task(loop.follow())]
+    try:
+        yield loop, writer
     finally:
         for task in tasks:
             task.cancel()
@@ -189,12 +194,7 @@ async def test_a_loop_folds_a_skipped_commit_with_the_next_that_concerns_it(
     db = tmp_path / "muster.db"
     url = f"sqlite:///{db}"
     await upgrade_async(url)
-    store, writer = SqlEventStore(url), SqlEventStore(url)
-    settings = load({}, store_url=store.url, kafka_bootstrap="unused:9092", poll_seconds=300)
-    loop = DeciderLoop(NodeAgentDecider(), store, settings, ServiceMetrics())
-    await loop.restore()
-    tasks = [asyncio.create_task(loop.listen_store()), asyncio.create_task(loop.follow())]
-    try:
+    async with _listening(url) as (loop, writer):
         await writer.append(_removed("n1", 1.0), producer="t", recorded_at=0.0)  # 1
         await _folded_up_to(loop, 1)
         await writer.append(_timers("timer-other", 1, None), producer="t", recorded_at=0.0)  # 2
@@ -215,13 +215,6 @@ async def test_a_loop_folds_a_skipped_commit_with_the_next_that_concerns_it(
         await writer.append(_removed("n4", 5.0), producer="t", recorded_at=0.0)  # 5
         await _folded_up_to(loop, 5)
         assert {"node-n3", "node-n4"} <= set(loop.runner.versions)
-    finally:
-        for task in tasks:
-            task.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await task
-        await store.close()
-        await writer.close()
 
 
 async def _folded_up_to(loop: DeciderLoop, position: int) -> None:
