@@ -228,6 +228,43 @@ def test_a_fold_that_raises_keeps_what_it_folded_before(log: list[Envelope]) -> 
     assert runner.state.now == max(e.occurred_at for e in log[:9])
 
 
+def test_a_reads_fold_keeps_the_loops_bookkeeping(log: list[Envelope]) -> None:
+    """``fold(ours=True)`` of a list (a store read: the decider's categories, in position
+    order; ``admin.rebuild``) takes position, versions and last event id per batch: the
+    same as the event-by-event loop, over overlapping reads and when ``evolve`` raises."""
+    decider = QueueDecider()
+    ours = [e for e in log if e.category in decider.categories]
+    n = len(ours)
+    whole: DeciderRunner[Any] = DeciderRunner(decider)
+    whole.fold(ours)
+    reads: DeciderRunner[Any] = DeciderRunner(decider)
+    cuts = ((0, n // 3), (n // 4, n // 2), (n // 2, n // 2), (0, 2 * n // 3), (n // 2, n))
+    total = sum(reads.fold(ours[lo:hi], ours=True) for lo, hi in cuts)
+    assert total == n
+    assert (reads.position, reads.versions, reads.last_event_id) == (
+        whole.position,
+        whole.versions,
+        whole.last_event_id,
+    )
+    assert reads.snapshot() == whole.snapshot()
+
+    class Failing(QueueDecider):
+        def evolve(self, state: Any, envelope: Any) -> Any:  # type: ignore[override]
+            if envelope.position == ours[9].position:
+                raise RuntimeError("poisoned")
+            return super().evolve(state, envelope)
+
+    failing: DeciderRunner[Any] = DeciderRunner(Failing())
+    with pytest.raises(RuntimeError):
+        failing.fold(ours[:20], ours=True)
+    assert (failing.position, failing.last_event_id) == (ours[8].position, ours[8].event_id)
+    assert failing.versions == {e.stream_id: e.stream_version for e in ours[:9]}
+    poisoned: DeciderRunner[Any] = DeciderRunner(Failing())
+    with pytest.raises(RuntimeError):
+        poisoned.fold(ours[9:20], ours=True)  # the first one raises: nothing is taken
+    assert (poisoned.position, poisoned.versions, poisoned.last_event_id) == (0, {}, None)
+
+
 def test_fold_skips_other_categories_but_moves_the_position(log: list[Envelope]) -> None:
     runner: DeciderRunner[Any] = DeciderRunner(ProvisionerDecider())
     node_events = [e for e in log if e.category == "node"]

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import pickle
 from collections.abc import Iterable
+from operator import attrgetter
 from typing import Any, Generic, TypeVar
 
 from muster.core.decider import Decider, bare_fold
@@ -19,6 +20,9 @@ from muster.core.events import BareEnvelope, Folded, NewEvent, StreamAppend
 from muster.core.events import timer as tev
 
 S = TypeVar("S")
+
+_STREAM_ID = attrgetter("stream_id")
+_STREAM_VERSION = attrgetter("stream_version")
 
 
 class DeciderRunner(Generic[S]):
@@ -46,6 +50,8 @@ class DeciderRunner(Generic[S]):
 
         The loop keeps its bookkeeping in locals (a replay runs it a million times) and
         stores it on the way out, also when ``evolve`` raises: as of the last event folded."""
+        if ours and isinstance(envelopes, list):
+            return self._fold_read(envelopes)
         applied = 0
         categories, evolve = self.decider.categories, self.decider.evolve
         fold_bare = bare_fold(self.decider)
@@ -70,6 +76,38 @@ class DeciderRunner(Generic[S]):
         if applied:
             self.quiet = False
         return applied
+
+    def _fold_read(self, envelopes: list[Folded | BareEnvelope]) -> int:
+        """``fold(ours=True)`` of one read: the decider's events in position order (as
+        the store returns them), so the loop only folds, and the position, stream
+        versions and last event id are taken per batch, in C (``dict.update`` over
+        attribute getters: the per-event bookkeeping was ~15 % of a replay's fold). As
+        ``fold``, as of the last event folded also when ``evolve`` raises."""
+        position = self.position
+        if envelopes and envelopes[0].position <= position:  # overlaps what was folded
+            envelopes = [env for env in envelopes if env.position > position]
+        evolve, fold_bare = self.decider.evolve, bare_fold(self.decider)
+        state, bare, done = self.state, BareEnvelope, 0
+        try:
+            for done, env in enumerate(envelopes, 1):  # noqa: B007 (``done`` is read after)
+                if isinstance(env, bare):
+                    fold_bare(state, env)
+                else:
+                    state = evolve(state, env)
+        except BaseException:
+            done -= 1  # counted the one that raised: not folded
+            raise
+        finally:
+            self.state = state
+            if done:
+                folded = envelopes[:done] if done < len(envelopes) else envelopes
+                self.versions.update(
+                    zip(map(_STREAM_ID, folded), map(_STREAM_VERSION, folded), strict=True)
+                )
+                self.position = folded[-1].position
+                self.last_event_id = folded[-1].event_id
+                self.quiet = False
+        return done
 
     def decide(self) -> list[NewEvent]:
         """The decider's events, stamped with what caused them."""

@@ -5,8 +5,9 @@ from __future__ import annotations
 import copyreg
 from bisect import bisect_left
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field, fields, replace
+from dataclasses import dataclass, field, fields
 from functools import singledispatch
+from operator import attrgetter
 from typing import Any, Literal, NamedTuple, TypeVar
 
 import msgspec
@@ -611,11 +612,12 @@ def _(event: qev.ProvisioningRequestConfigConfigured, state: QueueState) -> None
 def _(event: wev.WorkloadSubmitted, state: QueueState) -> None:
     # `order` is fixed by the submission's place in the log; see `submission_order`.
     priority, problem = resolve_priority(state, event.spec)
-    spec = replace(
+    parts_key = _PARTS_KEY.encode(event.spec.pod_sets)
+    spec = _with_parts(
         event.spec,
-        pod_sets=share(state, event.spec.pod_sets, _PARTS_KEY.encode(event.spec.pod_sets)),
-        runtime=share(state, event.spec.runtime),
-        failure_policy=share(state, event.spec.failure_policy),
+        share(state, event.spec.pod_sets, parts_key),
+        share(state, event.spec.runtime),
+        share(state, event.spec.failure_policy),
     )
     wl = WorkloadEntry(
         id=event.workload_id,
@@ -625,7 +627,7 @@ def _(event: wev.WorkloadSubmitted, state: QueueState) -> None:
         priority=priority,
         local_queue=f"{spec.namespace}/{spec.queue_name}",
         has_min_count=any(ps.min_count is not None for ps in spec.pod_sets),
-        shape=share(state, shape_of(spec)),
+        shape=_shared_shape(state, spec, parts_key),
         problem=problem,
         queued_at=state.now,
     )
@@ -665,6 +667,51 @@ def share(state: QueueState, value: T, key: object = None) -> T:
         shared.clear()
     shared[value if key is None else key] = value
     return value
+
+
+# ``WorkloadSpec``'s fields in ``compact``'s state order, and where the shared parts are.
+_SPEC_FIELDS = tuple(f.name for f in fields(WorkloadSpec))
+_POD_SETS, _RUNTIME, _FAILURE_POLICY = (
+    _SPEC_FIELDS.index(name) for name in ("pod_sets", "runtime", "failure_policy")
+)
+_spec_values: Callable[[WorkloadSpec], tuple[Any, ...]] = attrgetter(*_SPEC_FIELDS)
+
+
+def _with_parts(
+    spec: WorkloadSpec, pod_sets: tuple[PodSet, ...], runtime: Any, failure_policy: Any
+) -> WorkloadSpec:
+    """``spec`` holding the shared parts: ``dataclasses.replace`` without its per-field
+    walk and keyword ``__init__`` (~5 us of each submission a replay folds; a spec has no
+    ``__post_init__`` to run): a copy of its ``compact`` state with the three swapped."""
+    if (
+        pod_sets is spec.pod_sets
+        and runtime is spec.runtime
+        and failure_policy is spec.failure_policy
+    ):
+        return spec
+    values = list(_spec_values(spec))
+    values[_POD_SETS], values[_RUNTIME], values[_FAILURE_POLICY] = (
+        pod_sets,
+        runtime,
+        failure_policy,
+    )
+    copy: WorkloadSpec = object.__new__(WorkloadSpec)
+    copy.__setstate__(values)  # type: ignore[attr-defined]
+    return copy
+
+
+def _shared_shape(state: QueueState, spec: WorkloadSpec, parts_key: bytes) -> tuple[object, ...]:
+    """``share(state, shape_of(spec))``, looked up by what the shape is made of (the pod
+    sets' ``_PARTS_KEY`` bytes) before it is built: a replay's submissions of a few
+    templates build and hash each shape once."""
+    key = ("shape", spec.namespace, spec.queue_name, parts_key, spec.gpu_group_size, spec.placement)
+    found = state.notes.shared.get(key)
+    if found is None:
+        found = share(state, shape_of(spec))
+        if len(state.notes.shared) >= SHARED_MAX:  # as ``share``: start again past it
+            state.notes.shared.clear()
+        state.notes.shared[key] = found
+    return found  # type: ignore[return-value]
 
 
 def resolve_priority(state: QueueState, spec: WorkloadSpec) -> tuple[int, tuple[str, str] | None]:
