@@ -91,17 +91,19 @@ class PendingQueues:
         if where is None:
             return
         lq, key = where
-        lane = self.lanes[lq][key]
+        lanes = self.lanes[lq]  # the key hashed once a lookup: it holds the shape's tuples
+        lane = lanes[key]
         lane.members.remove(lane.entry.pop(wid))
-        for code, wids in list(lane.recorded.items()):
+        recorded = lane.recorded
+        for code, wids in recorded.items():
             if wid in wids:
                 wids.discard(wid)
                 if not wids:
-                    del lane.recorded[code]
+                    del recorded[code]  # and the loop ends at once: no iteration after it
                 break
         if not lane.members:
-            del self.lanes[lq][key]
-            if not self.lanes[lq]:
+            del lanes[key]
+            if not lanes:
                 del self.lanes[lq]
 
     def record(self, wid: str, old: str | None, new: str | None) -> None:

@@ -391,7 +391,8 @@ def root_of(state: QueueState, cluster_queue: str) -> str:
     """The name of the cohort tree a ClusterQueue is in (its own, alone)."""
     if not state.root_of and state.cluster_queues:
         state.root_of = roots(state.cluster_queues, state.cohorts)
-    return state.root_of.get(cluster_queue, f"queue/{cluster_queue}")
+    found = state.root_of.get(cluster_queue)  # the default built only when used
+    return found if found is not None else f"queue/{cluster_queue}"
 
 
 def roots(
@@ -407,17 +408,23 @@ def roots(
 
 def _touched(state: QueueState, wl: WorkloadEntry) -> None:
     """Settle looks at it again; waitForPodsReady's clock runs until its pods are ready."""
-    wid, notes = wl.id, state.notes  # every workload event of a replay comes here
-    notes.touch(wid)
-    if pods_ready_clock(wl) is not None:
+    # Every workload event of a replay comes here: the notebook's sets are used directly
+    # (``Notebook.touch`` and ``regrow``), and the clock is asked only of a workload
+    # holding quota (``pods_ready_clock`` is None for any other).
+    wid, notes = wl.id, state.notes
+    notes.touched.add(wid)
+    if wl.status in _HOLDING and pods_ready_clock(wl) is not None:
         state.awaiting_pods.add(wid)
     else:
         state.awaiting_pods.discard(wid)
-    notes.regrow(wid)  # what it may grow into is judged afresh
+    notes.grow_misses.pop(wid, None)  # what it may grow into is judged afresh
     if wl.status == "Admitted" and waiting_surplus(wl) is not None:  # else None, cheaper
         state.growers.add(wid)
     else:
         state.growers.discard(wid)
+
+
+_HOLDING = frozenset({"QuotaReserved", "Admitted"})  # ``WorkloadEntry.holds_quota``
 
 
 def waiting_surplus(wl: WorkloadEntry) -> PodSet | None:
