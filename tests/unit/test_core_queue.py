@@ -8,15 +8,16 @@ from typing import Any, TypeVar
 
 import pytest
 
-from muster.core.events import Envelope, Event
+from muster.core.events import Envelope, Event, FoldEnvelope
 from muster.core.events import node as nev
 from muster.core.events import provisioning as pev
 from muster.core.events import queue as qev
+from muster.core.events import workload as wev
 from muster.core.model import parse
 from muster.core.model.queues import ClusterQueueSpec, ResourceFlavorSpec
 from muster.core.queueing import quota as qt
 from muster.core.queueing.flavors import Assignment, Unassignable, assign
-from muster.core.queueing.state import QueueState
+from muster.core.queueing.state import QueueState, evolve, shape_of
 from muster.core.sim.harness import Harness, build
 from tests.unit.harness_inputs import event_as, submissions
 
@@ -564,3 +565,34 @@ def test_flavor_tolerations_reach_the_pods_on_tainted_nodes() -> None:
     ((_, reserved),) = of(h, qev.QuotaReserved, "j")
     assert [t.key for t in reserved.tolerations["w"]] == ["reserved"]
     assert [ev.outcome for _, ev in of(h, qev.WorkloadFinished, "j")] == ["Succeeded"]
+
+
+def test_submissions_of_one_template_share_their_parts_and_shape() -> None:
+    """A submission's entry holds a spec equal to the one submitted, with the parts (pod
+    sets, runtime, failure policy) and the shape of an earlier submission of the same
+    template, one object each (snapshots pickle them once); the shape is ``shape_of``'s,
+    and another queue, pod set or placement is another shape."""
+    docs = {
+        "a": workload_doc("a"),
+        "b": workload_doc("b"),
+        "other-queue": workload_doc("other-queue", queue="lq2"),
+        "other-pods": workload_doc("other-pods", gpus=4),
+        "spread": {**workload_doc("spread"), "placement": {"node": "spread"}},
+    }
+    state = QueueState()
+    submitted = {}
+    for position, (name, doc) in enumerate(docs.items(), 1):
+        spec = submitted[name] = parse.workload(doc)
+        event = wev.WorkloadSubmitted(workload_id=name, spec=spec)
+        env = FoldEnvelope(position, f"e{position}", f"workload-{name}", 1, event.TYPE, 1.0, event)
+        state = evolve(state, env)
+    wls = state.workloads
+    for name, spec in submitted.items():
+        assert wls[name].spec == spec
+        assert wls[name].shape == shape_of(spec)
+    a, b = wls["a"], wls["b"]
+    assert b.spec is not submitted["b"] and b.spec.name == "b"
+    assert b.spec.pod_sets is a.spec.pod_sets and b.spec.runtime is a.spec.runtime
+    assert b.spec.failure_policy is a.spec.failure_policy
+    assert b.shape is a.shape
+    assert len({wls[n].shape for n in docs}) == 4  # a and b one; the three others apart
