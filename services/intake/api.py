@@ -116,6 +116,12 @@ async def _raw(request: web.Request) -> bytes:
             "PayloadTooLarge",
             f"body of {request.content_length} bytes exceeds the limit of {limit}",
         )
+    content = request.content
+    if content.is_eof():  # all of it came with the headers (a submission): no awaits
+        body = content.read_nowait()
+        if len(body) > limit:  # chunked: no length was declared
+            raise refuse("PayloadTooLarge", "body exceeds the size limit")
+        return body
     try:
         return await request.read()
     except web.HTTPRequestEntityTooLarge:

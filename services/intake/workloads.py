@@ -140,15 +140,16 @@ class Workloads:
             for i, (spec, key) in enumerate(read)
         ]
         for item in items:
-            await self._require_queue(item)
+            local_queues = self.ctx.state.local_queues
+            if submissions.unknown_queue(item.spec, local_queues, item.field) is not None:
+                await self._require_queue(item)
         self.ctx.access.rate(who, len(items))
         return await self._commit(items)
 
     async def _require_queue(self, item: submissions.Item) -> None:
+        """A queue not (yet) known: configuration may have been applied a moment ago."""
+        await self.ctx.loop.step()
         refused = submissions.unknown_queue(item.spec, self.ctx.state.local_queues, item.field)
-        if refused is not None:
-            await self.ctx.loop.step()  # configuration may have been applied a moment ago
-            refused = submissions.unknown_queue(item.spec, self.ctx.state.local_queues, item.field)
         if refused is not None:
             raise Refused(refused)
 
@@ -159,7 +160,8 @@ class Workloads:
         ends)."""
         loop = self.ctx.loop
         known = members_known(self.ctx, items)
-        states = await gang_states(loop.store, items)
+        gangs_joined = any(i.spec.gang is not None for i in items)
+        states = await gang_states(loop.store, items) if gangs_joined else {}
         while True:
             plan = decided(submissions.plan(items, known, time.time(), states))
             try:
@@ -168,7 +170,7 @@ class Workloads:
             except ConcurrencyConflict:
                 streams = [wev.stream(i.workload_id) for i in items]
                 known = digests(await loop.store.first_events(streams))
-                states = await gang_states(loop.store, items)
+                states = await gang_states(loop.store, items) if gangs_joined else {}
         if not all(plan.created) or plan.versions:
             await loop.step()  # the originals, and gang members, for the answers
         return [

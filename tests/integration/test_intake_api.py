@@ -6,6 +6,7 @@ import asyncio
 from collections.abc import AsyncIterator
 from typing import Any
 
+import orjson
 import pytest
 from aiohttp.test_utils import TestClient, TestServer
 
@@ -133,6 +134,31 @@ async def test_bad_input_is_refused_precisely_and_leaves_no_event(
     assert err.get("field") == (field or None)
     assert err["message"]
     assert await store.head() == before
+
+
+@pytest.mark.parametrize("size", [100, 10_000])
+async def test_a_body_without_a_declared_length_is_held_to_the_limit(
+    client: TestClient[Any, Any], size: int
+) -> None:
+    """Chunked transfer encoding (no Content-Length): the body, read whole however it
+    arrived, is accepted under the limit (4096 here) and refused above it, leaving no event."""
+    store = store_of(client)
+    before = await store.head()
+    body = orjson.dumps(with_(labels={"pad": "x" * 50})) if size < 4096 else b" " * size
+
+    async def chunks() -> AsyncIterator[bytes]:
+        yield body
+
+    resp = await client.post(
+        "/v1/workloads", data=chunks(), headers={"Content-Type": "application/json"}
+    )
+    if size < 4096:
+        assert resp.status == 201, await resp.text()
+        assert (await resp.json())["name"] == "train"
+    else:
+        assert resp.status == 413
+        assert (await resp.json())["error"]["code"] == "PayloadTooLarge"
+        assert await store.head() == before
 
 
 async def test_submit_get_list_and_history(client: TestClient[Any, Any]) -> None:

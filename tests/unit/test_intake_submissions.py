@@ -42,6 +42,17 @@ def test_a_batch_of_new_items_appends_each() -> None:
     assert all(e.occurred_at == 5.0 for e in plan.append)
 
 
+def test_a_planned_submission_carries_its_request_digest() -> None:
+    """The plan computes the digest once (to compare with a stored one) and stores that
+    one: what a retry is compared against is the digest of the body."""
+    item = _item("a", "ka", 0)
+    plan = submissions.plan([item], {}, 5.0)
+    assert isinstance(plan, submissions.Plan)
+    (new,) = plan.append
+    assert new.event.request_digest == inputs.digest(item.spec)  # type: ignore[attr-defined]
+    assert new == inputs.submission(item.workload_id, item.spec, 5.0, "ka")
+
+
 def test_a_retried_item_is_answered_and_a_reused_key_refuses_the_whole_batch() -> None:
     old = _item("a", "ka", 0)
     known = {old.workload_id: inputs.digest(old.spec)}

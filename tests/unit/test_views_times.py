@@ -10,6 +10,7 @@ from muster.core.events import provisioning as pev
 from muster.core.model.times import rfc3339
 from muster.core.views import conditions as cond
 from muster.core.views import provisioning as prov
+from muster.core.views.workloads import WorkloadView
 
 T0 = 1_800_000_000.0  # 2027-01-15T08:00:00Z
 
@@ -24,6 +25,19 @@ def test_rfc3339_is_seconds_or_milliseconds_in_utc() -> None:
     assert rfc3339(T0) == "2027-01-15T08:00:00Z"
     assert rfc3339(T0 + 0.25) == "2027-01-15T08:00:00.250Z"
     assert rfc3339(None) is None
+
+
+def test_a_workload_shows_both_its_times_in_rfc3339() -> None:
+    """submittedTime and updatedTime, one moment (a fresh submission) or two."""
+    view = WorkloadView("w", "n", "ns", "q", 0, 1, T0, None, updated_at=T0)
+    body = view.to_json()
+    assert body["submittedTime"] == body["updatedTime"] == "2027-01-15T08:00:00Z"
+    view.updated_at = T0 + 0.25
+    body = view.to_json()
+    assert (body["submittedTime"], body["updatedTime"]) == (
+        "2027-01-15T08:00:00Z",
+        "2027-01-15T08:00:00.250Z",
+    )
 
 
 def test_a_provisioning_request_has_the_workloads_condition_type_and_json() -> None:

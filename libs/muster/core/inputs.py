@@ -153,15 +153,21 @@ def gang_workload_id(namespace: str, gang: str) -> str:
 
 
 def submission(
-    workload: str, spec: WorkloadSpec, at: float, idempotency_key: str | None = None
+    workload: str,
+    spec: WorkloadSpec,
+    at: float,
+    idempotency_key: str | None = None,
+    request_digest: str | None = None,
 ) -> NewEvent:
+    """``request_digest``: ``digest(spec)`` when the caller has it already (intake's plan
+    compares it with the stored one first), so it is not computed twice."""
     return NewEvent(
         stream_id=wev.stream(workload),
         event=wev.WorkloadSubmitted(
             workload_id=workload,
             spec=spec,
             idempotency_key=idempotency_key,
-            request_digest=digest(spec),
+            request_digest=request_digest or digest(spec),
         ),
         occurred_at=at,
         correlation_id=workload,

@@ -161,6 +161,6 @@ def plan(
                 appended[item.workload_id] = digest
         else:
             appended[item.workload_id] = digest
-            events.append(inputs.submission(item.workload_id, item.spec, now, item.key))
+            events.append(inputs.submission(item.workload_id, item.spec, now, item.key, digest))
     versions = {s: g.version for s, g in planned.items()}
     return Plan(events, formed, versions)

@@ -79,6 +79,9 @@ class WorkloadView:
         return {"name": self.gang, "cardinality": self.gang_size, "workloadId": self.gang_id}
 
     def _json(self) -> dict[str, Any]:
+        submitted = rfc3339(self.submitted_at)
+        # A fresh submission's two moments are one (every 201 formats it once).
+        same = self.updated_at == self.submitted_at
         return {
             "id": self.id,
             "name": self.name,
@@ -94,8 +97,8 @@ class WorkloadView:
             "submittedAt": self.submitted_at,
             "updatedAt": self.updated_at,
             # The same moments as Kueue shows times (RFC 3339); the numbers stay for clients.
-            "submittedTime": rfc3339(self.submitted_at),
-            "updatedTime": rfc3339(self.updated_at),
+            "submittedTime": submitted,
+            "updatedTime": submitted if same else rfc3339(self.updated_at),
             "cancelRequested": self.cancel_requested,
         }
 
