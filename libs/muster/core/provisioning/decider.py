@@ -35,7 +35,7 @@ class ProvisionerDecider:
 
     name = "provisioner"
     categories = frozenset({"cloud", "workload", "admission", "provisioning", "timer"})
-    snapshot_format = "provisioner-state-v4"
+    snapshot_format = "provisioner-state-v5"
     clock_only = clock_only_types()  # folded without their payload (core/decider.py)
 
     def __init__(self, *, simulated: bool = True) -> None:
@@ -94,7 +94,9 @@ class ProvisionerDecider:
             for r in state.open_requests()
             if r.status == "Creating" and r.ready_at is not None and r.ready_at > state.now
         ]
-        times += [t for t in (r.deadline() for r in state.held_requests()) if t is not None]
+        held = state.next_held_deadline()  # the earliest after now (indexed, not a scan)
+        if held is not None:
+            times.append(held)
         if state.cloud is not None and any(r.status == "Accepted" for r in state.open_requests()):
             times += [
                 state.cloud_since + at
@@ -286,9 +288,8 @@ def expire(state: ProvisionerState) -> list[Decision]:
     """Nodes whose time is up: booking expired unused, run duration reached (capacity
     revoked), unneeded after their last pods ended, or booted for a cancelled request."""
     out: list[Decision] = []
-    for req in state.held_requests():
-        deadline = req.deadline()
-        if deadline is None or deadline > state.now or req.id in state.released:
+    for req in state.due_requests():
+        if req.id in state.released:
             continue
         nodes = tuple(n.name for n in req.nodes)
         if req.status == "Cancelled":
