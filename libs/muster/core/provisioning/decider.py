@@ -13,7 +13,7 @@ from typing import Any
 
 from muster.core.events import Event, Folded, NewEvent
 from muster.core.events import provisioning as pev
-from muster.core.model.cluster import ClusterSpec
+from muster.core.model.cluster import ClusterSpec, NodePool
 from muster.core.model.queues import DWS_CLASS, MAX_RUN_SECONDS
 from muster.core.provisioning import plan
 from muster.core.provisioning.state import (
@@ -390,10 +390,12 @@ class _Room:
         self.capacity: dict[str, dict[str, int]] = {}
         self.in_use: dict[tuple[str, str], int] = {}
         self.per_pool: dict[str, int] = {}
+        self.pools: dict[str, NodePool] = {}  # by name: ``cloud.pool`` walks the list
 
     @classmethod
     def of(cls, state: ProvisionerState, cloud: ClusterSpec) -> _Room:
         room = cls()
+        room.pools = {pool.name: pool for pool in reversed(cloud.node_pools)}  # first wins
         for pool in cloud.node_pools:
             room.capacity[pool.name] = pool.capacity_at(state.now, cloud.zones, state.cloud_since)
         room.in_use = dict(state.in_use)
@@ -408,7 +410,7 @@ class _Room:
     def fits(self, cloud: ClusterSpec, need: dict[str, int], zone: str) -> bool:
         """Whether ``zone`` has room now for ``need`` (nodes per pool)."""
         for pool_name, count in need.items():
-            pool = cloud.pool(pool_name)
+            pool = self.pools.get(pool_name)
             if pool is None or zone not in pool.zones_or(cloud.zones):
                 return False
             if self.per_pool.get(pool_name, 0) + count > pool.max_nodes:
@@ -427,7 +429,7 @@ def _try_zones(
     quota_used: dict[str, int],
 ) -> pev.NodesCreating | pev.ProvisioningWaiting | pev.ProvisioningFailed:
     for p in req.pod_sets:
-        pool = cloud.pool(p.pool)
+        pool = room.pools.get(p.pool)
         failure = pool.failure_at(state.now, state.cloud_since) if pool is not None else None
         if failure is not None:
             return pev.ProvisioningFailed(
@@ -438,7 +440,7 @@ def _try_zones(
             )
     # The nodes are alike in every zone, so the regional quota is checked once, first:
     # it blocks the request whatever capacity appears.
-    quota_problem = _quota_problem(cloud, req.pod_sets, quota_used)
+    quota_problem = _quota_problem(cloud, req.pod_sets, quota_used, room.pools)
     if quota_problem is not None:
         return pev.ProvisioningWaiting(
             request_id=req.id, reason="QuotaExceeded", message=quota_problem
@@ -449,7 +451,7 @@ def _try_zones(
             continue
         delay = max(
             (
-                cloud.pool(p.pool).provisioning_delay_seconds  # type: ignore[union-attr]
+                room.pools[p.pool].provisioning_delay_seconds
                 for p in req.pod_sets
             ),
             default=0.0,
@@ -469,11 +471,14 @@ def _try_zones(
 
 
 def _quota_problem(
-    cloud: ClusterSpec, pod_sets: tuple[pev.PodSetNodes, ...], quota_used: dict[str, int]
+    cloud: ClusterSpec,
+    pod_sets: tuple[pev.PodSetNodes, ...],
+    quota_used: dict[str, int],
+    pools: dict[str, NodePool],
 ) -> str | None:
     asked: dict[str, int] = {}
     for p in pod_sets:
-        pool = cloud.pool(p.pool)
+        pool = pools.get(p.pool)
         assert pool is not None
         for quota in cloud.quotas:
             if quota.covers(pool.name):
