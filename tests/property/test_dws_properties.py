@@ -389,3 +389,30 @@ def test_the_deadline_index_is_every_held_requests_deadline_after_every_event(
         assert [r.id for r in state.due_requests()] == due, env.type
         after = [t for t in walked.values() if t > state.now]
         assert state.next_held_deadline() == min(after, default=None), env.type
+
+
+@given(scenarios())
+@settings(SETTINGS, max_examples=25)
+def test_what_a_loop_is_not_woken_for_never_makes_a_decision_due(s: Scenario) -> None:
+    """The provisioner's and node agent's loops are not woken by a commit of only
+    ``workload.submitted`` (``wakes_later``: the spec waits for the reservation or the
+    admission, whose commits wake them). Sound only if folding such an event never makes
+    a decision due that was not already due, or due by time alone: after every such event
+    of runs with requests, cancellations and checks, a decider that had nothing to say
+    before it has nothing to say after it, unless its own next deadline had come."""
+    h = s.harness()
+    h.run()
+    for decider in (ProvisionerDecider(), NodeAgentDecider()):
+        later = decider.wakes_later
+        assert later == frozenset({"workload.submitted"})
+        runner: DeciderRunner[Any] = DeciderRunner(decider)
+        for env in h.log.envelopes:
+            if env.type in later:
+                quiet_before = not decider.decide(runner.state)
+                deadline = decider.next_deadline(runner.state)
+                runner.fold([env])
+                timed = deadline is not None and deadline <= runner.state.now
+                if quiet_before and not timed:
+                    assert decider.decide(runner.state) == [], (decider.name, env.position)
+            else:
+                runner.fold([env])

@@ -13,6 +13,7 @@ from typing import Any
 
 from muster.core.events import Event, Folded, NewEvent
 from muster.core.events import provisioning as pev
+from muster.core.events import workload as wev
 from muster.core.model.cluster import ClusterSpec, NodePool
 from muster.core.model.queues import DWS_CLASS, MAX_RUN_SECONDS
 from muster.core.provisioning import plan
@@ -37,6 +38,8 @@ class ProvisionerDecider:
     categories = frozenset({"cloud", "workload", "admission", "provisioning", "timer"})
     snapshot_format = "provisioner-state-v5"
     clock_only = clock_only_types()  # folded without their payload (core/decider.py)
+    # A workload's spec is kept for its quota reservation, which wakes the loop itself.
+    wakes_later = frozenset({wev.WorkloadSubmitted.TYPE})
 
     def __init__(self, *, simulated: bool = True) -> None:
         self.simulated = simulated
