@@ -16,6 +16,8 @@ from muster.core.events import NewEvent, StreamAppend
 from muster.core.events import node as nev
 from muster.core.events import timer as tev
 from muster.core.nodes.decider import NodeAgentDecider
+from muster.core.provisioning.decider import ProvisionerDecider
+from muster.core.queueing.decider import QueueDecider
 from muster.runtime.loop import DeciderLoop, waking
 from muster.runtime.metrics import ServiceMetrics
 from muster.runtime.settings import load
@@ -177,9 +179,13 @@ async def test_a_reader_hears_only_the_commits_that_concern_it(store_url: str) -
 
 def test_a_service_wakes_for_what_it_does_more_with_than_its_clock() -> None:
     interest = waking(NodeAgentDecider())
-    assert {"node.removed", "admission.admitted", "workload.submitted"} <= interest.types
+    assert {"node.removed", "admission.admitted", "provisioning.provisioned"} <= interest.types
     # It only moves its clock on these: their commits do not wake it.
     assert not interest.types & {"timer.fired", "admission.quota_reserved"}
+    # It keeps a submitted workload's runtime for the admission, whose commit wakes it.
+    assert "workload.submitted" not in interest.types
+    assert "workload.submitted" not in waking(ProvisionerDecider()).types
+    assert "workload.submitted" in waking(QueueDecider()).types  # the queue reserves on it
     assert "config" not in interest.categories
 
 

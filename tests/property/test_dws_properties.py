@@ -35,7 +35,9 @@ from muster.core.model import parse
 from muster.core.model.cluster import ClusterSpec
 from muster.core.nodes.decider import NodeAgentDecider
 from muster.core.provisioning.decider import ProvisionerDecider
+from muster.core.provisioning.state import ProvisionerState
 from muster.core.queueing.decider import QueueDecider
+from muster.core.runner import DeciderRunner
 from muster.core.sim.harness import Harness, build
 from muster.core.verify import verify_decisions
 from tests.unit.harness_inputs import creations_apart
@@ -358,3 +360,59 @@ def test_replay_re_derives_every_decision(s: Scenario) -> None:
     for decider in (QueueDecider(), ProvisionerDecider(), NodeAgentDecider()):
         _, mismatches = verify_decisions(h.log.envelopes, decider)
         assert mismatches == [], mismatches[:1]
+
+
+@given(scenarios())
+@settings(SETTINGS, max_examples=25)
+def test_the_deadline_index_is_every_held_requests_deadline_after_every_event(
+    s: Scenario,
+) -> None:
+    """peers.md §4.4 (GKE DWS: a booking expires unused, maxRunDurationSeconds revokes
+    capacity, a standalone request's idle nodes scale down): what expires at a step, and the
+    next time one does, come from an index of the held requests' deadlines (``deadlines``,
+    ``by_deadline``), not a walk over every held request. After every event of runs with
+    bookings, run durations, cancellations and deletions, the index is exactly each held
+    request's ``deadline()``, what is due is what the walk finds (in held order), and the
+    next deadline is the walk's."""
+    h = s.harness()
+    h.run()
+    runner: DeciderRunner[ProvisionerState] = DeciderRunner(ProvisionerDecider())
+    for env in h.log.envelopes:
+        runner.fold([env])
+        state = runner.state
+        walked = {
+            r.id: t for r in state.held_requests() if (t := r.deadline()) is not None
+        }
+        assert state.deadlines == walked, env.type
+        assert list(state.by_deadline) == sorted((t, rid) for rid, t in walked.items())
+        due = [r.id for r in state.held_requests() if walked.get(r.id, state.now + 1) <= state.now]
+        assert [r.id for r in state.due_requests()] == due, env.type
+        after = [t for t in walked.values() if t > state.now]
+        assert state.next_held_deadline() == min(after, default=None), env.type
+
+
+@given(scenarios())
+@settings(SETTINGS, max_examples=25)
+def test_what_a_loop_is_not_woken_for_never_makes_a_decision_due(s: Scenario) -> None:
+    """The provisioner's and node agent's loops are not woken by a commit of only
+    ``workload.submitted`` (``wakes_later``: the spec waits for the reservation or the
+    admission, whose commits wake them). Sound only if folding such an event never makes
+    a decision due that was not already due, or due by time alone: after every such event
+    of runs with requests, cancellations and checks, a decider that had nothing to say
+    before it has nothing to say after it, unless its own next deadline had come."""
+    h = s.harness()
+    h.run()
+    for decider in (ProvisionerDecider(), NodeAgentDecider()):
+        later = decider.wakes_later
+        assert later == frozenset({"workload.submitted"})
+        runner: DeciderRunner[Any] = DeciderRunner(decider)
+        for env in h.log.envelopes:
+            if env.type in later:
+                quiet_before = not decider.decide(runner.state)
+                deadline = decider.next_deadline(runner.state)
+                runner.fold([env])
+                timed = deadline is not None and deadline <= runner.state.now
+                if quiet_before and not timed:
+                    assert decider.decide(runner.state) == [], (decider.name, env.position)
+            else:
+                runner.fold([env])

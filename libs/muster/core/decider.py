@@ -58,6 +58,16 @@ def clock_only_when(decider: Decider[Any]) -> Mapping[str, str]:
     return found
 
 
+def wakes_later(decider: Decider[Any]) -> frozenset[str]:
+    """Wire types whose fold records what a later event acts on but that never make a
+    decision due by themselves (the provisioner's and node agent's ``workload.submitted``:
+    a spec kept for the reservation or admission that follows): a service's loop is not
+    woken by a commit of only these; it folds them, in order, at its next wake-up. A decider
+    names them in an attribute ``wakes_later``; none by default."""
+    found: frozenset[str] = getattr(decider, "wakes_later", frozenset())
+    return found
+
+
 def bare_fold(decider: Decider[Any]) -> Callable[[Any, BareEnvelope], None]:
     """How the decider folds an event it reads bare (``clock_only``): what its ``evolve``
     does for such an event, which is more than ``advance`` when time alone makes

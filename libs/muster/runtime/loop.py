@@ -25,7 +25,7 @@ from typing import Any
 import structlog
 
 from muster.bus.kafka import Doorbell, Publisher
-from muster.core.decider import Decider, clock_only, clock_only_when
+from muster.core.decider import Decider, clock_only, clock_only_when, wakes_later
 from muster.core.events import Envelope, NewEvent, StreamAppend, registered_types
 from muster.core.runner import DeciderRunner
 from muster.runtime import history
@@ -366,12 +366,13 @@ class DeciderLoop:
 
 def waking(decider: Decider[Any]) -> bell.Interest:
     """The commits a decider's loop wakes for: an event of its categories of a type it does
-    more with than move its clock. The others (``Decider.clock_only``) wait for the next
-    wake-up, the poll or its own timer: what time alone makes due, its ``next_deadline``
-    names, so folding them at once could only bring a decision forward to when that
-    timer fires anyway."""
-    bare = clock_only(decider)
-    return bell.Interest(decider.categories, (t for t in registered_types() if t not in bare))
+    more with than move its clock, and that can make a decision due. The others
+    (``Decider.clock_only``, and ``wakes_later``: recorded for a later event to act on) wait
+    for the next wake-up, the poll or its own timer: what time alone makes due, its
+    ``next_deadline`` names, so folding them at once could only bring a decision forward to
+    when that timer fires anyway."""
+    later = clock_only(decider) | wakes_later(decider)
+    return bell.Interest(decider.categories, (t for t in registered_types() if t not in later))
 
 
 def _brief(exc: BaseException) -> str:

@@ -16,6 +16,7 @@ from typing import Any
 
 from muster.core.events import Event, Folded, NewEvent
 from muster.core.events import node as nev
+from muster.core.events import workload as wev
 from muster.core.model.workload import Runtime
 from muster.core.nodes.state import (
     NodeAgentState,
@@ -31,6 +32,8 @@ class NodeAgentDecider:
     categories = frozenset({"cloud", "workload", "admission", "provisioning", "node", "timer"})
     snapshot_format = "node-agent-state-v8"
     clock_only = clock_only_types()  # folded without their payload (core/decider.py)
+    # A workload's runtime and grace are kept for its admission, which wakes the loop itself.
+    wakes_later = frozenset({wev.WorkloadSubmitted.TYPE})
 
     def __init__(
         self, shard: int = 0, shards: int = 1, *, simulated: bool = True, node: str = ""

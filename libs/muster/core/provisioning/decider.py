@@ -13,7 +13,8 @@ from typing import Any
 
 from muster.core.events import Event, Folded, NewEvent
 from muster.core.events import provisioning as pev
-from muster.core.model.cluster import ClusterSpec
+from muster.core.events import workload as wev
+from muster.core.model.cluster import ClusterSpec, NodePool
 from muster.core.model.queues import DWS_CLASS, MAX_RUN_SECONDS
 from muster.core.provisioning import plan
 from muster.core.provisioning.state import (
@@ -35,8 +36,10 @@ class ProvisionerDecider:
 
     name = "provisioner"
     categories = frozenset({"cloud", "workload", "admission", "provisioning", "timer"})
-    snapshot_format = "provisioner-state-v4"
+    snapshot_format = "provisioner-state-v5"
     clock_only = clock_only_types()  # folded without their payload (core/decider.py)
+    # A workload's spec is kept for its quota reservation, which wakes the loop itself.
+    wakes_later = frozenset({wev.WorkloadSubmitted.TYPE})
 
     def __init__(self, *, simulated: bool = True) -> None:
         self.simulated = simulated
@@ -94,7 +97,9 @@ class ProvisionerDecider:
             for r in state.open_requests()
             if r.status == "Creating" and r.ready_at is not None and r.ready_at > state.now
         ]
-        times += [t for t in (r.deadline() for r in state.held_requests()) if t is not None]
+        held = state.next_held_deadline()  # the earliest after now (indexed, not a scan)
+        if held is not None:
+            times.append(held)
         if state.cloud is not None and any(r.status == "Accepted" for r in state.open_requests()):
             times += [
                 state.cloud_since + at
@@ -286,9 +291,8 @@ def expire(state: ProvisionerState) -> list[Decision]:
     """Nodes whose time is up: booking expired unused, run duration reached (capacity
     revoked), unneeded after their last pods ended, or booted for a cancelled request."""
     out: list[Decision] = []
-    for req in state.held_requests():
-        deadline = req.deadline()
-        if deadline is None or deadline > state.now or req.id in state.released:
+    for req in state.due_requests():
+        if req.id in state.released:
             continue
         nodes = tuple(n.name for n in req.nodes)
         if req.status == "Cancelled":
@@ -389,10 +393,12 @@ class _Room:
         self.capacity: dict[str, dict[str, int]] = {}
         self.in_use: dict[tuple[str, str], int] = {}
         self.per_pool: dict[str, int] = {}
+        self.pools: dict[str, NodePool] = {}  # by name: ``cloud.pool`` walks the list
 
     @classmethod
     def of(cls, state: ProvisionerState, cloud: ClusterSpec) -> _Room:
         room = cls()
+        room.pools = {pool.name: pool for pool in reversed(cloud.node_pools)}  # first wins
         for pool in cloud.node_pools:
             room.capacity[pool.name] = pool.capacity_at(state.now, cloud.zones, state.cloud_since)
         room.in_use = dict(state.in_use)
@@ -407,7 +413,7 @@ class _Room:
     def fits(self, cloud: ClusterSpec, need: dict[str, int], zone: str) -> bool:
         """Whether ``zone`` has room now for ``need`` (nodes per pool)."""
         for pool_name, count in need.items():
-            pool = cloud.pool(pool_name)
+            pool = self.pools.get(pool_name)
             if pool is None or zone not in pool.zones_or(cloud.zones):
                 return False
             if self.per_pool.get(pool_name, 0) + count > pool.max_nodes:
@@ -426,7 +432,7 @@ def _try_zones(
     quota_used: dict[str, int],
 ) -> pev.NodesCreating | pev.ProvisioningWaiting | pev.ProvisioningFailed:
     for p in req.pod_sets:
-        pool = cloud.pool(p.pool)
+        pool = room.pools.get(p.pool)
         failure = pool.failure_at(state.now, state.cloud_since) if pool is not None else None
         if failure is not None:
             return pev.ProvisioningFailed(
@@ -437,7 +443,7 @@ def _try_zones(
             )
     # The nodes are alike in every zone, so the regional quota is checked once, first:
     # it blocks the request whatever capacity appears.
-    quota_problem = _quota_problem(cloud, req.pod_sets, quota_used)
+    quota_problem = _quota_problem(cloud, req.pod_sets, quota_used, room.pools)
     if quota_problem is not None:
         return pev.ProvisioningWaiting(
             request_id=req.id, reason="QuotaExceeded", message=quota_problem
@@ -448,7 +454,7 @@ def _try_zones(
             continue
         delay = max(
             (
-                cloud.pool(p.pool).provisioning_delay_seconds  # type: ignore[union-attr]
+                room.pools[p.pool].provisioning_delay_seconds
                 for p in req.pod_sets
             ),
             default=0.0,
@@ -468,11 +474,14 @@ def _try_zones(
 
 
 def _quota_problem(
-    cloud: ClusterSpec, pod_sets: tuple[pev.PodSetNodes, ...], quota_used: dict[str, int]
+    cloud: ClusterSpec,
+    pod_sets: tuple[pev.PodSetNodes, ...],
+    quota_used: dict[str, int],
+    pools: dict[str, NodePool],
 ) -> str | None:
     asked: dict[str, int] = {}
     for p in pod_sets:
-        pool = cloud.pool(p.pool)
+        pool = pools.get(p.pool)
         assert pool is not None
         for quota in cloud.quotas:
             if quota.covers(pool.name):

@@ -6,6 +6,8 @@ from dataclasses import dataclass, field
 from functools import singledispatch
 from typing import Literal
 
+from sortedcontainers import SortedList
+
 from muster.core.decider import advance, unhandled_types
 from muster.core.events import Event, Folded
 from muster.core.events import provisioning as pev
@@ -93,7 +95,15 @@ class ProvisionerState:
     by_workload: dict[str, list[str]] = field(default_factory=dict)  # workload -> request ids
     # Accepted or Creating, in acceptance order: what each step has to look at.
     open: dict[str, None] = field(default_factory=dict)
-    held: dict[str, None] = field(default_factory=dict)  # requests whose nodes exist
+    # Requests whose nodes exist, in the order they came to hold them (-> that order's
+    # number: a step lists what expires in this order without walking them all).
+    held: dict[str, int] = field(default_factory=dict)
+    holds: int = 0  # how many times a request came to hold nodes (the next order number)
+    # Each held request's ``Request.deadline`` (those that have one), kept as its fields
+    # change: a step finds what is due and the next deadline without asking every held
+    # request (thousands in a burst) at every step. (deadline, request id), sorted.
+    deadlines: dict[str, float] = field(default_factory=dict)
+    by_deadline: SortedList = field(default_factory=SortedList)
     released: set[str] = field(default_factory=set)  # to cancel or delete: workload let go
     bound: dict[str, str] = field(default_factory=dict)  # consumer workload -> request
     in_use: dict[tuple[str, str], int] = field(default_factory=dict)  # (pool, zone) -> nodes
@@ -110,6 +120,36 @@ class ProvisionerState:
 
     def held_requests(self) -> list[Request]:
         return [self.requests[rid] for rid in self.held]
+
+    def due_requests(self) -> list[Request]:
+        """Held requests whose deadline has come (``now`` or before), in held order."""
+        ends = self.by_deadline
+        due = [rid for _, rid in ends.islice(0, ends.bisect_right((self.now, MAX_ID)))]
+        return [self.requests[rid] for rid in sorted(due, key=self.held.__getitem__)]
+
+    def next_held_deadline(self) -> float | None:
+        """The earliest held request's deadline after ``now``."""
+        ends = self.by_deadline
+        at = ends.bisect_right((self.now, MAX_ID))
+        return ends[at][0] if at < len(ends) else None
+
+
+MAX_ID = "\U0010ffff"  # after every request id, in (deadline, request id) order
+
+
+def _redate(state: ProvisionerState, req: Request) -> None:
+    """Keep ``state.deadlines`` true after ``req``'s fields changed: every fold that
+    changes what ``Request.deadline`` reads of a request ends with this."""
+    deadline = req.deadline()
+    before = state.deadlines.get(req.id)
+    if deadline == before:
+        return
+    if before is not None:
+        state.by_deadline.remove((before, req.id))
+        del state.deadlines[req.id]
+    if deadline is not None:
+        state.deadlines[req.id] = deadline
+        state.by_deadline.add((deadline, req.id))
 
 
 def correlation_id(state: ProvisionerState, rid: str) -> str:
@@ -212,6 +252,7 @@ def _release(workload_id: str, state: ProvisionerState) -> None:
         req.consumers.discard(workload_id)
         if not req.consumers:
             req.idle_since = state.now
+        _redate(state, req)
 
 
 @_apply.register
@@ -223,6 +264,7 @@ def _(event: qev.WorkloadAdmitted, state: ProvisionerState) -> None:
         req.idle_since = None
         if req.standalone:
             state.bound[event.workload_id] = req.id
+        _redate(state, req)
 
 
 def _end(workload_id: str, state: ProvisionerState) -> None:
@@ -307,6 +349,7 @@ def _(event: pev.ProvisioningProvisioned, state: ProvisionerState) -> None:
     if event.nodes and not req.held:  # a backend that reports nodes only when Ready
         req.zone, req.nodes = event.zone, event.nodes
         _hold(state, req)
+    _redate(state, req)
     state.open.pop(event.request_id, None)
 
 
@@ -323,6 +366,7 @@ def _(event: pev.ProvisioningFailed, state: ProvisionerState) -> None:
             state.by_workload.setdefault(wanted.workload_id, []).append(event.request_id)
     if req is not None:
         req.status = "Failed"
+        _redate(state, req)
     state.released.discard(event.request_id)
     state.open.pop(event.request_id, None)
 
@@ -333,6 +377,7 @@ def _(event: pev.ProvisioningCancelled, state: ProvisionerState) -> None:
     req = state.requests.get(event.request_id)
     if req is not None:
         req.status = "Cancelled"
+        _redate(state, req)
     state.released.discard(event.request_id)
     state.open.pop(event.request_id, None)
 
@@ -346,14 +391,18 @@ def _(event: pev.NodesDeleted, state: ProvisionerState) -> None:
     state.held.pop(req.id, None)
     if req.status != "Cancelled":
         req.status = "Deleted"
+    _redate(state, req)
     state.released.discard(event.request_id)
     state.open.pop(event.request_id, None)
 
 
 def _hold(state: ProvisionerState, req: Request) -> None:
     req.held = True
-    state.held[req.id] = None
+    if req.id not in state.held:
+        state.held[req.id] = state.holds
+        state.holds += 1
     _claim(state, req.nodes, +1)
+    _redate(state, req)
 
 
 def _claim(state: ProvisionerState, nodes: tuple[pev.NodeSpec, ...], sign: int) -> None:
