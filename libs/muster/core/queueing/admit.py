@@ -13,6 +13,7 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from dataclasses import replace
 
+from muster.core.model.inventory import DEVICE_RESOURCES, WHOLE_DEVICE
 from muster.core.model.queues import ClusterQueueSpec
 from muster.core.model.resources import format_quantity
 from muster.core.placement.book import NodeBook, Placement
@@ -33,6 +34,8 @@ from muster.core.queueing.state import (
 )
 from muster.core.queueing.verdicts import Verdict
 
+# Shares of a device (cores, memory, split counts): packing them is not a count of room.
+SHARED_DEVICE_RESOURCES = DEVICE_RESOURCES - frozenset(WHOLE_DEVICE)
 # Placement misses remembered across cycles (the notebook's): more are forgotten at once.
 MAX_MISSES = 10_000
 
@@ -199,6 +202,7 @@ def preempt(
             snap.state.fair_sharing.preemption_strategies if snap.fair_sharing else None,
             placeable=_placeable_without(snap, cq, wl, outcome),
             nodes_of=lambda h: _nodes_of(snap, h),
+            monotone=_places_monotonically(wl),
         )
         if victims or for_place:
             break
@@ -362,12 +366,39 @@ def _placeable_without(
     return placeable
 
 
+def _places_monotonically(wl: WorkloadEntry) -> bool:
+    """Whether the workload's placement can only succeed more as pods leave the nodes:
+    one pod set of identical pods (each node holds as many as its free room allows, one
+    less per pod placed, so the fullest-node-first gang places them wherever the counts
+    add up), without a topology request, device filter, device shares or a GPU group,
+    whose choices could go wrong with more room. Then a search whose every candidate
+    gone leaves it no place has no answer (preemption.py ``_room_with_all``)."""
+    if wl.spec.gpu_group_size or len(wl.spec.pod_sets) != 1:
+        return False
+    ps = wl.spec.pod_sets[0]
+    return (
+        ps.topology is None
+        and ps.devices is None
+        and not any(r in ps.requests for r in SHARED_DEVICE_RESOURCES)
+    )
+
+
 def _nodes_of(snap: Snapshot, holder: pre.Holder) -> frozenset[str]:
-    held = snap.book.held.get(holder.id)
-    if held is None:
-        return frozenset()
-    pods = holder.shrink.pods if holder.shrink is not None else held.placement.nodes
-    return frozenset(held.placement.nodes[p] for p in pods if p in held.placement.nodes)
+    """The nodes the holder's pods (its surplus ones, shrinking) are on; kept for the
+    cycle (``snap.nodes``): the search asks it for every candidate in every order it
+    tries, and a holder's pods stay where they are until it is a victim (no candidate
+    then)."""
+    key = (holder.id, holder.shrink is not None)
+    found = snap.nodes.get(key)
+    if found is None:
+        held = snap.book.held.get(holder.id)
+        if held is None:
+            found = frozenset()
+        else:
+            pods = holder.shrink.pods if holder.shrink is not None else held.placement.nodes
+            found = frozenset(held.placement.nodes[p] for p in pods if p in held.placement.nodes)
+        snap.nodes[key] = found
+    return found
 
 
 def _take_pods(snap: Snapshot, book: NodeBook, holder: pre.Holder) -> None:
