@@ -277,7 +277,7 @@ def _ranked(
         if ranked is None:
             same = h.cluster_queue == cq.name
             wl = state.workloads[h.id]
-            ranked = cache[key] = replace(h, priority=attained.holder_rank(state, las, wl, same))
+            ranked = cache[key] = h.ranked(attained.holder_rank(state, las, wl, same))
         if ranked.cluster_queue == cq.name and ranked.priority > rank:
             continue
         out.append(ranked)
@@ -661,6 +661,9 @@ def holders(snap: Snapshot, cq: str) -> list[pre.Holder]:
     found = kept.get(root)
     if found is None or found[0] != stamp:
         fresh: dict[str, list[pre.Holder]] = {}
+        # The last lists' holders, reused for workloads whose attempt has not changed: a
+        # busy tree's quota moves every cycle, its holders mostly do not.
+        before = {h.id: h for _, listed in kept.values() for h in listed}
         for wid in sorted(snap.state.active):
             wl = snap.state.workloads[wid]
             if (
@@ -668,7 +671,7 @@ def holders(snap: Snapshot, cq: str) -> list[pre.Holder]:
                 and wl.run.cluster_queue in snap.tree.queues
                 and preemptible(snap.state, wl)
             ):
-                holder = _holder(wl)
+                holder = _same_holder(before.get(wid), wl) or _holder(wl)
                 if holder is not None:
                     fresh.setdefault(snap.root_name(wl.run.cluster_queue), []).append(holder)
         for name in {*fresh, *kept, root}:
@@ -686,6 +689,24 @@ def pods_ready_block() -> Unassignable:
         "admission blocked until every admitted workload has all its pods running "
         "(waitForPodsReady.blockAdmission)",
     )
+
+
+def _same_holder(h: pre.Holder | None, wl: WorkloadEntry) -> pre.Holder | None:
+    """``h`` if ``_holder(wl)`` would make an equal one: the same attempt (its usage is the
+    same dict: the fold assigns a new one whenever it changes), queue, priority and place
+    in line, and a whole workload (a partial one's surplus moves with its pods)."""
+    if (
+        h is None
+        or h.shrink is not None
+        or wl.has_min_count
+        or h.usage is not wl.run.usage
+        or h.reserved_seq != wl.run.reserved_seq
+        or h.cluster_queue != wl.run.cluster_queue
+        or h.priority != wl.priority
+        or h.order != wl.order
+    ):
+        return None
+    return h
 
 
 def _holder(wl: WorkloadEntry) -> pre.Holder | None:

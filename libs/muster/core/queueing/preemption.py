@@ -55,6 +55,15 @@ class Holder:
     def frs(self) -> frozenset[qt.FR]:
         return self._frs
 
+    def ranked(self, priority: int) -> Holder:
+        """The same holder at another priority (a rank, attained.py), its pairs not worked
+        out again: a queue under attained service ranks every holder afresh each cycle."""
+        out = object.__new__(Holder)
+        for name in Holder.__slots__:
+            object.__setattr__(out, name, getattr(self, name))
+        object.__setattr__(out, "priority", priority)
+        return out
+
 
 class _Sim:
     """Evictions tried on the tree in place, undone before returning: no copies."""
