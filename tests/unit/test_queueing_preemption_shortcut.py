@@ -192,3 +192,40 @@ def test_a_crowded_run_decides_the_same_with_and_without_the_shortcut(
     full = run_verified(doc, jobs)
     assert _log(shortcut) == _log(full)
     assert any(isinstance(e.event, qev.WorkloadEvicted) for e in full.log.envelopes)
+
+
+def test_a_crowded_run_decides_the_same_with_holders_built_afresh(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The holders kept from the last list (``admit._same_holder``) and re-ranked in place
+    (``Holder.ranked``) are the ones a fresh build would give: the same log."""
+    doc, jobs = _crowded()
+    reused = [0]
+    same = admit._same_holder
+
+    def counted(h: Any, wl: Any) -> Any:
+        found = same(h, wl)
+        reused[0] += found is not None
+        return found
+
+    monkeypatch.setattr(admit, "_same_holder", counted)
+    kept = run_verified(doc, jobs)
+    assert reused[0] > 0, "no holder was reused: the case does not test it"
+    monkeypatch.setattr(admit, "_same_holder", lambda h, wl: None)
+    fresh = run_verified(doc, jobs)
+    assert _log(kept) == _log(fresh)
+
+
+def test_a_holder_ranked_anew_keeps_everything_but_its_priority() -> None:
+    h = holder("x", "a", 3, 0, 7)
+    r = h.ranked(5)
+    assert (r.id, r.cluster_queue, r.order, r.reserved_seq, r.usage, r.shrink) == (
+        h.id,
+        h.cluster_queue,
+        h.order,
+        h.reserved_seq,
+        h.usage,
+        h.shrink,
+    )
+    assert r.priority == 5 and h.priority == 0
+    assert r.frs() == h.frs() == frozenset({("f", GPU)})
