@@ -31,6 +31,9 @@ Configurations (``--configs``, all by default):
   preemption of higher levels (``withinClusterQueue: LowerPriority``, a minimum run
   ``minAdmitDuration``; for a place too, ``preemptForPlacement``, so whole-node
   gangs are not starved by 1-GPU work) and a cluster default checkpoint interval;
+* ``las-cap1h``, ``las-cap2h``, ``las-max2``, ``las-cap2h-max2``, ``las-cap1h-max2``: ``las``
+  with the per-tenant bound's opt-in guards (``attainedService.starvationLimitSeconds`` 1 or
+  2 h, ``maxPreemptions`` 2, or both; bench/README.md, "The per-tenant bound, continued");
 * ``backfill`` / ``strict-backfill``: ``fair`` / ``strict`` with reservations and backfill
   (``backfill: {reserveAfterSeconds: 0}``, or ``$MUSTER_BENCH_RESERVE_AFTER`` seconds; the
   trace declares no durations, so reserved nodes are held as they free and backfill goes
@@ -84,7 +87,26 @@ ITP = "itp_cluster06.csv"
 VC_TABLE = "philly_helios_vc_config.csv"
 NODES, GPUS_PER_NODE = 64, 8
 GPU = "nvidia.com/gpu"
-CONFIGS = ("strict", "besteffort", "fair", "cohort", "las", "backfill", "strict-backfill")
+# ``las`` variants with the opt-in guards of the per-tenant bound (bench/README.md, "The
+# per-tenant bound, continued"): a cap on the starvation guard's wait, a bound on the
+# preemptions a workload takes for its level, or both.
+LAS_VARIANTS: dict[str, dict[str, Any]] = {
+    "las-cap1h": {"starvationLimitSeconds": 3_600},
+    "las-cap2h": {"starvationLimitSeconds": 7_200},
+    "las-max2": {"maxPreemptions": 2},
+    "las-cap2h-max2": {"starvationLimitSeconds": 7_200, "maxPreemptions": 2},
+    "las-cap1h-max2": {"starvationLimitSeconds": 3_600, "maxPreemptions": 2},
+}
+CONFIGS = (
+    "strict",
+    "besteffort",
+    "fair",
+    "cohort",
+    "las",
+    "backfill",
+    "strict-backfill",
+    *LAS_VARIANTS,
+)
 ORACLES = ("oracle-fifo", "oracle-sjf")
 # ``las``: Tiresias' discretised 2D-LAS thresholds (GPU-seconds), its starvation factor,
 # the minimum run before a workload may be preempted (again), and the cluster's default
@@ -322,13 +344,14 @@ def cluster_doc(
         return doc
     fair = {"admissionMode": "UsageBasedAdmissionFairSharing"}
     las: dict[str, Any] = {}
-    if config == "las":
+    if config == "las" or config in LAS_VARIANTS:
         levels, starvation, place = las_spec
         las = {
             "attainedService": {
                 "levels": list(levels),
                 "starvationFactor": starvation,
                 "preemptForPlacement": place,
+                **LAS_VARIANTS.get(config, {}),
             },
             "preemption": {"withinClusterQueue": "LowerPriority", "minAdmitDuration": LAS_MIN_RUN},
         }

@@ -13,6 +13,7 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from dataclasses import replace
 
+from muster.core.model.inventory import DEVICE_RESOURCES, WHOLE_DEVICE
 from muster.core.model.queues import ClusterQueueSpec
 from muster.core.model.resources import format_quantity
 from muster.core.placement.book import NodeBook, Placement
@@ -33,6 +34,8 @@ from muster.core.queueing.state import (
 )
 from muster.core.queueing.verdicts import Verdict
 
+# Shares of a device (cores, memory, split counts): packing them is not a count of room.
+SHARED_DEVICE_RESOURCES = DEVICE_RESOURCES - frozenset(WHOLE_DEVICE)
 # Placement misses remembered across cycles (the notebook's): more are forgotten at once.
 MAX_MISSES = 10_000
 
@@ -199,6 +202,7 @@ def preempt(
             snap.state.fair_sharing.preemption_strategies if snap.fair_sharing else None,
             placeable=_placeable_without(snap, cq, wl, outcome),
             nodes_of=lambda h: _nodes_of(snap, h),
+            monotone=_places_monotonically(wl),
         )
         if victims or for_place:
             break
@@ -273,7 +277,7 @@ def _ranked(
         if ranked is None:
             same = h.cluster_queue == cq.name
             wl = state.workloads[h.id]
-            ranked = cache[key] = replace(h, priority=attained.holder_rank(state, las, wl, same))
+            ranked = cache[key] = h.ranked(attained.holder_rank(state, las, wl, same))
         if ranked.cluster_queue == cq.name and ranked.priority > rank:
             continue
         out.append(ranked)
@@ -300,14 +304,24 @@ def _fair_to_tenants(
     mine = snap.share_after(cq, wl.local_queue, outcome.usage, +1)
     nominal = snap.nominal_share(cq)
     state, out = snap.state, []
+    # A tenant's share after giving a usage, per (tenant, usage): its holders mostly hold
+    # lookalike usages (the same dict shape), worked out once each here.
+    after: dict[tuple[str, object], float] = {}
     for h in candidates:
         victim = state.workloads[h.id]
         if (
             h.cluster_queue != cq.name
             or victim.local_queue == wl.local_queue
             or victim.priority < wl.priority
-            or snap.share_after(cq, victim.local_queue, h.usage, -1) >= max(mine, nominal)
         ):
+            out.append(h)
+            continue
+        usage = tuple((f, tuple(sorted(r.items()))) for f, r in sorted(h.usage.items()))
+        key = (victim.local_queue, usage)
+        share = after.get(key)
+        if share is None:
+            share = after[key] = snap.share_after(cq, victim.local_queue, h.usage, -1)
+        if share >= max(mine, nominal):
             out.append(h)
     return out
 
@@ -362,12 +376,39 @@ def _placeable_without(
     return placeable
 
 
+def _places_monotonically(wl: WorkloadEntry) -> bool:
+    """Whether the workload's placement can only succeed more as pods leave the nodes:
+    one pod set of identical pods (each node holds as many as its free room allows, one
+    less per pod placed, so the fullest-node-first gang places them wherever the counts
+    add up), without a topology request, device filter, device shares or a GPU group,
+    whose choices could go wrong with more room. Then a search whose every candidate
+    gone leaves it no place has no answer (preemption.py ``_room_with_all``)."""
+    if wl.spec.gpu_group_size or len(wl.spec.pod_sets) != 1:
+        return False
+    ps = wl.spec.pod_sets[0]
+    return (
+        ps.topology is None
+        and ps.devices is None
+        and not any(r in ps.requests for r in SHARED_DEVICE_RESOURCES)
+    )
+
+
 def _nodes_of(snap: Snapshot, holder: pre.Holder) -> frozenset[str]:
-    held = snap.book.held.get(holder.id)
-    if held is None:
-        return frozenset()
-    pods = holder.shrink.pods if holder.shrink is not None else held.placement.nodes
-    return frozenset(held.placement.nodes[p] for p in pods if p in held.placement.nodes)
+    """The nodes the holder's pods (its surplus ones, shrinking) are on; kept for the
+    cycle (``snap.nodes``): the search asks it for every candidate in every order it
+    tries, and a holder's pods stay where they are until it is a victim (no candidate
+    then)."""
+    key = (holder.id, holder.shrink is not None)
+    found = snap.nodes.get(key)
+    if found is None:
+        held = snap.book.held.get(holder.id)
+        if held is None:
+            found = frozenset()
+        else:
+            pods = holder.shrink.pods if holder.shrink is not None else held.placement.nodes
+            found = frozenset(held.placement.nodes[p] for p in pods if p in held.placement.nodes)
+        snap.nodes[key] = found
+    return found
 
 
 def _take_pods(snap: Snapshot, book: NodeBook, holder: pre.Holder) -> None:
@@ -630,6 +671,9 @@ def holders(snap: Snapshot, cq: str) -> list[pre.Holder]:
     found = kept.get(root)
     if found is None or found[0] != stamp:
         fresh: dict[str, list[pre.Holder]] = {}
+        # The last lists' holders, reused for workloads whose attempt has not changed: a
+        # busy tree's quota moves every cycle, its holders mostly do not.
+        before = {h.id: h for _, listed in kept.values() for h in listed}
         for wid in sorted(snap.state.active):
             wl = snap.state.workloads[wid]
             if (
@@ -637,7 +681,7 @@ def holders(snap: Snapshot, cq: str) -> list[pre.Holder]:
                 and wl.run.cluster_queue in snap.tree.queues
                 and preemptible(snap.state, wl)
             ):
-                holder = _holder(wl)
+                holder = _same_holder(before.get(wid), wl) or _holder(wl)
                 if holder is not None:
                     fresh.setdefault(snap.root_name(wl.run.cluster_queue), []).append(holder)
         for name in {*fresh, *kept, root}:
@@ -655,6 +699,24 @@ def pods_ready_block() -> Unassignable:
         "admission blocked until every admitted workload has all its pods running "
         "(waitForPodsReady.blockAdmission)",
     )
+
+
+def _same_holder(h: pre.Holder | None, wl: WorkloadEntry) -> pre.Holder | None:
+    """``h`` if ``_holder(wl)`` would make an equal one: the same attempt (its usage is the
+    same dict: the fold assigns a new one whenever it changes), queue, priority and place
+    in line, and a whole workload (a partial one's surplus moves with its pods)."""
+    if (
+        h is None
+        or h.shrink is not None
+        or wl.has_min_count
+        or h.usage is not wl.run.usage
+        or h.reserved_seq != wl.run.reserved_seq
+        or h.cluster_queue != wl.run.cluster_queue
+        or h.priority != wl.priority
+        or h.order != wl.order
+    ):
+        return None
+    return h
 
 
 def _holder(wl: WorkloadEntry) -> pre.Holder | None:

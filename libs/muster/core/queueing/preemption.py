@@ -55,6 +55,15 @@ class Holder:
     def frs(self) -> frozenset[qt.FR]:
         return self._frs
 
+    def ranked(self, priority: int) -> Holder:
+        """The same holder at another priority (a rank, attained.py), its pairs not worked
+        out again: a queue under attained service ranks every holder afresh each cycle."""
+        out = object.__new__(Holder)
+        for name in Holder.__slots__:
+            object.__setattr__(out, name, getattr(self, name))
+        object.__setattr__(out, "priority", priority)
+        return out
+
 
 class _Sim:
     """Evictions tried on the tree in place, undone before returning: no copies."""
@@ -139,8 +148,10 @@ def victims(
     *,
     placeable: Placeable = _anywhere,
     nodes_of: NodesOf = _nowhere,
+    monotone: bool = False,
 ) -> list[Victim] | None:
-    """The minimal set to evict so the preemptor fits, or None when no set does."""
+    """The minimal set to evict so the preemptor fits, or None when no set does.
+    ``monotone``: ``placeable`` only grows as more holders go (see ``_room_with_all``)."""
     cq = preemptor.cluster_queue
     node = tree.queues[cq.name]
     need = preemptor.assignment.frs()
@@ -168,6 +179,8 @@ def victims(
             candidates.append((h, False))
     if not candidates:
         return None
+    if not _room_with_all(tree, preemptor, candidates, placeable if monotone else _anywhere):
+        return None
     # Surplus pods before whole workloads of the same priority: the workload runs on.
     candidates.sort(
         key=lambda c: (c[1], c[0].priority, c[0].shrink is None, -c[0].reserved_seq, c[0].id)
@@ -186,6 +199,28 @@ def victims(
             if chosen is not None:
                 return chosen
     return None
+
+
+def _room_with_all(
+    tree: qt.QuotaTree,
+    preemptor: Preemptor,
+    candidates: list[tuple[Holder, bool]],
+    placeable: Placeable,
+) -> bool:
+    """Whether evicting every candidate at once would make room: if not, no subset does
+    and the search (up to 1 + MAX_NODE_FIRST orders, a placement trial per victim tried)
+    is not worth running. Exact: quota only grows as holders go (fits is monotone, with
+    borrowing allowed the weakest test any order makes), and the caller passes a
+    ``placeable`` only where placement is too (else ``_anywhere``). A gang that has no
+    place however much lower-ranked work goes is the common case on a crowded cluster:
+    it asked again after every change of the book (bench/README.md, wip-vm)."""
+    sim = _Sim(tree)
+    try:
+        for h, _ in candidates:
+            sim.remove(h)
+        return fits(tree, preemptor, True) and placeable(sim.removed)
+    finally:
+        sim.undo()
 
 
 MAX_NODE_FIRST = 16  # nodes tried first in turn, when the policy's order places nothing

@@ -51,6 +51,8 @@ class Snapshot:
         # Preemption candidates ranked by attained service, per (preemptor's queue, id).
         self.ranked: dict[tuple[str, str], pre.Holder] = {}
         self.rules: dict[str, tuple[bool, bool]] = {}
+        # (holder, only its surplus pods) -> the nodes its pods are on (admit._nodes_of).
+        self.nodes: dict[tuple[str, bool], frozenset[str]] = {}
         self.protecting = protecting(state)  # any minAdmitDuration: candidates are filtered
         self.verdicts: list[Verdict] = []
         config = state.wait_for_pods_ready
