@@ -31,9 +31,10 @@ Configurations (``--configs``, all by default):
   preemption of higher levels (``withinClusterQueue: LowerPriority``, a minimum run
   ``minAdmitDuration``; for a place too, ``preemptForPlacement``, so whole-node
   gangs are not starved by 1-GPU work) and a cluster default checkpoint interval;
-* ``las-cap1h``, ``las-cap2h``, ``las-max2``, ``las-cap2h-max2``, ``las-cap1h-max2``: ``las``
-  with the per-tenant bound's opt-in guards (``attainedService.starvationLimitSeconds`` 1 or
-  2 h, ``maxPreemptions`` 2, or both; bench/README.md, "The per-tenant bound, continued");
+* ``las-cap1h``, ``las-cap2h``, ``las-max2``, ``las-max3``, ``las-max4``, ``las-cap2h-max2``,
+  ``las-cap1h-max2``: ``las`` with the per-tenant bound's opt-in guards
+  (``attainedService.starvationLimitSeconds`` 1 or 2 h, ``maxPreemptions`` 2-4, or both;
+  bench/README.md, "The per-tenant bound, continued");
 * ``backfill`` / ``strict-backfill``: ``fair`` / ``strict`` with reservations and backfill
   (``backfill: {reserveAfterSeconds: 0}``, or ``$MUSTER_BENCH_RESERVE_AFTER`` seconds; the
   trace declares no durations, so reserved nodes are held as they free and backfill goes
@@ -94,6 +95,8 @@ LAS_VARIANTS: dict[str, dict[str, Any]] = {
     "las-cap1h": {"starvationLimitSeconds": 3_600},
     "las-cap2h": {"starvationLimitSeconds": 7_200},
     "las-max2": {"maxPreemptions": 2},
+    "las-max3": {"maxPreemptions": 3},
+    "las-max4": {"maxPreemptions": 4},
     "las-cap2h-max2": {"starvationLimitSeconds": 7_200, "maxPreemptions": 2},
     "las-cap1h-max2": {"starvationLimitSeconds": 3_600, "maxPreemptions": 2},
 }
