@@ -211,13 +211,7 @@ def test_a_fold_that_raises_keeps_what_it_folded_before(log: list[Envelope]) -> 
     """The runner's bookkeeping (position, versions, causation) stops at the last event
     evolve took: the loop retries from there."""
 
-    class Failing(QueueDecider):
-        def evolve(self, state: Any, envelope: Any) -> Any:  # type: ignore[override]
-            if envelope.position == log[9].position:
-                raise RuntimeError("poisoned")
-            return super().evolve(state, envelope)
-
-    runner: DeciderRunner[Any] = DeciderRunner(Failing())
+    runner: DeciderRunner[Any] = DeciderRunner(_failing_at(log[9].position))
     with pytest.raises(RuntimeError):
         runner.fold(log[:20])
     assert runner.position == log[8].position
@@ -248,18 +242,12 @@ def test_a_reads_fold_keeps_the_loops_bookkeeping(log: list[Envelope]) -> None:
     )
     assert reads.snapshot() == whole.snapshot()
 
-    class Failing(QueueDecider):
-        def evolve(self, state: Any, envelope: Any) -> Any:  # type: ignore[override]
-            if envelope.position == ours[9].position:
-                raise RuntimeError("poisoned")
-            return super().evolve(state, envelope)
-
-    failing: DeciderRunner[Any] = DeciderRunner(Failing())
+    failing: DeciderRunner[Any] = DeciderRunner(_failing_at(ours[9].position))
     with pytest.raises(RuntimeError):
         failing.fold(ours[:20], ours=True)
     assert (failing.position, failing.last_event_id) == (ours[8].position, ours[8].event_id)
     assert failing.versions == {e.stream_id: e.stream_version for e in ours[:9]}
-    poisoned: DeciderRunner[Any] = DeciderRunner(Failing())
+    poisoned: DeciderRunner[Any] = DeciderRunner(_failing_at(ours[9].position))
     with pytest.raises(RuntimeError):
         poisoned.fold(ours[9:20], ours=True)  # the first one raises: nothing is taken
     assert (poisoned.position, poisoned.versions, poisoned.last_event_id) == (0, {}, None)
@@ -577,3 +565,15 @@ def test_log_is_identical_across_hash_seeds(log: list[Envelope]) -> None:
     rows = [[e.stream_id, e.type, encode_payload(e.event), e.occurred_at] for e in log]
     assert digests.pop().endswith(f" {len(rows)}")
     assert json.dumps(rows, sort_keys=True)  # the in-process log is serialisable too
+
+
+def _failing_at(position: int) -> QueueDecider:
+    """A queue decider whose ``evolve`` raises at ``position``: a poisoned event."""
+
+    class Failing(QueueDecider):
+        def evolve(self, state: Any, envelope: Any) -> Any:  # type: ignore[override]
+            if envelope.position == position:
+                raise RuntimeError("poisoned")
+            return super().evolve(state, envelope)
+
+    return Failing()

@@ -42,16 +42,17 @@ class DeciderRunner(Generic[S]):
 
     def fold(self, envelopes: Iterable[Folded | BareEnvelope], *, ours: bool = False) -> int:
         """Fold events past ``position``; already-applied positions are skipped (idempotent).
-        ``ours``: every envelope is of the decider's categories (the store read only those),
-        so none is looked up to be skipped (two dict probes a replay's event saves).
+        ``ours``: every envelope is of the decider's categories, in position order (a store
+        read of only those): none is looked up to be skipped, and the bookkeeping is taken
+        per batch (``_fold_read``).
         A ``BareEnvelope`` (a type the decider names ``clock_only``) is folded as its
         ``evolve`` folds such an event (``bare_fold``: moves the clock, and applies what
         time made due)
 
         The loop keeps its bookkeeping in locals (a replay runs it a million times) and
         stores it on the way out, also when ``evolve`` raises: as of the last event folded."""
-        if ours and isinstance(envelopes, list):
-            return self._fold_read(envelopes)
+        if ours:
+            return self._fold_read(envelopes if isinstance(envelopes, list) else list(envelopes))
         applied = 0
         categories, evolve = self.decider.categories, self.decider.evolve
         fold_bare = bare_fold(self.decider)
@@ -62,7 +63,7 @@ class DeciderRunner(Generic[S]):
             for env in envelopes:
                 if env.position <= position:
                     continue
-                if ours or env.stream_id in versions or env.category in categories:
+                if env.stream_id in versions or env.category in categories:
                     if isinstance(env, bare):
                         fold_bare(state, env)
                     else:
