@@ -304,24 +304,14 @@ def _fair_to_tenants(
     mine = snap.share_after(cq, wl.local_queue, outcome.usage, +1)
     nominal = snap.nominal_share(cq)
     state, out = snap.state, []
-    # A tenant's share after giving a usage, per (tenant, usage): its holders mostly hold
-    # lookalike usages (the same dict shape), worked out once each here.
-    after: dict[tuple[str, object], float] = {}
     for h in candidates:
         victim = state.workloads[h.id]
         if (
             h.cluster_queue != cq.name
             or victim.local_queue == wl.local_queue
             or victim.priority < wl.priority
+            or snap.share_after(cq, victim.local_queue, h.usage, -1) >= max(mine, nominal)
         ):
-            out.append(h)
-            continue
-        usage = tuple((f, tuple(sorted(r.items()))) for f, r in sorted(h.usage.items()))
-        key = (victim.local_queue, usage)
-        share = after.get(key)
-        if share is None:
-            share = after[key] = snap.share_after(cq, victim.local_queue, h.usage, -1)
-        if share >= max(mine, nominal):
             out.append(h)
     return out
 
