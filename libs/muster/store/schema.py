@@ -20,7 +20,14 @@ metadata = MetaData()
 events = Table(
     "events",
     metadata,
-    Column("position", BigInteger, primary_key=True, autoincrement=False),
+    # SQLite: exactly INTEGER PRIMARY KEY, the table's rowid (migration 0003): no separate
+    # primary-key index, and a read by position walks the table itself. Both are 64 bits.
+    Column(
+        "position",
+        BigInteger().with_variant(Integer, "sqlite"),
+        primary_key=True,
+        autoincrement=False,
+    ),
     Column("event_id", String(64), nullable=False, unique=True),
     Column("stream_id", String(255), nullable=False),
     Column("category", String(64), nullable=False),

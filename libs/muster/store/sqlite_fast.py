@@ -124,12 +124,11 @@ class LoopConnection:
             params.append(until)
         if categories is not None:
             wanted = sorted(categories)
-            # One category: its index is in position order. Several: SQLite would search
-            # each one's index range, then sort everything after ``after`` before the
-            # LIMIT (a rebuild's batches grew quadratic); the primary key's order with the
-            # category as a filter (``+`` keeps the index out) stops at the LIMIT.
-            column = "category" if len(wanted) == 1 else "+category"
-            where.append(f"{column} IN ({', '.join('?' * len(wanted))})")
+            # The table's own order (the rowid is the position) with the category as a
+            # filter: it stops at the LIMIT. Since migration 0003 there is no category index
+            # on SQLite; on an older file ``+`` keeps it out, where SQLite would search each
+            # category's range, then sort everything after ``after`` before the LIMIT.
+            where.append(f"+category IN ({', '.join('?' * len(wanted))})")
             params.extend(wanted)
         if producer is not None:
             where.append("producer = ?")
