@@ -10,6 +10,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from alembic import command
 from sqlalchemy import text
 
 from muster.core.codec import DecodeError
@@ -29,7 +30,7 @@ from muster.core.queueing.decider import QueueDecider
 from muster.core.runner import DeciderRunner
 from muster.runtime import admin
 from muster.store import ConcurrencyConflict, SqlEventStore, Tracking
-from muster.store.migrate import upgrade_async
+from muster.store.migrate import alembic_config, upgrade_async
 from muster.store.rows import fold_items
 from muster.store.sql import switch_to_wal
 from tests.unit.test_core_runner import scenario
@@ -273,11 +274,12 @@ async def test_racing_appends_to_one_stream_let_exactly_one_win(store_url: str) 
 
 
 def test_the_switch_to_wal_waits_out_a_lock_the_busy_timeout_would_not(tmp_path: Path) -> None:
-    """A migrated file is not in WAL yet, and connections switching it together deadlock;
-    SQLite answers one "database is locked" at once, as with no busy timeout (here: none
-    set, and another connection reading). The switch waits for the lock to go instead."""
+    """A file Alembic created is not in WAL yet (``migrate`` switches it next), and
+    connections switching it together deadlock; SQLite answers one "database is locked" at
+    once, as with no busy timeout (here: none set, and another connection reading). The
+    switch waits for the lock to go instead."""
     path = tmp_path / "fresh.db"
-    asyncio.run(upgrade_async(f"sqlite:///{path}"))
+    command.upgrade(alembic_config(f"sqlite:///{path}"), "head")
     reader = sqlite3.connect(path, isolation_level=None, check_same_thread=False)
     switcher = sqlite3.connect(path, isolation_level=None, timeout=0)
     try:

@@ -221,3 +221,29 @@ async def test_postgresql_schema_is_unchanged(postgres_url: str) -> None:
         "ix_events_producer_position",
         "uq_events_stream_version",
     } <= indexes
+
+
+async def test_a_migrated_file_is_in_wal_mode(tmp_path: Path) -> None:
+    """Migrating leaves the file in WAL mode, so even a store whose first call is an append
+    (the stdlib driver's path, which switches nothing) commits to the WAL, with no
+    journal's fsyncs; a file migrated before (rollback journal) is switched too."""
+    old = tmp_path / "old.db"
+    await asyncio.to_thread(command.upgrade, alembic_config(f"sqlite:///{old}"), "0002")
+    assert _sql(old, "PRAGMA journal_mode") == [("delete",)]
+    await asyncio.to_thread(upgrade, f"sqlite:///{old}")
+    assert _sql(old, "PRAGMA journal_mode") == [("wal",)]
+
+    path = tmp_path / "fresh.db"
+    url = f"sqlite:///{path}"
+    await asyncio.to_thread(upgrade, url)
+    assert _sql(path, "PRAGMA journal_mode") == [("wal",)]
+    store = SqlEventStore(url)
+    try:
+        await store.append(
+            [StreamAppend("timer-a", 0, [_timer("timer-a", 1.0, None)])],
+            producer="test",
+            recorded_at=0.0,
+        )
+        assert (tmp_path / "fresh.db-wal").stat().st_size > 0  # the append went to the WAL
+    finally:
+        await store.close()
