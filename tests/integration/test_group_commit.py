@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+from typing import Any
 
 import pytest
 
@@ -81,25 +82,79 @@ async def test_intake_folds_its_committed_submissions_without_reading_them_back(
     news = [inputs.submission(f"w{i}", spec(i), 1.0, None) for i in range(5)]
     try:
         await asyncio.gather(*(committer.append(StreamAppend(n.stream_id, 0, [n])) for n in news))
-        # Someone else's event, then ours: ours is not next, so it waits for the step.
-        await sqlite_store.append([one("timer-other")], producer="queue", recorded_at=1.0)
-        late = inputs.submission("w-late", spec(9), 1.0, None)
-        await committer.append(StreamAppend(late.stream_id, 0, [late]))
     finally:
         await committer.close()
     assert sorted(loop.runner.state.workloads) == [f"w{i}" for i in range(5)]
     assert loop.runner.position == 5
+
+
+async def test_a_group_after_others_commits_is_folded_without_being_read_back(
+    sqlite_store: SqlEventStore, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Another writer committed between two of intake's groups (nearly every group in a
+    burst): what came before the group is read, then the group is folded from what the
+    append returned, in log order, and not read back (it was read and decoded a second
+    time by the next step). A step after it reads nothing of it again."""
+    settings = load({}, store_url=sqlite_store.url, kafka_bootstrap="unused:9092")
+    loop = DeciderLoop(WorkloadsView(), sqlite_store, settings, ServiceMetrics(), decides=False)
+    committer = GroupCommitter(sqlite_store, producer="intake", on_commit=loop.fold_appended)
+    reads: list[tuple[int, int | None, list[int]]] = []
+    read_folding = sqlite_store.read_folding
+
+    async def spied(after: int = 0, **kw: Any) -> Any:
+        got = await read_folding(after, **kw)
+        reads.append((after, kw.get("until"), [e.position for e in got]))
+        return got
+
+    monkeypatch.setattr(sqlite_store, "read_folding", spied)
+    first = inputs.submission("w0", spec(0), 1.0, None)
+    late = inputs.submission("w-late", spec(9), 1.0, None)
+    try:
+        await committer.append(StreamAppend(first.stream_id, 0, [first]))
+        await sqlite_store.append([one("timer-other")], producer="queue", recorded_at=1.0)
+        env = await committer.append(StreamAppend(late.stream_id, 0, [late]))
+        loop.appended(through=env.position)
+        assert not loop._wake.is_set()  # its fold is on its way: no step to read it back
+        await asyncio.gather(*loop._own_folds)
+    finally:
+        await committer.close()
+    assert sorted(loop.runner.state.workloads) == ["w-late", "w0"]
+    assert loop.runner.position == 3
+    assert reads == [(1, 2, [])]  # only what lay between: the timer is not intake's
     await loop.step()
-    assert "w-late" in loop.runner.state.workloads
-    assert loop.runner.position == 7
+    assert reads[1:] == [(3, None, [])]
+
+
+async def test_groups_committed_while_a_step_folds_are_folded_after_it_in_order(
+    sqlite_store: SqlEventStore,
+) -> None:
+    """Groups committed while a step holds the fold wait for it and fold in commit order,
+    each from what its append returned."""
+    settings = load({}, store_url=sqlite_store.url, kafka_bootstrap="unused:9092")
+    loop = DeciderLoop(WorkloadsView(), sqlite_store, settings, ServiceMetrics(), decides=False)
+    committer = GroupCommitter(sqlite_store, producer="intake", on_commit=loop.fold_appended)
+    news = [inputs.submission(f"w{i}", spec(i), 1.0, None) for i in range(4)]
+    try:
+        async with loop._lock:  # a step is folding
+            for n in news:
+                await sqlite_store.append(
+                    [one(f"timer-{n.stream_id}")], producer="queue", recorded_at=1.0
+                )
+                await committer.append(StreamAppend(n.stream_id, 0, [n]))
+            assert loop.runner.position == 0
+        await asyncio.gather(*loop._own_folds)
+    finally:
+        await committer.close()
+    assert sorted(loop.runner.state.workloads) == [f"w{i}" for i in range(4)]
+    assert loop.runner.position == 8
 
 
 async def test_a_submission_folded_by_its_group_wakes_the_relay_not_a_step(
     sqlite_store: SqlEventStore,
 ) -> None:
-    """A submission its group commit already folded is published (the relay is woken) but
-    not read back by a step (the follow loop is not); one that could not be folded (another
-    writer's event came first) wakes the step, which reads it."""
+    """A submission its group commit already folded, or whose fold is on its way (another
+    writer's event came first), is published (the relay is woken) but not read back by a
+    step (the follow loop is not woken); one appended outside the group commit is."""
     settings = load({}, store_url=sqlite_store.url, kafka_bootstrap="unused:9092")
     loop = DeciderLoop(WorkloadsView(), sqlite_store, settings, ServiceMetrics(), decides=False)
     committer = GroupCommitter(sqlite_store, producer="intake", on_commit=loop.fold_appended)
@@ -114,8 +169,11 @@ async def test_a_submission_folded_by_its_group_wakes_the_relay_not_a_step(
         await sqlite_store.append([one("timer-other")], producer="queue", recorded_at=1.0)
         env = await committer.append(StreamAppend(late.stream_id, 0, [late]))
         loop.appended(through=env.position)
+        assert loop._relay_wake.is_set()
+        assert not loop._wake.is_set()
+        await asyncio.gather(*loop._own_folds)
+        assert "w-late" in loop.runner.state.workloads
+        loop.appended()
+        assert loop._wake.is_set()
     finally:
         await committer.close()
-    assert loop._relay_wake.is_set()
-    assert loop._wake.is_set()
-    assert "w-late" not in loop.runner.state.workloads

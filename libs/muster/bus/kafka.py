@@ -20,8 +20,8 @@ import structlog
 from aiokafka import AIOKafkaConsumer, AIOKafkaProducer
 from aiokafka.admin import AIOKafkaAdminClient, NewTopic
 from aiokafka.errors import KafkaError, TopicAlreadyExistsError
-from aiokafka.partitioner import DefaultPartitioner
 
+from muster.bus.partition import partition_of
 from muster.core.events import Envelope
 
 log = structlog.get_logger("muster.bus")
@@ -137,7 +137,7 @@ class Publisher:
         await asyncio.gather(*futures)
 
     async def _partition(self, name: str, key: bytes) -> int:
-        # murmur2 is pure Python in aiokafka, and a stream's events share its key: remembered.
+        # murmur2 is Python (partition.py), and a stream's events share its key: remembered.
         found = self._keyed.get((name, key))
         if found is not None:
             return found
@@ -147,7 +147,7 @@ class Publisher:
             self._partitions[name] = partitions
         if len(self._keyed) >= KEYS_REMEMBERED:
             self._keyed.clear()
-        found = self._keyed[(name, key)] = int(DefaultPartitioner()(key, partitions, partitions))
+        found = self._keyed[(name, key)] = partition_of(key, partitions)
         return found
 
     async def heartbeats(

@@ -70,6 +70,10 @@ class DeciderLoop:
         self.rounds_beaten = 0  # heartbeat rounds sent (node-agent)
         self.degraded: str | None = None  # why the store cannot be used now, while it cannot
         self._backoff = BACKOFF_FIRST
+        # Groups appended outside a step that wait to be folded in order (fold_appended):
+        # the tasks, and the last position they will have folded.
+        self._own_folds: set[asyncio.Task[None]] = set()
+        self._own_through = 0
 
     # -- start ------------------------------------------------------------------
 
@@ -140,15 +144,34 @@ class DeciderLoop:
 
     def fold_appended(self, appended: list[Envelope]) -> None:
         """Fold what was appended on this service's behalf outside a step (intake's group
-        commits) from what ``append`` returned, without reading it back: only when it is
-        next in the log and no step is folding (the fold is synchronous, so none starts
-        meanwhile); otherwise the next step's catch-up reads it, as before."""
-        if self._lock.locked():
+        commits) from what ``append`` returned, without reading it back: at once when it
+        is next in the log and no step is folding (the fold is synchronous, so none starts
+        meanwhile); otherwise in a task that waits for the step, reads what others
+        committed before it (as a step folds its own appends, ``_fold_own``) and folds
+        it. In a burst, others commit between nearly every two groups: a group left to
+        the next step was read back and decoded a second time."""
+        if not appended or appended[-1].position <= self.runner.position:
             return
+        if not self._lock.locked() and not self._own_folds:
+            try:
+                if self._fold_next(appended):
+                    return
+            except Exception as exc:  # the step's catch-up meets it again, and rides it out
+                self.log.warning("folding own appends failed", error=_brief(exc))
+                return
+        self._own_through = max(self._own_through, appended[-1].position)
+        task = asyncio.get_running_loop().create_task(self._fold_own_later(appended))
+        self._own_folds.add(task)
+        task.add_done_callback(self._own_folds.discard)
+
+    async def _fold_own_later(self, appended: list[Envelope]) -> None:
         try:
-            self._fold_next(appended)
-        except Exception as exc:  # the step's catch-up meets it again, and rides it out
+            async with self._lock:  # asyncio's lock is fair: groups fold in commit order
+                if appended[-1].position > self.runner.position:
+                    await self._fold_own(appended)
+        except Exception as exc:  # the store is away: a step reads it once it is back
             self.log.warning("folding own appends failed", error=_brief(exc))
+            self._wake.set()
 
     def _fold_next(self, appended: list[Envelope]) -> bool:
         """Fold ``appended`` if it is next in the log; False (nothing folded) otherwise."""
@@ -220,9 +243,10 @@ class DeciderLoop:
     def appended(self, through: int | None = None) -> None:
         """Something was appended on this service's behalf: publish it and fold it soon.
         ``through``: the position it ended at, when known; a fold already there (intake's
-        group commit folds its own appends) needs no step to read nothing back."""
+        group commit folds its own appends, at once or in a task that is on its way: no
+        step needs to read it back)."""
         self._relay_wake.set()
-        if through is None or self.runner.position < through:
+        if through is None or (self.runner.position < through and self._own_through < through):
             self._wake.set()
 
     async def follow(self) -> None:

@@ -19,11 +19,11 @@ caller gives the time ``now`` that open intervals run to. The scheduling figures
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from muster.core.events import Envelope, Folded
+from muster.core.events import Envelope, Event, Folded
 from muster.core.events import queue as qev
 from muster.core.events import workload as wev
 from muster.core.model.inventory import ACCELERATORS
@@ -52,31 +52,85 @@ class Usage:
 
 def fold(usage: dict[str, Usage], env: Folded) -> None:
     """Apply one event (others are ignored)."""
-    ev, at = env.event, env.occurred_at
-    if isinstance(ev, wev.WorkloadSubmitted):
-        s = ev.spec
-        usage[ev.workload_id] = Usage(ev.workload_id, s.name, s.namespace, s.queue_name, at)
-        return
-    u = usage.get(getattr(ev, "workload_id", ""))
-    if u is None:
-        return
-    if isinstance(ev, qev.QuotaReserved):
+    apply = handler(type(env.event))
+    if apply is not None:
+        apply(usage, env.event, env.occurred_at)
+
+
+_Fold = Callable[[dict[str, Usage], Any, float], None]
+
+
+def handler(kind: type[Event]) -> _Fold | None:
+    """``fold``'s handler for events of ``kind``, or None if it ignores them: a caller
+    folding many events looks it up once a type (intake's view, on every event; most
+    types are the nodes' and the provisioner's, which accounting ignores)."""
+    try:
+        return _HANDLERS[kind]
+    except KeyError:  # a subclass of a handled type is handled as it (isinstance)
+        found = _HANDLERS[kind] = next((_BY_TYPE[k] for k in kind.__mro__ if k in _BY_TYPE), None)
+        return found
+
+
+def _submitted(usage: dict[str, Usage], ev: wev.WorkloadSubmitted, at: float) -> None:
+    s = ev.spec
+    usage[ev.workload_id] = Usage(ev.workload_id, s.name, s.namespace, s.queue_name, at)
+
+
+def _reserved(usage: dict[str, Usage], ev: qev.QuotaReserved, at: float) -> None:
+    u = usage.get(ev.workload_id)
+    if u is not None:
         _release(u, at)
         u.cluster_queue, u.status, u.attempts = ev.cluster_queue, "QuotaReserved", ev.attempt
         u.held = (at, devices(ev.usage))
-    elif isinstance(ev, qev.WorkloadAdmitted):
+
+
+def _admitted(usage: dict[str, Usage], ev: qev.WorkloadAdmitted, at: float) -> None:
+    u = usage.get(ev.workload_id)
+    if u is not None:
         u.started = at if u.started is None else u.started
         u.status = "Admitted"
-    elif isinstance(ev, qev.WorkloadShrunk | qev.WorkloadGrown) and u.held is not None:
+
+
+def _resized(
+    usage: dict[str, Usage], ev: qev.WorkloadShrunk | qev.WorkloadGrown, at: float
+) -> None:
+    u = usage.get(ev.workload_id)
+    if u is not None and u.held is not None:
         _release(u, at)
         u.held = (at, devices(ev.usage))
-    elif isinstance(ev, qev.WorkloadEvicted):
+
+
+def _evicted(usage: dict[str, Usage], ev: qev.WorkloadEvicted, at: float) -> None:
+    u = usage.get(ev.workload_id)
+    if u is not None:
         _release(u, at)
         u.status = "Pending"
-    elif isinstance(ev, qev.WorkloadFinished | qev.WorkloadCancelled | qev.WorkloadRejected):
+
+
+def _ended(
+    usage: dict[str, Usage],
+    ev: qev.WorkloadFinished | qev.WorkloadCancelled | qev.WorkloadRejected,
+    at: float,
+) -> None:
+    u = usage.get(ev.workload_id)
+    if u is not None:
         _release(u, at)
         u.ended = at
         u.status = _outcome(ev)
+
+
+_BY_TYPE: dict[type, _Fold] = {
+    wev.WorkloadSubmitted: _submitted,
+    qev.QuotaReserved: _reserved,
+    qev.WorkloadAdmitted: _admitted,
+    qev.WorkloadShrunk: _resized,
+    qev.WorkloadGrown: _resized,
+    qev.WorkloadEvicted: _evicted,
+    qev.WorkloadFinished: _ended,
+    qev.WorkloadCancelled: _ended,
+    qev.WorkloadRejected: _ended,
+}
+_HANDLERS: dict[type, _Fold | None] = {}
 
 
 def fold_all(envelopes: Iterable[Envelope]) -> dict[str, Usage]:

@@ -177,12 +177,13 @@ def evolve(state: WorkloadsState, envelope: Folded) -> WorkloadsState:
     plan = _PLANS.get(type(event))
     if plan is None:
         plan = _PLANS[type(event)] = _plan(type(event))
-    requests, nodes, own, conditions = plan
+    requests, nodes, usage, own, conditions = plan
     if requests is not None:
         requests(event, state.requests, state.now)
     if nodes is not None:
         nodes(event, state.nodes, state.now)
-    accounting.fold(state.usage, envelope)
+    if usage is not None:
+        usage(state.usage, event, envelope.occurred_at)
     if own is not None:
         own(event, state)
     wid = getattr(event, "workload_id", None)
@@ -201,6 +202,7 @@ def evolve(state: WorkloadsState, envelope: Folded) -> WorkloadsState:
 _Plan = tuple[
     Callable[[Any, dict[str, provisioning.RequestView], float], None] | None,
     Callable[[Any, dict[str, node_view.NodeRecord], float], None] | None,
+    Callable[[dict[str, accounting.Usage], Any, float], None] | None,
     Callable[[Any, WorkloadsState], None] | None,
     Callable[[Any, cond.Conditions, float], None] | None,
 ]
@@ -212,6 +214,7 @@ def _plan(kind: type[Event]) -> _Plan:
     return (
         provisioning.handler(kind),
         node_view.handler(kind),
+        accounting.handler(kind),
         None if own is _apply.dispatch(Event) else own,
         cond.handler(kind),
     )
