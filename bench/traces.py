@@ -99,6 +99,13 @@ LAS_VARIANTS: dict[str, dict[str, Any]] = {
     "las-max4": {"maxPreemptions": 4},
     "las-cap2h-max2": {"starvationLimitSeconds": 7_200, "maxPreemptions": 2},
     "las-cap1h-max2": {"starvationLimitSeconds": 3_600, "maxPreemptions": 2},
+    # Bounds on the preemptions by *other* tenants' workloads only (wip-tb): within its
+    # tenant a long job stays preemptible by attained service; the ``-maxN`` ones also
+    # bound every preemption at N (its own tenant's included).
+    "las-xt2": {"maxCrossTenantPreemptions": 2},
+    "las-xt3": {"maxCrossTenantPreemptions": 3},
+    "las-xt2-max4": {"maxCrossTenantPreemptions": 2, "maxPreemptions": 4},
+    "las-xt3-max6": {"maxCrossTenantPreemptions": 3, "maxPreemptions": 6},
 }
 CONFIGS = (
     "strict",

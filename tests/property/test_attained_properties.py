@@ -9,7 +9,9 @@ place (``preemptForPlacement``), minimum runs and checkpoint intervals,
 * with tenant fair sharing, a workload of another tenant and of the preemptor's class is
   taken only while its tenant keeps its nominal share (half the quota here: equal weights)
   after it (docs/architecture.md, "Choices": the per-tenant bound);
-* a workload evicted ``maxPreemptions`` times is not preempted by its class again;
+* a workload evicted ``maxPreemptions`` times is not preempted by its class again, and
+  one preempted ``maxCrossTenantPreemptions`` times by other tenants not by another
+  tenant's workload of its class;
 * no workload is evicted twice for one preemptor, the harness reaches its fixed point at
   every instant (no livelock) and, without a starvation guard (levels only grow, so
   preemptions are finite), every job finishes;
@@ -44,6 +46,7 @@ def scenarios(draw: st.DrawFn) -> tuple[dict[str, Any], list[tuple[float, str, A
         "starvationFactor": draw(st.sampled_from([0, 0, 1, 4])),
         "starvationLimitSeconds": draw(st.sampled_from([0, 0, 60])),
         "maxPreemptions": draw(st.sampled_from([0, 0, 1, 2])),
+        "maxCrossTenantPreemptions": draw(st.sampled_from([0, 0, 1, 2])),
         # Preempting for a place (a gang's quota is there, its node is not) takes only
         # lower ranks too, and ends: the invariants below hold with it.
         "preemptForPlacement": draw(st.booleans()),
@@ -126,6 +129,7 @@ def test_attained_service_never_inverts_classes_and_replays(
     # Each tenant's holdings when a preemptor's evictions began (judged together).
     before: dict[tuple[str, float], dict[str, int]] = {}
     evicted: dict[str, int] = {}  # evictions so far, per workload
+    across: dict[str, int] = {}  # of them, by another tenant's preemptor
     tenants_fair = spec.admission_mode == "UsageBasedAdmissionFairSharing"
     nominal = 8 / 2  # the queue's quota over two tenants of weight 1
     for env in h.log.envelopes:
@@ -148,6 +152,14 @@ def test_attained_service_never_inverts_classes_and_replays(
                 assert priority[ev.preemptor] >= priority[wid], "a class was inverted"
                 if priority[ev.preemptor] == priority[wid] and las.max_preemptions:
                     assert evicted.get(wid, 0) < las.max_preemptions, f"{wid} preempted again"
+                if (
+                    priority[ev.preemptor] == priority[wid]
+                    and las.max_cross_tenant_preemptions
+                    and tenant_of[ev.preemptor] != theirs
+                ):
+                    assert across.get(wid, 0) < las.max_cross_tenant_preemptions, (
+                        f"{wid} preempted again by another tenant"
+                    )
                 had = before.setdefault((ev.preemptor, at), dict(by_tenant))[theirs]
                 if (
                     tenants_fair
@@ -165,6 +177,8 @@ def test_attained_service_never_inverts_classes_and_replays(
             service[wid] = service.get(wid, 0.0) + n * (at - start)
             by_tenant[theirs] -= n
             evicted[wid] = evicted.get(wid, 0) + 1
+            if ev.preemptor is not None and tenant_of[ev.preemptor] != theirs:
+                across[wid] = across.get(wid, 0) + 1
     assert max(pairs.values(), default=0) <= 1
     if not las.starvation_factor:
         finished = {e.event.workload_id for e in h.log.envelopes if e.type == "admission.finished"}

@@ -448,8 +448,8 @@ def _preemption(o: Obj | None) -> PreemptionPolicy:
 
 def _attained_service(o: Obj | None) -> AttainedService | None:
     """Tiresias' discretised LAS: ``levels`` (GPU-seconds, ascending),
-    ``starvationFactor``, ``starvationLimitSeconds``, ``maxPreemptions`` and
-    ``preemptForPlacement``."""
+    ``starvationFactor``, ``starvationLimitSeconds``, ``maxPreemptions``,
+    ``maxCrossTenantPreemptions`` and ``preemptForPlacement``."""
     if o is None:
         return None
     levels: list[float] = []
@@ -464,6 +464,7 @@ def _attained_service(o: Obj | None) -> AttainedService | None:
     factor = o.number("starvationFactor", default=0.0, lo=0.0, hi=1e6)
     limit = o.duration("starvationLimitSeconds", default=0.0, hi=MAX_RUN_SECONDS) or 0.0
     most = o.integer("maxPreemptions", default=0, lo=0, hi=1_000_000)
+    across = o.integer("maxCrossTenantPreemptions", default=0, lo=0, hi=1_000_000)
     for_placement = o.flag("preemptForPlacement", False)
     o.done()
     return AttainedService(
@@ -472,6 +473,7 @@ def _attained_service(o: Obj | None) -> AttainedService | None:
         preempt_for_placement=for_placement,
         starvation_limit=limit,
         max_preemptions=most or 0,
+        max_cross_tenant_preemptions=across or 0,
     )
 
 
