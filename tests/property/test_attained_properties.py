@@ -9,7 +9,8 @@ place (``preemptForPlacement``), minimum runs and checkpoint intervals,
 * with tenant fair sharing, a workload of another tenant and of the preemptor's class is
   taken only while its tenant keeps its nominal share (half the quota here: equal weights)
   after it (docs/architecture.md, "Choices": the per-tenant bound);
-* a workload evicted ``maxPreemptions`` times is not preempted by its class again, and
+* a workload evicted ``maxPreemptions`` times (holding ``maxPreemptionsMinDevices`` or
+  more) is not preempted by its class again, and
   one preempted ``maxCrossTenantPreemptions`` times by other tenants not by another
   tenant's workload of its class (it ranks as the first level: under
   ``LowerOrNewerEqualPriority`` an older workload of its class may still take it);
@@ -51,6 +52,7 @@ def scenarios(
         "starvationFactor": draw(st.sampled_from([0, 0, 1, 4])),
         "starvationLimitSeconds": draw(st.sampled_from([0, 0, 60])),
         "maxPreemptions": draw(st.sampled_from([0, 0, 1, 2])),
+        "maxPreemptionsMinDevices": draw(st.sampled_from([0, 0, 2])),
         "maxCrossTenantPreemptions": draw(st.sampled_from([0, 0, 1, 2])),
         # Preempting for a place (a gang's quota is there, its node is not) takes only
         # lower ranks too, and ends: the invariants below hold with it.
@@ -172,7 +174,11 @@ def _check(cluster: dict[str, Any], jobs: list[tuple[float, str, Any]]) -> None:
                 # Spent, it ranks as the first level of its class: only newer-and-equal
                 # preemption (where the policy has it) may still take it.
                 as_newer = newer_too and submitted[wid] >= submitted[ev.preemptor]
-                if priority[ev.preemptor] == priority[wid] and las.max_preemptions:
+                if (
+                    priority[ev.preemptor] == priority[wid]
+                    and las.max_preemptions
+                    and n >= las.max_preemptions_min_devices
+                ):
                     assert evicted.get(wid, 0) < las.max_preemptions or as_newer, (
                         f"{wid} preempted again"
                     )

@@ -103,6 +103,10 @@ def test_checkpoints_keep_whole_intervals_and_restores_go_by_size() -> None:
             {"levels": [100], "maxCrossTenantPreemptions": -1},
             "attainedService.maxCrossTenantPreemptions",
         ),
+        (
+            {"levels": [100], "maxPreemptionsMinDevices": 1.5},
+            "attainedService.maxPreemptionsMinDevices",
+        ),
     ],
 )
 def test_a_bad_attained_service_names_the_field(las: dict[str, Any], where: str) -> None:
@@ -276,6 +280,37 @@ def test_a_workload_evicted_max_preemptions_times_keeps_its_place() -> None:
     assert _at(bounded, qev.WorkloadEvicted, "long") == [50.0]
     assert _at(bounded, qev.QuotaReserved, "short-2") == [1070.0]
     assert _at(run(0), qev.WorkloadEvicted, "long") == [50.0, 200.0]
+
+
+def test_max_preemptions_min_devices_bounds_only_large_workloads() -> None:
+    """``maxPreemptions: 1`` with ``maxPreemptionsMinDevices: 8``: an 8-GPU job past its
+    level gives way once to a newcomer (Tiresias §3.2) and then keeps its GPUs to its end,
+    as ``maxPreemptions`` alone would have it; a 4-GPU one is not bound and is preempted
+    again. Large jobs are the costly ones to preempt (Helios §5: restores grow with the
+    GPUs; Tiresias §3.3: a consolidated gang has to be placed again)."""
+
+    def run(gpus: int) -> Harness:
+        jobs = [
+            gpu_job("long", 0, 1, gpus, 1000),
+            gpu_job("short", 50, 1, gpus, 20),
+            gpu_job("short-2", 200, 1, gpus, 20),
+        ]
+        las = {"levels": [100], "maxPreemptions": 1, "maxPreemptionsMinDevices": 8}
+        doc = gpu_node_cluster(
+            "las",
+            nodes=1,
+            gpus=8,
+            nominal=gpus,
+            attainedService=las,
+            preemption={"withinClusterQueue": "LowerPriority"},
+        )
+        return run_verified(doc, jobs)
+
+    large = run(8)
+    assert _at(large, qev.WorkloadEvicted, "long") == [50.0]
+    assert _at(large, qev.QuotaReserved, "short-2") == [_finished(large, "long")]
+    small = run(4)
+    assert _at(small, qev.WorkloadEvicted, "long") == [50.0, 200.0]
 
 
 def _two_tenants(las: dict[str, Any], jobs: list[Submission]) -> Harness:

@@ -75,11 +75,15 @@ def holder_rank(
 ) -> int:
     """A running workload's rank as a preemptor of a queue with ``las`` (and of LocalQueue
     ``tenant``) sees it: its level now in the same queue, level 0 of its class in another
-    or once it has been evicted ``maxPreemptions`` times, or preempted
+    or once it has been evicted ``maxPreemptions`` times (holding at least
+    ``maxPreemptionsMinDevices`` accelerators), or preempted
     ``maxCrossTenantPreemptions`` times by other tenants and the preemptor is another
     tenant's (no longer taken for its level)."""
     if not same or las.spent(
-        wl.evictions, wl.cross_tenant_evictions, same_tenant=tenant == wl.local_queue
+        wl.evictions,
+        wl.cross_tenant_evictions,
+        same_tenant=tenant == wl.local_queue,
+        held=devices(wl.run.usage),
     ):
         return rank_of(las, wl.priority, 0)
     return rank_of(las, wl.priority, las.level(service(wl, state.now)))
