@@ -41,6 +41,7 @@ Configurations (``--configs``, all by default):
   (wip-tb)");
 * ``las-max2-8gpu``, ``las-max3-8gpu``, ``las-max4-8gpu``: ``las`` with ``maxPreemptions``
   2-4 binding only workloads of 8 GPUs or more (``maxPreemptionsMinDevices: 8``);
+  ``las-xt2-max5``, ``las-xt2-max4-8gpu``: combinations of the two;
 * ``backfill`` / ``strict-backfill``: ``fair`` / ``strict`` with reservations and backfill
   (``backfill: {reserveAfterSeconds: 0}``, or ``$MUSTER_BENCH_RESERVE_AFTER`` seconds; the
   trace declares no durations, so reserved nodes are held as they free and backfill goes
@@ -117,6 +118,12 @@ LAS_VARIANTS: dict[str, dict[str, Any]] = {
     "las-max2-8gpu": {"maxPreemptions": 2, "maxPreemptionsMinDevices": 8},
     "las-max3-8gpu": {"maxPreemptions": 3, "maxPreemptionsMinDevices": 8},
     "las-max4-8gpu": {"maxPreemptions": 4, "maxPreemptionsMinDevices": 8},
+    "las-xt2-max5": {"maxCrossTenantPreemptions": 2, "maxPreemptions": 5},
+    "las-xt2-max4-8gpu": {
+        "maxCrossTenantPreemptions": 2,
+        "maxPreemptions": 4,
+        "maxPreemptionsMinDevices": 8,
+    },
 }
 CONFIGS = (
     "strict",
