@@ -35,6 +35,13 @@ Configurations (``--configs``, all by default):
   ``las-cap1h-max2``: ``las`` with the per-tenant bound's opt-in guards
   (``attainedService.starvationLimitSeconds`` 1 or 2 h, ``maxPreemptions`` 2-4, or both;
   bench/README.md, "The per-tenant bound, continued");
+* ``las-xt2``, ``las-xt3``, ``las-xt2-max4``, ``las-xt3-max6``: ``las`` with
+  ``maxCrossTenantPreemptions`` 2 or 3 (only other tenants' preemptions count, and bind),
+  alone or with ``maxPreemptions`` (bench/README.md, "The per-tenant bound, continued
+  (wip-tb)");
+* ``las-max2-8gpu``, ``las-max3-8gpu``, ``las-max4-8gpu``: ``las`` with ``maxPreemptions``
+  2-4 binding only workloads of 8 GPUs or more (``maxPreemptionsMinDevices: 8``);
+  ``las-xt2-max5``, ``las-xt2-max4-8gpu``: combinations of the two;
 * ``backfill`` / ``strict-backfill``: ``fair`` / ``strict`` with reservations and backfill
   (``backfill: {reserveAfterSeconds: 0}``, or ``$MUSTER_BENCH_RESERVE_AFTER`` seconds; the
   trace declares no durations, so reserved nodes are held as they free and backfill goes
@@ -99,6 +106,24 @@ LAS_VARIANTS: dict[str, dict[str, Any]] = {
     "las-max4": {"maxPreemptions": 4},
     "las-cap2h-max2": {"starvationLimitSeconds": 7_200, "maxPreemptions": 2},
     "las-cap1h-max2": {"starvationLimitSeconds": 3_600, "maxPreemptions": 2},
+    # Bounds on the preemptions by *other* tenants' workloads only (wip-tb): within its
+    # tenant a long job stays preemptible by attained service; the ``-maxN`` ones also
+    # bound every preemption at N (its own tenant's included).
+    "las-xt2": {"maxCrossTenantPreemptions": 2},
+    "las-xt3": {"maxCrossTenantPreemptions": 3},
+    "las-xt2-max4": {"maxCrossTenantPreemptions": 2, "maxPreemptions": 4},
+    "las-xt3-max6": {"maxCrossTenantPreemptions": 3, "maxPreemptions": 6},
+    # ``maxPreemptions`` for whole-node (8-GPU and larger) workloads only: smaller long
+    # jobs stay preemptible by level (wip-tb).
+    "las-max2-8gpu": {"maxPreemptions": 2, "maxPreemptionsMinDevices": 8},
+    "las-max3-8gpu": {"maxPreemptions": 3, "maxPreemptionsMinDevices": 8},
+    "las-max4-8gpu": {"maxPreemptions": 4, "maxPreemptionsMinDevices": 8},
+    "las-xt2-max5": {"maxCrossTenantPreemptions": 2, "maxPreemptions": 5},
+    "las-xt2-max4-8gpu": {
+        "maxCrossTenantPreemptions": 2,
+        "maxPreemptions": 4,
+        "maxPreemptionsMinDevices": 8,
+    },
 }
 CONFIGS = (
     "strict",

@@ -9,7 +9,11 @@ place (``preemptForPlacement``), minimum runs and checkpoint intervals,
 * with tenant fair sharing, a workload of another tenant and of the preemptor's class is
   taken only while its tenant keeps its nominal share (half the quota here: equal weights)
   after it (docs/architecture.md, "Choices": the per-tenant bound);
-* a workload evicted ``maxPreemptions`` times is not preempted by its class again;
+* a workload evicted ``maxPreemptions`` times (holding ``maxPreemptionsMinDevices`` or
+  more) is not preempted by its class again, and
+  one preempted ``maxCrossTenantPreemptions`` times by other tenants not by another
+  tenant's workload of its class (it ranks as the first level: under
+  ``LowerOrNewerEqualPriority`` an older workload of its class may still take it);
 * no workload is evicted twice for one preemptor, the harness reaches its fixed point at
   every instant (no livelock) and, without a starvation guard (levels only grow, so
   preemptions are finite), every job finishes;
@@ -37,17 +41,25 @@ HORIZON = 20_000.0  # virtual seconds: with a starvation guard LAS may time-slic
 
 
 @st.composite
-def scenarios(draw: st.DrawFn) -> tuple[dict[str, Any], list[tuple[float, str, Any]]]:
+def scenarios(
+    draw: st.DrawFn, cross_tenant: bool = False
+) -> tuple[dict[str, Any], list[tuple[float, str, Any]]]:
+    """``cross_tenant``: ``maxCrossTenantPreemptions: 1`` and more jobs, so that a job is
+    often preempted by other tenants more than once without the bound."""
     levels = sorted(set(draw(st.lists(st.sampled_from([50, 200, 800, 3000]), min_size=1))))
     las = {
         "levels": levels,
         "starvationFactor": draw(st.sampled_from([0, 0, 1, 4])),
         "starvationLimitSeconds": draw(st.sampled_from([0, 0, 60])),
         "maxPreemptions": draw(st.sampled_from([0, 0, 1, 2])),
+        "maxPreemptionsMinDevices": draw(st.sampled_from([0, 0, 2])),
+        "maxCrossTenantPreemptions": draw(st.sampled_from([0, 0, 1, 2])),
         # Preempting for a place (a gang's quota is there, its node is not) takes only
         # lower ranks too, and ends: the invariants below hold with it.
         "preemptForPlacement": draw(st.booleans()),
     }
+    if cross_tenant:
+        las.update(maxCrossTenantPreemptions=1, maxPreemptions=0)
     preemption = {
         "withinClusterQueue": draw(st.sampled_from(["LowerPriority", "LowerOrNewerEqualPriority"])),
         "minAdmitDuration": draw(st.sampled_from([0, 0, 30, 120])),
@@ -83,7 +95,7 @@ def scenarios(draw: st.DrawFn) -> tuple[dict[str, Any], list[tuple[float, str, A
     if draw(st.booleans()):
         cluster["checkpointing"] = {"intervalSeconds": draw(st.sampled_from([10, 60]))}
     jobs = []
-    for i in range(draw(st.integers(2, 7))):
+    for i in range(draw(st.integers(5, 9) if cross_tenant else st.integers(2, 7))):
         doc = {
             "name": f"j{i}",
             "namespace": draw(st.sampled_from(namespaces)),
@@ -110,7 +122,18 @@ def _run(cluster: dict[str, Any], jobs: list[tuple[float, str, Any]]) -> Harness
 def test_attained_service_never_inverts_classes_and_replays(
     sc: tuple[dict[str, Any], list[tuple[float, str, Any]]],
 ) -> None:
-    cluster, jobs = sc
+    _check(*sc)
+
+
+@settings(SETTINGS, max_examples=40)
+@given(scenarios(cross_tenant=True))
+def test_the_cross_tenant_bound_holds_and_replays(
+    sc: tuple[dict[str, Any], list[tuple[float, str, Any]]],
+) -> None:
+    _check(*sc)
+
+
+def _check(cluster: dict[str, Any], jobs: list[tuple[float, str, Any]]) -> None:
     h = _run(cluster, jobs)
     spec = parse.cluster(cluster).cluster_queues[0]
     las = spec.attained_service
@@ -122,10 +145,12 @@ def test_attained_service_never_inverts_classes_and_replays(
     held: dict[str, int] = {}
     pairs: dict[tuple[str, str], int] = {}
     tenant_of = {wid: s.namespace for _, wid, s in jobs}
+    submitted = {wid: at for at, wid, _ in jobs}
     by_tenant: dict[str, int] = {}  # GPUs each tenant holds
     # Each tenant's holdings when a preemptor's evictions began (judged together).
     before: dict[tuple[str, float], dict[str, int]] = {}
     evicted: dict[str, int] = {}  # evictions so far, per workload
+    across: dict[str, int] = {}  # of them, by another tenant's preemptor
     tenants_fair = spec.admission_mode == "UsageBasedAdmissionFairSharing"
     nominal = 8 / 2  # the queue's quota over two tenants of weight 1
     for env in h.log.envelopes:
@@ -146,8 +171,25 @@ def test_attained_service_never_inverts_classes_and_replays(
             if ev.preemptor is not None:
                 pairs[(ev.preemptor, wid)] = pairs.get((ev.preemptor, wid), 0) + 1
                 assert priority[ev.preemptor] >= priority[wid], "a class was inverted"
-                if priority[ev.preemptor] == priority[wid] and las.max_preemptions:
-                    assert evicted.get(wid, 0) < las.max_preemptions, f"{wid} preempted again"
+                # Spent, it ranks as the first level of its class: only newer-and-equal
+                # preemption (where the policy has it) may still take it.
+                as_newer = newer_too and submitted[wid] >= submitted[ev.preemptor]
+                if (
+                    priority[ev.preemptor] == priority[wid]
+                    and las.max_preemptions
+                    and n >= las.max_preemptions_min_devices
+                ):
+                    assert evicted.get(wid, 0) < las.max_preemptions or as_newer, (
+                        f"{wid} preempted again"
+                    )
+                if (
+                    priority[ev.preemptor] == priority[wid]
+                    and las.max_cross_tenant_preemptions
+                    and tenant_of[ev.preemptor] != theirs
+                ):
+                    assert across.get(wid, 0) < las.max_cross_tenant_preemptions or as_newer, (
+                        f"{wid} preempted again by another tenant"
+                    )
                 had = before.setdefault((ev.preemptor, at), dict(by_tenant))[theirs]
                 if (
                     tenants_fair
@@ -165,6 +207,8 @@ def test_attained_service_never_inverts_classes_and_replays(
             service[wid] = service.get(wid, 0.0) + n * (at - start)
             by_tenant[theirs] -= n
             evicted[wid] = evicted.get(wid, 0) + 1
+            if ev.preemptor is not None and tenant_of[ev.preemptor] != theirs:
+                across[wid] = across.get(wid, 0) + 1
     assert max(pairs.values(), default=0) <= 1
     if not las.starvation_factor:
         finished = {e.event.workload_id for e in h.log.envelopes if e.type == "admission.finished"}

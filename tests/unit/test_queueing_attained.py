@@ -95,6 +95,18 @@ def test_checkpoints_keep_whole_intervals_and_restores_go_by_size() -> None:
         ),
         ({"levels": [100], "maxPreemptions": 1.5}, "attainedService.maxPreemptions"),
         ({"levels": [100], "maxPreemptions": -1}, "attainedService.maxPreemptions"),
+        (
+            {"levels": [100], "maxCrossTenantPreemptions": "2"},
+            "attainedService.maxCrossTenantPreemptions",
+        ),
+        (
+            {"levels": [100], "maxCrossTenantPreemptions": -1},
+            "attainedService.maxCrossTenantPreemptions",
+        ),
+        (
+            {"levels": [100], "maxPreemptionsMinDevices": 1.5},
+            "attainedService.maxPreemptionsMinDevices",
+        ),
     ],
 )
 def test_a_bad_attained_service_names_the_field(las: dict[str, Any], where: str) -> None:
@@ -268,6 +280,114 @@ def test_a_workload_evicted_max_preemptions_times_keeps_its_place() -> None:
     assert _at(bounded, qev.WorkloadEvicted, "long") == [50.0]
     assert _at(bounded, qev.QuotaReserved, "short-2") == [1070.0]
     assert _at(run(0), qev.WorkloadEvicted, "long") == [50.0, 200.0]
+
+
+def test_max_preemptions_min_devices_bounds_only_large_workloads() -> None:
+    """``maxPreemptions: 1`` with ``maxPreemptionsMinDevices: 8``: an 8-GPU job past its
+    level gives way once to a newcomer (Tiresias §3.2) and then keeps its GPUs to its end,
+    as ``maxPreemptions`` alone would have it; a 4-GPU one is not bound and is preempted
+    again. Large jobs are the costly ones to preempt (Helios §5: restores grow with the
+    GPUs; Tiresias §3.3: a consolidated gang has to be placed again)."""
+
+    def run(gpus: int) -> Harness:
+        jobs = [
+            gpu_job("long", 0, 1, gpus, 1000),
+            gpu_job("short", 50, 1, gpus, 20),
+            gpu_job("short-2", 200, 1, gpus, 20),
+        ]
+        las = {"levels": [100], "maxPreemptions": 1, "maxPreemptionsMinDevices": 8}
+        doc = gpu_node_cluster(
+            "las",
+            nodes=1,
+            gpus=8,
+            nominal=gpus,
+            attainedService=las,
+            preemption={"withinClusterQueue": "LowerPriority"},
+        )
+        return run_verified(doc, jobs)
+
+    large = run(8)
+    assert _at(large, qev.WorkloadEvicted, "long") == [50.0]
+    assert _at(large, qev.QuotaReserved, "short-2") == [_finished(large, "long")]
+    small = run(4)
+    assert _at(small, qev.WorkloadEvicted, "long") == [50.0, 200.0]
+
+
+def _two_tenants(las: dict[str, Any], jobs: list[Submission]) -> Harness:
+    """One node of 4 GPUs, 4 of quota, LocalQueues (tenants) ``a`` and ``b``; no tenant fair
+    sharing, so LAS preempts across tenants by level alone."""
+    doc = gpu_node_cluster(
+        "las",
+        nodes=1,
+        gpus=4,
+        nominal=4,
+        namespaces=("a", "b"),
+        attainedService={"levels": [100], **las},
+        preemption={"withinClusterQueue": "LowerPriority"},
+    )
+    return run_verified(doc, jobs)
+
+
+def test_only_other_tenants_preemptions_count_toward_the_cross_tenant_bound() -> None:
+    """``maxCrossTenantPreemptions: 1`` protects a tenant's job from other tenants' work
+    after one preemption, as Volcano keeps preemption within a queue (its ``preempt``
+    action) apart from taking across queues (``reclaim``, which Armada's
+    ``protectedFractionOfFairShare`` bounds per queue; peers.md §1.5, §2.2); Tiresias §3.2
+    preempts a job of a higher level whoever's it is. ``a-long`` (past its level at 25 s)
+    gives way to its own tenant's ``a-short`` at 50 (not counted) and to ``b-short`` at 200
+    (counted), not to ``b-short-2`` at 400, which waits for its end. ``maxPreemptions: 1``
+    counts every eviction: ``b-short`` waits too."""
+    jobs = [
+        gpu_job("a-long", 0, 1, 4, 1000, namespace="a"),
+        gpu_job("a-short", 50, 1, 4, 20, namespace="a"),
+        gpu_job("b-short", 200, 1, 4, 20, namespace="b"),
+        gpu_job("b-short-2", 400, 1, 4, 20, namespace="b"),
+    ]
+    across = _two_tenants({"maxCrossTenantPreemptions": 1}, jobs)
+    assert _at(across, qev.WorkloadEvicted, "a-long") == [50.0, 200.0]
+    assert _at(across, qev.QuotaReserved, "b-short-2") == [_finished(across, "a-long")]
+    every = _two_tenants({"maxPreemptions": 1}, jobs)
+    assert _at(every, qev.WorkloadEvicted, "a-long") == [50.0]
+    assert _at(every, qev.QuotaReserved, "b-short") == [_finished(every, "a-long")]
+    unbounded = _two_tenants({}, jobs)
+    assert _at(unbounded, qev.WorkloadEvicted, "a-long") == [50.0, 200.0, 400.0]
+
+
+def test_a_job_spent_for_other_tenants_is_still_preempted_by_its_own_tenants_work() -> None:
+    """The cross-tenant bound protects tenants from each other, not a long job from the
+    shorter work of its own tenant (Tiresias §3.2 within a tenant): once ``b-short`` has
+    preempted ``a-long``, ``b-short-2`` (at 200) may not, but ``a-short`` (at 300) still
+    does, and ``b-short-2``, level 0 like it, goes next; ``a-long`` (level 1) last."""
+    jobs = [
+        gpu_job("a-long", 0, 1, 4, 1000, namespace="a"),
+        gpu_job("b-short", 50, 1, 4, 20, namespace="b"),
+        gpu_job("b-short-2", 200, 1, 4, 20, namespace="b"),
+        gpu_job("a-short", 300, 1, 4, 20, namespace="a"),
+    ]
+    h = _two_tenants({"maxCrossTenantPreemptions": 1}, jobs)
+    assert _at(h, qev.WorkloadEvicted, "a-long") == [50.0, 300.0]
+    assert _finished(h, "a-short") == 320.0
+    assert _at(h, qev.QuotaReserved, "b-short-2") == [320.0]
+    assert _at(h, qev.QuotaReserved, "a-long") == [0.0, 70.0, 340.0]
+
+
+def test_the_cross_tenant_count_is_the_folds() -> None:
+    """Each eviction whose preemptor is another LocalQueue's adds one to the count (its own
+    tenant's do not), in the fold: a state rebuilt from the log has it as the service
+    had it (``run_verified`` also re-derives every decision from the log)."""
+    jobs = [
+        gpu_job("a-long", 0, 1, 4, 1000, namespace="a"),
+        gpu_job("a-short", 50, 1, 4, 20, namespace="a"),
+        gpu_job("b-short", 200, 1, 4, 20, namespace="b"),
+    ]
+    h = _two_tenants({"maxCrossTenantPreemptions": 3}, jobs)
+    runner = DeciderRunner(QueueDecider())
+    for env in h.log.envelopes:
+        if isinstance(env.event, qev.WorkloadFinished) and env.event.workload_id == "a-long":
+            break  # an ended workload leaves the state: look before
+        runner.fold([env])
+    wl = runner.state.workloads["a-long"]
+    assert (wl.evictions, wl.cross_tenant_evictions) == (2, 1)
 
 
 # -- checkpoints --------------------------------------------------------------------------

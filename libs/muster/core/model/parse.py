@@ -448,7 +448,8 @@ def _preemption(o: Obj | None) -> PreemptionPolicy:
 
 def _attained_service(o: Obj | None) -> AttainedService | None:
     """Tiresias' discretised LAS: ``levels`` (GPU-seconds, ascending),
-    ``starvationFactor``, ``starvationLimitSeconds``, ``maxPreemptions`` and
+    ``starvationFactor``, ``starvationLimitSeconds``, ``maxPreemptions``,
+    ``maxPreemptionsMinDevices``, ``maxCrossTenantPreemptions`` and
     ``preemptForPlacement``."""
     if o is None:
         return None
@@ -464,6 +465,8 @@ def _attained_service(o: Obj | None) -> AttainedService | None:
     factor = o.number("starvationFactor", default=0.0, lo=0.0, hi=1e6)
     limit = o.duration("starvationLimitSeconds", default=0.0, hi=MAX_RUN_SECONDS) or 0.0
     most = o.integer("maxPreemptions", default=0, lo=0, hi=1_000_000)
+    across = o.integer("maxCrossTenantPreemptions", default=0, lo=0, hi=1_000_000)
+    least = o.integer("maxPreemptionsMinDevices", default=0, lo=0, hi=1_000_000)
     for_placement = o.flag("preemptForPlacement", False)
     o.done()
     return AttainedService(
@@ -472,6 +475,8 @@ def _attained_service(o: Obj | None) -> AttainedService | None:
         preempt_for_placement=for_placement,
         starvation_limit=limit,
         max_preemptions=most or 0,
+        max_cross_tenant_preemptions=across or 0,
+        max_preemptions_min_devices=least or 0,
     )
 
 

@@ -85,21 +85,33 @@ class AttainedService:
     waited ``starvation_factor`` x the seconds it ran goes back to level 0 (Tiresias'
     STARVELIMIT; 0: never), after at most ``starvation_limit`` seconds where that is set
     (0: no limit). A workload evicted ``max_preemptions`` times is no longer preempted for
-    its level (0: no bound). With ``preempt_for_placement``, a pending workload whose quota
-    is there but whose gang has no place on the nodes (they are fragmented by smaller
-    work) preempts running work of a lower rank until it has one (Tiresias places a gang
-    on consolidated nodes, preempting lower-priority jobs; muster otherwise preempts only
-    for quota)."""
+    its level (0: no bound; with ``max_preemptions_min_devices``, only a workload holding at
+    least that many accelerators is bound); one preempted ``max_cross_tenant_preemptions``
+    times by other tenants' workloads is no longer preempted for its level by another
+    tenant's, but still by its own tenant's (0: no bound): the bound protects tenants from
+    each other, not a job from the shorter work of its own tenant. With
+    ``preempt_for_placement``, a pending workload whose quota is there but whose gang has
+    no place on the nodes (they are fragmented by smaller work) preempts running work of a
+    lower rank until it has one (Tiresias places a gang on consolidated nodes, preempting
+    lower-priority jobs; muster otherwise preempts only for quota)."""
 
     levels: tuple[float, ...]
     starvation_factor: float = 0.0
     preempt_for_placement: bool = False
     starvation_limit: float = 0.0
     max_preemptions: int = 0
+    max_cross_tenant_preemptions: int = 0
+    max_preemptions_min_devices: int = 0
 
-    def spent(self, evictions: int) -> bool:
-        """Whether a workload evicted that many times is past the preemptions it may take."""
-        return 0 < self.max_preemptions <= evictions
+    def spent(
+        self, evictions: int, cross_tenant: int = 0, same_tenant: bool = True, held: int = 0
+    ) -> bool:
+        """Whether a workload holding ``held`` accelerators, evicted ``evictions`` times,
+        ``cross_tenant`` of them by other tenants' workloads, is past the preemptions it may
+        take from a preemptor of its own tenant (``same_tenant``) or of another."""
+        if 0 < self.max_preemptions <= evictions and held >= self.max_preemptions_min_devices:
+            return True
+        return not same_tenant and 0 < self.max_cross_tenant_preemptions <= cross_tenant
 
     def level(self, service: float) -> int:
         return bisect_right(self.levels, service)

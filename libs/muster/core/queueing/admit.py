@@ -65,7 +65,7 @@ def nominate(
         pinned = assign(cq, snap.state.flavors, wl.spec, snap.tree, False, pinned=wl.preempted_for)
         if isinstance(pinned, Assignment):
             return Verdict(wl, cq.name, pinned)
-    key = (cq.name, wl.shape, attained.rank(snap.state, wl) if can_preempt else None)
+    key = no_fit_key(cq, wl, attained.rank(snap.state, wl) if can_preempt else None)
     cache = snap.no_fit.setdefault(id(snap.tree.queues[cq.name].root()), {})
     cached = cache.get(key)
     if cached is not None:
@@ -82,6 +82,17 @@ def nominate(
     if isinstance(outcome, Unassignable) and not exclude:
         cache[key] = outcome
     return Verdict(wl, cq.name, outcome)
+
+
+def no_fit_key(cq: ClusterQueueSpec, wl: WorkloadEntry, rank: int | None) -> tuple[object, ...]:
+    """What a "does not fit" verdict is kept under for the rest of the cycle: the queue,
+    the shape and the rank of a preemptor (None: it may not preempt); and its tenant where
+    its candidates depend on it (``maxCrossTenantPreemptions``: another tenant's
+    preemptor may not take what its own tenant's may)."""
+    las = cq.attained_service
+    if rank is not None and las is not None and las.max_cross_tenant_preemptions:
+        return (cq.name, wl.shape, rank, wl.local_queue)
+    return (cq.name, wl.shape, rank)
 
 
 def process(snap: Snapshot, cursor: QueueCursor, v: Verdict, *, since: int = -1) -> Verdict:
@@ -191,7 +202,7 @@ def preempt(
     gone = snap.evicted | spared | snap.grown
     rank = attained.rank(snap.state, wl)
     candidates = [h for h in holders(snap, cq.name) if h.id not in gone]
-    candidates = _fair_to_tenants(snap, cq, wl, outcome, _ranked(snap, cq, candidates, rank))
+    candidates = _fair_to_tenants(snap, cq, wl, outcome, _ranked(snap, cq, wl, candidates, rank))
     candidates, protected = _unprotected(snap, candidates, outcome)
     excluded: frozenset[str] = frozenset()
     while True:
@@ -234,7 +245,7 @@ def preempt(
         # not shared, so each lane it parks learns when they end.
         if not for_place and not spared and not protected:
             root = id(snap.tree.queues[cq.name].root())
-            snap.no_fit.setdefault(root, {})[(cq.name, wl.shape, rank)] = verdict
+            snap.no_fit.setdefault(root, {})[no_fit_key(cq, wl, rank)] = verdict
         return _partial(snap, cq, wl) or Verdict(wl, cq.name, verdict)
     if snap.dry:
         return Verdict(wl, cq.name, outcome, victims)
@@ -261,23 +272,31 @@ def preempt(
 
 
 def _ranked(
-    snap: Snapshot, cq: ClusterQueueSpec, candidates: list[pre.Holder], rank: int
+    snap: Snapshot,
+    cq: ClusterQueueSpec,
+    wl: WorkloadEntry,
+    candidates: list[pre.Holder],
+    rank: int,
 ) -> list[pre.Holder]:
-    """Candidates with the ranks a preemptor of ``cq`` (of rank ``rank``) compares: with
-    attained service, priority and level now in ``cq`` (attained.py), else their priority.
-    Those of ``cq`` ranked above the preemptor are no victims under any policy: left out
-    here, before the costlier checks. Ranked once per cycle (``now`` is the cycle's)."""
+    """Candidates with the ranks ``wl``, a preemptor of ``cq`` of rank ``rank``, compares:
+    with attained service, priority and level now in ``cq`` (attained.py), else their
+    priority. Those of ``cq`` ranked above the preemptor are no victims under any policy:
+    left out here, before the costlier checks. Ranked once per cycle (``now`` is the
+    cycle's), and per preemptor's tenant where ``maxCrossTenantPreemptions`` makes the
+    rank depend on it."""
     las = cq.attained_service
     if las is None:
         return candidates
     state, cache, out = snap.state, snap.ranked, []
+    tenant = wl.local_queue
+    per_tenant = tenant if las.max_cross_tenant_preemptions else ""
     for h in candidates:
-        key = (cq.name, h.id)
+        key = (cq.name, h.id, per_tenant)
         ranked = cache.get(key)
         if ranked is None:
             same = h.cluster_queue == cq.name
-            wl = state.workloads[h.id]
-            ranked = cache[key] = h.ranked(attained.holder_rank(state, las, wl, same))
+            victim = state.workloads[h.id]
+            ranked = cache[key] = h.ranked(attained.holder_rank(state, las, victim, same, tenant))
         if ranked.cluster_queue == cq.name and ranked.priority > rank:
             continue
         out.append(ranked)

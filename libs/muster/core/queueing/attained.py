@@ -70,12 +70,23 @@ def rank(state: QueueState, wl: WorkloadEntry) -> int:
     return rank_of(las, wl.priority, las.level(service(wl, state.now)))
 
 
-def holder_rank(state: QueueState, las: AttainedService, wl: WorkloadEntry, same: bool) -> int:
-    """A running workload's rank as a preemptor of a queue with ``las`` sees it: its level
-    now in the same queue, level 0 of its class in another or once it has been evicted
-    ``maxPreemptions`` times (no longer taken for its level)."""
-    level = las.level(service(wl, state.now)) if same and not las.spent(wl.evictions) else 0
-    return rank_of(las, wl.priority, level)
+def holder_rank(
+    state: QueueState, las: AttainedService, wl: WorkloadEntry, same: bool, tenant: str
+) -> int:
+    """A running workload's rank as a preemptor of a queue with ``las`` (and of LocalQueue
+    ``tenant``) sees it: its level now in the same queue, level 0 of its class in another
+    or once it has been evicted ``maxPreemptions`` times (holding at least
+    ``maxPreemptionsMinDevices`` accelerators), or preempted
+    ``maxCrossTenantPreemptions`` times by other tenants and the preemptor is another
+    tenant's (no longer taken for its level)."""
+    if not same or las.spent(
+        wl.evictions,
+        wl.cross_tenant_evictions,
+        same_tenant=tenant == wl.local_queue,
+        held=devices(wl.run.usage),
+    ):
+        return rank_of(las, wl.priority, 0)
+    return rank_of(las, wl.priority, las.level(service(wl, state.now)))
 
 
 def ended_attempt(state: QueueState, wl: WorkloadEntry) -> None:

@@ -29,7 +29,13 @@ from muster.core.events import NewEvent
 from muster.core.model.queues import ClusterQueueSpec
 from muster.core.queueing import attained, checks
 from muster.core.queueing import quota as qt
-from muster.core.queueing.admit import nominate, pods_ready_block, preempt_rules, process
+from muster.core.queueing.admit import (
+    no_fit_key,
+    nominate,
+    pods_ready_block,
+    preempt_rules,
+    process,
+)
 from muster.core.queueing.cursor import QueueCursor
 from muster.core.queueing.flavors import Assignment, Unassignable
 from muster.core.queueing.growth import Growers
@@ -351,7 +357,7 @@ def _drain_known(snap: Snapshot, cursor: QueueCursor) -> None:
             return  # its own history (preempted for flavors, partial) decides
         wl = snap.workload(lane, cursor.at[id(lane)])
         preempts = can_preempt and not never_preempts(snap.state, wl)
-        hit = cache.get((cq.name, wl.shape, attained.rank(snap.state, wl) if preempts else None))
+        hit = cache.get(no_fit_key(cq, wl, attained.rank(snap.state, wl) if preempts else None))
         if hit is None:
             return
         lane, at = cursor.park(wl)

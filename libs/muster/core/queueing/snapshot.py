@@ -43,13 +43,14 @@ class Snapshot:
         self.lq_usage = {k: {f: dict(r) for f, r in v.items()} for k, v in state.lq_usage.items()}
         self.ns_usage = {k: dict(v) for k, v in state.ns_usage.items()}
         self.fair_sharing = state.fair_sharing.enable
-        # Per cohort tree: (queue, shape, priority) -> a verdict of "does not fit".
+        # Per cohort tree: admit.no_fit_key (queue, shape, rank[, tenant]) -> "does not fit".
         self.no_fit: dict[int, dict[tuple[object, ...], Unassignable]] = {}
         self.evicted: set[str] = set()
         # Grown in this cycle (growth.py): no victim until its growth is folded.
         self.grown: set[str] = set()
-        # Preemption candidates ranked by attained service, per (preemptor's queue, id).
-        self.ranked: dict[tuple[str, str], pre.Holder] = {}
+        # Preemption candidates ranked by attained service, per (preemptor's queue, id, its
+        # tenant where maxCrossTenantPreemptions makes the rank depend on it, else "").
+        self.ranked: dict[tuple[str, str, str], pre.Holder] = {}
         self.rules: dict[str, tuple[bool, bool]] = {}
         # (holder, only its surplus pods) -> the nodes its pods are on (admit._nodes_of).
         self.nodes: dict[tuple[str, bool], frozenset[str]] = {}

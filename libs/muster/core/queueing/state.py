@@ -124,6 +124,9 @@ class WorkloadEntry:
     status: Status = "Pending"
     run: Attempt = field(default_factory=Attempt)
     evictions: int = 0
+    # Of them, preemptions by another tenant's (LocalQueue's) workload:
+    # ``attainedService.maxCrossTenantPreemptions`` counts these.
+    cross_tenant_evictions: int = 0
     restarts: int = 0  # by its failure policy, counted against maxRestarts
     queued_at: float = 0.0  # submitted, or requeued after an eviction
     requeue_count: int = 0  # evictions for PodsReadyTimeout
@@ -937,6 +940,9 @@ def _(event: qev.WorkloadEvicted, state: QueueState) -> None:
         _bump(state.stats.preempted, (event.preemption_reason or event.reason, preemptor_cq))
         if event.preemptor in state.pending:
             state.evicted_for.setdefault(event.preemptor, set()).add(wl.id)
+        theirs = state.workloads.get(event.preemptor) or state.ended.get(event.preemptor)
+        if theirs is not None and theirs.local_queue != wl.local_queue:
+            wl.cross_tenant_evictions += 1
     attained.ended_attempt(state, wl)
     _release(state, wl)
     wl.status = "Pending"
