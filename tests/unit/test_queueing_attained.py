@@ -490,6 +490,32 @@ def test_between_tenants_attained_service_never_takes_a_tenant_below_its_nominal
     assert _finished(h, "b-short") == 220.0
 
 
+def test_one_tenants_lack_of_candidates_does_not_hold_back_anothers_lookalike() -> None:
+    """With tenant fair sharing a preemptor's candidates depend on its tenant: ``a``'s
+    newcomer may not take ``b``'s only job (``b`` would fall below its nominal share of 2
+    GPUs), ``b``'s own newcomer of the same shape and level may (LAS within a tenant,
+    Tiresias §3.2). A "no candidates" verdict is kept for the cycle by shape, which names
+    the namespace and LocalQueue: ``a``'s must not park ``b``'s until ``b-long`` ends."""
+    doc = gpu_node_cluster(
+        "las",
+        nodes=1,
+        gpus=4,
+        nominal=4,
+        namespaces=("a", "b"),
+        attainedService={"levels": [100]},
+        preemption={"withinClusterQueue": "LowerPriority"},
+        admissionScope={"admissionMode": "UsageBasedAdmissionFairSharing"},
+    )
+    jobs = [
+        gpu_job("b-long", 0, 1, 4, 1000, namespace="b"),
+        gpu_job("a-new", 200, 1, 2, 20, namespace="a"),
+        gpu_job("b-new", 200, 1, 2, 20, namespace="b"),
+    ]
+    h = run_verified(doc, jobs)
+    assert _at(h, qev.WorkloadEvicted, "b-long") == [200.0]
+    assert _at(h, qev.QuotaReserved, "b-new") == [200.0]
+
+
 # -- replay -------------------------------------------------------------------------------
 
 
