@@ -153,3 +153,15 @@ async def test_an_append_told_not_to_ring_leaves_the_bell_to_the_caller(tmp_path
 def _timer(stream: str, at: float) -> list[StreamAppend]:
     new = NewEvent(stream_id=stream, event=tev.TimerFired(owner="t", deadline=at), occurred_at=at)
     return [StreamAppend(stream, None, [new])]
+
+
+async def test_a_long_step_rings_before_it_ends(tmp_path: Path, monkeypatch: Any) -> None:
+    """Downstream services do not wait for a long step's end (a batch's rounds) to start on
+    its first decisions: a commit waits at most ``RING_WITHIN`` and one more decision."""
+    monkeypatch.setattr("muster.runtime.loop.RING_WITHIN", 0.0)
+    loop, rings = await _loop(tmp_path, _TwoDecisions(wanted=3))
+    try:
+        await loop.step()
+        assert [head for head, _ in rings] == [2, 3]  # the first two at the second, then the end
+    finally:
+        await loop.store.close()

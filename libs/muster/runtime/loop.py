@@ -36,6 +36,7 @@ from muster.runtime.settings import Settings
 from muster.store import ConcurrencyConflict, SqlEventStore, Tracking, bell, unavailable
 
 READ_BATCH = 5000
+RING_WITHIN = 0.01  # seconds a step's commit may wait for the step's end to ring
 RELAY_LINGER = 0.05  # seconds a relay waits after a wake-up, gathering what comes with it
 RELAY_TRACK_SECONDS = 1.0  # a relay's tracking row moves at most this often while it publishes
 BACKOFF_FIRST, BACKOFF_MAX = 0.2, 5.0  # seconds between tries while the store is away
@@ -173,7 +174,8 @@ class DeciderLoop:
         was appended for it before it began, a timer's event): a decider often appends more
         than once a step (the queue's releases, then the cycle that sees them), and every
         ring wakes each service it concerns for a read and a fold. Readers learn of the
-        step's first commit a decision later; a ring is only a wake-up, never the data."""
+        step's first commit a decision later, or ``RING_WITHIN`` later in a long step; a
+        ring is only a wake-up, never the data."""
         async with self._lock:
             started = time.perf_counter()
             appended = list(unrung)
@@ -188,7 +190,10 @@ class DeciderLoop:
 
     async def _decide_all(self, appended_all: list[Envelope]) -> None:
         """The step's work: catch up, decide and append until quiet; what is appended is
-        added to ``appended_all`` (not rung: the step rings once)."""
+        added to ``appended_all`` (not rung: the step rings once), and rung at once when it
+        has waited ``RING_WITHIN`` (a long step, a batch's rounds: downstream services
+        should not wait for its end to start on its first decisions)."""
+        since = time.perf_counter() if appended_all else None
         await self.catch_up()
         while self.decides and not self.runner.quiet:
             decide_started = time.perf_counter()
@@ -213,6 +218,13 @@ class DeciderLoop:
                 await self.catch_up()
             else:
                 appended_all.extend(appended)
+                now = time.perf_counter()
+                if since is None:
+                    since = now
+                elif now - since >= RING_WITHIN:
+                    self.store.ring(appended_all)
+                    appended_all.clear()
+                    since = None
                 self._count(appended)
                 self._relay_wake.set()
                 await self._fold_own(appended)
