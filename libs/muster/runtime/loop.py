@@ -19,7 +19,7 @@ import asyncio
 import collections
 import contextlib
 import time
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Sequence
 from typing import Any
 
 import structlog
@@ -36,6 +36,7 @@ from muster.runtime.settings import Settings
 from muster.store import ConcurrencyConflict, SqlEventStore, Tracking, bell, unavailable
 
 READ_BATCH = 5000
+RING_WITHIN = 0.01  # seconds a step's commit may wait for the step's end to ring
 RELAY_LINGER = 0.05  # seconds a relay waits after a wake-up, gathering what comes with it
 RELAY_TRACK_SECONDS = 1.0  # a relay's tracking row moves at most this often while it publishes
 BACKOFF_FIRST, BACKOFF_MAX = 0.2, 5.0  # seconds between tries while the store is away
@@ -189,39 +190,67 @@ class DeciderLoop:
             return False
         return True
 
-    async def step(self) -> None:
-        """Catch up, then decide until the decider has nothing more to say."""
+    async def step(self, unrung: Sequence[Envelope] = ()) -> None:
+        """Catch up, then decide until the decider has nothing more to say.
+
+        The step's appends ring the store's doorbell once, when it ends (with ``unrung``: what
+        was appended for it before it began, a timer's event): a decider often appends more
+        than once a step (the queue's releases, then the cycle that sees them), and every
+        ring wakes each service it concerns for a read and a fold. Readers learn of the
+        step's first commit a decision later, or ``RING_WITHIN`` later in a long step; a
+        ring is only a wake-up, never the data."""
         async with self._lock:
             started = time.perf_counter()
-            await self.catch_up()
-            while self.decides and not self.runner.quiet:
-                decide_started = time.perf_counter()
-                news = self.runner.decide()
-                self.metrics.decide_seconds.labels(self.name).observe(
-                    time.perf_counter() - decide_started
-                )
-                self._count_attempt(news)
-                if not news:
-                    break
-                try:
-                    appended = await self.store.append(
-                        self.runner.appends(news),
-                        producer=self.name,
-                        recorded_at=time.time(),
-                        tracking_row=Tracking(self.name, self.runner.position),
-                    )
-                except ConcurrencyConflict as exc:
-                    self.metrics.conflicts.labels(self.name).inc()
-                    self.log.info("another writer decided first; re-reading", stream=exc.stream_id)
-                    await self.catch_up()
-                else:
-                    self._count(appended)
-                    self._relay_wake.set()
-                    await self._fold_own(appended)
+            appended = list(unrung)
+            try:
+                await self._decide_all(appended)
+            finally:
+                self.store.ring(appended)
             self.last_step_at = time.time()
             self.metrics.step_seconds.labels(self.name).observe(time.perf_counter() - started)
             self._deadline_changed.set()
             await self._maybe_snapshot()
+
+    async def _decide_all(self, appended_all: list[Envelope]) -> None:
+        """The step's work: catch up, decide and append until quiet; what is appended is
+        added to ``appended_all`` (not rung: the step rings once), and rung at once when it
+        has waited ``RING_WITHIN`` (a long step, a batch's rounds: downstream services
+        should not wait for its end to start on its first decisions)."""
+        since = time.perf_counter() if appended_all else None
+        await self.catch_up()
+        while self.decides and not self.runner.quiet:
+            decide_started = time.perf_counter()
+            news = self.runner.decide()
+            self.metrics.decide_seconds.labels(self.name).observe(
+                time.perf_counter() - decide_started
+            )
+            self._count_attempt(news)
+            if not news:
+                break
+            try:
+                appended = await self.store.append(
+                    self.runner.appends(news),
+                    producer=self.name,
+                    recorded_at=time.time(),
+                    tracking_row=Tracking(self.name, self.runner.position),
+                    ring=False,
+                )
+            except ConcurrencyConflict as exc:
+                self.metrics.conflicts.labels(self.name).inc()
+                self.log.info("another writer decided first; re-reading", stream=exc.stream_id)
+                await self.catch_up()
+            else:
+                appended_all.extend(appended)
+                now = time.perf_counter()
+                if since is None:
+                    since = now
+                elif now - since >= RING_WITHIN:
+                    self.store.ring(appended_all)
+                    appended_all.clear()
+                    since = None
+                self._count(appended)
+                self._relay_wake.set()
+                await self._fold_own(appended)
 
     def _count_attempt(self, news: list[NewEvent]) -> None:
         """The queue's admission attempts (a decider without ``admission_attempt`` has none)."""
@@ -315,12 +344,19 @@ class DeciderLoop:
 
     async def _fire(self, deadline: float) -> None:
         new = self.runner.timer_event(deadline)
-        await self.store.append(
-            [StreamAppend(new.stream_id, None, [new])], producer=self.name, recorded_at=time.time()
+        fired = await self.store.append(
+            [StreamAppend(new.stream_id, None, [new])],
+            producer=self.name,
+            recorded_at=time.time(),
+            ring=False,
         )
         self.metrics.timers.labels(self.name).inc()
         self._relay_wake.set()
-        await self.step()
+        try:
+            await self.step(unrung=fired)  # one ring for the timer and what it made due
+        except BaseException:
+            self.store.ring(fired)  # the step may not have begun (a second ring is harmless)
+            raise
 
     # -- relay ------------------------------------------------------------------
 

@@ -116,17 +116,21 @@ class SqlEventStore:
         producer: str,
         recorded_at: float,
         tracking_row: Tracking | None = None,
+        ring: bool = True,
     ) -> list[Envelope]:
-        """Append every stream's events in one transaction, or none of them."""
+        """Append every stream's events in one transaction, or none of them.
+        ``ring`` False: on SQLite the commit does not ring the doorbell (store/bell.py); the
+        caller rings once for several appends (``ring``), so readers wake once for them.
+        PostgreSQL's ring is part of the transaction and is sent as before."""
         if self._fast is not None:
             track = None if tracking_row is None else (tracking_row.consumer, tracking_row.position)
             try:
-                rows = self._fast.append(batch, producer, recorded_at, track)
+                rows = self._fast.append(batch, producer, recorded_at, track, ring=ring)
             except Busy:  # another process is writing: wait for the lock in the writer thread
                 fast = self._fast
                 rows = await asyncio.get_running_loop().run_in_executor(
                     self._write_pool,
-                    lambda: fast.append(batch, producer, recorded_at, track, wait=True),
+                    lambda: fast.append(batch, producer, recorded_at, track, wait=True, ring=ring),
                 )
             return [envelope(values_of(row)) for row in rows]
         pg = not self.is_sqlite
@@ -150,6 +154,15 @@ class SqlEventStore:
             return [envelope(values_of(row)) for row in rows]
 
         return await self._write(run)
+
+    def ring(self, appended: Sequence[Envelope]) -> None:
+        """Ring the doorbell for what was appended with ``ring=False`` (several appends'
+        envelopes at once: one ring of the last position and every kind among them)."""
+        if self._fast is not None and appended:
+            self._fast.ring(
+                max(env.position for env in appended),
+                {(env.category, env.type) for env in appended},
+            )
 
     async def set_tracking(self, row: Tracking) -> None:
         if self._fast is not None:

@@ -23,7 +23,7 @@ from typing import Any
 from sqlalchemy import exc as sa_exc
 
 from muster.core.events import StreamAppend
-from muster.store.bell import FileBell, kinds_of
+from muster.store.bell import FileBell, Kinds, kinds_of
 from muster.store.rows import COLUMNS, FOLD_COLUMNS, planned_rows, values_of
 
 _INSERT = f"INSERT INTO events ({', '.join(COLUMNS)}) VALUES ({', '.join('?' * len(COLUMNS))})"
@@ -155,10 +155,12 @@ class LoopConnection:
         tracking: tuple[str, int] | None,
         *,
         wait: bool = False,
+        ring: bool = True,
     ) -> list[dict[str, Any]]:
         """The rows appended, in one transaction; raises ConcurrencyConflict when a stream
         moved. On the loop's connection a write lock held elsewhere raises Busy (nothing
-        done); ``wait``: the writer thread's connection, which waits for the lock."""
+        done); ``wait``: the writer thread's connection, which waits for the lock.
+        ``ring`` False: the caller rings later (``ring``), once for several appends."""
         with _as_store_errors(_INSERT):
             rows = _append(
                 self._waiting_conn() if wait else self._writing(),
@@ -167,13 +169,13 @@ class LoopConnection:
                 recorded_at,
                 tracking,
             )
-        self._ring(rows)
+        if ring and rows:
+            self.ring(rows[-1]["position"], kinds_of(rows))
         return rows
 
-    def _ring(self, rows: list[dict[str, Any]]) -> None:
+    def ring(self, head: int, kinds: Kinds) -> None:
         """After the commit: a reader woken by the ring finds what it announces."""
-        if rows:
-            self.bell.ring(rows[-1]["position"], kinds_of(rows))
+        self.bell.ring(head, kinds)
 
     def _waiting_conn(self) -> sqlite3.Connection:
         if self._waiting is None:
