@@ -150,6 +150,7 @@ LAS_LEVELS = (3_600.0, 36_000.0)
 # levels, starvation factor, preempt for a place, the per-tenant guard's fields
 LasSpec = tuple[tuple[float, ...], float, bool, tuple[tuple[str, int], ...]]
 LAS_STARVATION = 2.0
+LAS: LasSpec = LAS_LEVELS, LAS_STARVATION, True, ()  # a cluster that sets nothing of its own
 # ITP cluster 6: half its jobs pass 36,000 GPU-s (median 24,808, 90th percentile 391,112;
 # Philly's median is 2,375, 5 % of its jobs past 36,000), and with two thresholds they
 # share the last level in FIFO order; a third a decade higher (Tiresias' multi-queue
@@ -191,7 +192,7 @@ class Trace:
     tenant: str | None  # the file's tenant column; None: one tenant, named as the trace
     # ``las``'s thresholds (GPU-seconds), starvation factor and preemptForPlacement on this
     # trace's cluster
-    las: LasSpec = (LAS_LEVELS, LAS_STARVATION, True, ())
+    las: LasSpec = LAS
 
 
 TRACE_SET = {
@@ -357,7 +358,7 @@ def cluster_doc(
     vcs: list[str],
     sizes: dict[str, int],
     nodes: int = NODES,
-    las_spec: LasSpec = (LAS_LEVELS, LAS_STARVATION, True, ()),
+    las_spec: LasSpec = LAS,
 ) -> dict[str, Any]:
     """The cluster description of one configuration (see the module's docstring) on
     ``nodes`` nodes of 8 GPUs; ``las`` with these thresholds and starvation factor."""

@@ -424,11 +424,9 @@ def test_without_an_interval_a_preempted_job_loses_everything() -> None:
     assert figures(h.log.envelopes)["preemption_lost_gpu_seconds"] == 50 * 4
 
 
-def test_between_tenants_attained_service_preempts_only_down_to_a_fair_share() -> None:
-    """With tenant fair sharing, LAS takes from another tenant only while that tenant keeps
-    at least the preemptor's tenant's share after it (Kueue's LessThanOrEqualToFinalShare,
-    reference §1.6, between LocalQueues): b's newcomer takes b's own long job, not a's,
-    although a's was admitted last (Kueue's order would take it first)."""
+def _fair_tenants(jobs: list[Submission]) -> Harness:
+    """One node of 4 GPUs, 4 of quota, tenants ``a`` and ``b`` (weight 1 each: a nominal
+    share of 2 GPUs) under tenant fair sharing, one level at 100 GPU-s."""
     doc = gpu_node_cluster(
         "las",
         nodes=1,
@@ -439,12 +437,20 @@ def test_between_tenants_attained_service_preempts_only_down_to_a_fair_share() -
         preemption={"withinClusterQueue": "LowerPriority"},
         admissionScope={"admissionMode": "UsageBasedAdmissionFairSharing"},
     )
+    return run_verified(doc, jobs)
+
+
+def test_between_tenants_attained_service_preempts_only_down_to_a_fair_share() -> None:
+    """With tenant fair sharing, LAS takes from another tenant only while that tenant keeps
+    at least the preemptor's tenant's share after it (Kueue's LessThanOrEqualToFinalShare,
+    reference §1.6, between LocalQueues): b's newcomer takes b's own long job, not a's,
+    although a's was admitted last (Kueue's order would take it first)."""
     jobs = [
         gpu_job("b-long", 0, 1, 2, 1000, namespace="b"),
         gpu_job("a-long", 1, 1, 2, 1000, namespace="a"),
         gpu_job("b-short", 100, 1, 2, 20, namespace="b"),
     ]
-    h = run_verified(doc, jobs)
+    h = _fair_tenants(jobs)
     assert _at(h, qev.WorkloadEvicted, "b-long") == [100.0]
     assert _at(h, qev.WorkloadEvicted, "a-long") == []
 
@@ -496,22 +502,12 @@ def test_one_tenants_lack_of_candidates_does_not_hold_back_anothers_lookalike() 
     GPUs), ``b``'s own newcomer of the same shape and level may (LAS within a tenant,
     Tiresias §3.2). A "no candidates" verdict is kept for the cycle by shape, which names
     the namespace and LocalQueue: ``a``'s must not park ``b``'s until ``b-long`` ends."""
-    doc = gpu_node_cluster(
-        "las",
-        nodes=1,
-        gpus=4,
-        nominal=4,
-        namespaces=("a", "b"),
-        attainedService={"levels": [100]},
-        preemption={"withinClusterQueue": "LowerPriority"},
-        admissionScope={"admissionMode": "UsageBasedAdmissionFairSharing"},
-    )
     jobs = [
         gpu_job("b-long", 0, 1, 4, 1000, namespace="b"),
         gpu_job("a-new", 200, 1, 2, 20, namespace="a"),
         gpu_job("b-new", 200, 1, 2, 20, namespace="b"),
     ]
-    h = run_verified(doc, jobs)
+    h = _fair_tenants(jobs)
     assert _at(h, qev.WorkloadEvicted, "b-long") == [200.0]
     assert _at(h, qev.QuotaReserved, "b-new") == [200.0]
 
@@ -538,6 +534,7 @@ def test_a_replay_that_reads_events_bare_folds_the_levels_as_the_service_did() -
         bare.fold([env])
         assert pickle.dumps(bare.state) == pickle.dumps(whole.state), env
     assert read_bare and whole.state.las_due == bare.state.las_due
+
 
 # -- preemption for a place (attainedService.preemptForPlacement) -------------------------
 

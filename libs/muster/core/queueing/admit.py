@@ -86,12 +86,9 @@ def nominate(
 
 def no_fit_key(cq: ClusterQueueSpec, wl: WorkloadEntry, rank: int | None) -> tuple[object, ...]:
     """What a "does not fit" verdict is kept under for the rest of the cycle: the queue,
-    the shape and the rank of a preemptor (None: it may not preempt); and its tenant where
-    its candidates depend on it (``maxCrossTenantPreemptions``: another tenant's
-    preemptor may not take what its own tenant's may)."""
-    las = cq.attained_service
-    if rank is not None and las is not None and las.max_cross_tenant_preemptions:
-        return (cq.name, wl.shape, rank, wl.local_queue)
+    the shape and the rank of a preemptor (None: it may not preempt). The shape names the
+    namespace and LocalQueue, so where a preemptor's candidates depend on its tenant
+    (tenant fair sharing, ``maxCrossTenantPreemptions``) tenants never share a verdict."""
     return (cq.name, wl.shape, rank)
 
 

@@ -43,7 +43,7 @@ class Snapshot:
         self.lq_usage = {k: {f: dict(r) for f, r in v.items()} for k, v in state.lq_usage.items()}
         self.ns_usage = {k: dict(v) for k, v in state.ns_usage.items()}
         self.fair_sharing = state.fair_sharing.enable
-        # Per cohort tree: admit.no_fit_key (queue, shape, rank[, tenant]) -> "does not fit".
+        # Per cohort tree: admit.no_fit_key (queue, shape, rank) -> "does not fit".
         self.no_fit: dict[int, dict[tuple[object, ...], Unassignable]] = {}
         self.evicted: set[str] = set()
         # Grown in this cycle (growth.py): no victim until its growth is folded.
