@@ -313,9 +313,11 @@ def test_max_preemptions_min_devices_bounds_only_large_workloads() -> None:
     assert _at(small, qev.WorkloadEvicted, "long") == [50.0, 200.0]
 
 
-def _two_tenants(las: dict[str, Any], jobs: list[Submission]) -> Harness:
-    """One node of 4 GPUs, 4 of quota, LocalQueues (tenants) ``a`` and ``b``; no tenant fair
-    sharing, so LAS preempts across tenants by level alone."""
+def _two_tenants(las: dict[str, Any], jobs: list[Submission], fair: bool = False) -> Harness:
+    """One node of 4 GPUs, 4 of quota, LocalQueues (tenants) ``a`` and ``b``, one level at
+    100 GPU-s. Without tenant fair sharing LAS preempts across tenants by level alone;
+    ``fair``: with it (weight 1 each: a nominal share of 2 GPUs)."""
+    scope = {"admissionScope": {"admissionMode": "UsageBasedAdmissionFairSharing"}} if fair else {}
     doc = gpu_node_cluster(
         "las",
         nodes=1,
@@ -324,6 +326,7 @@ def _two_tenants(las: dict[str, Any], jobs: list[Submission]) -> Harness:
         namespaces=("a", "b"),
         attainedService={"levels": [100], **las},
         preemption={"withinClusterQueue": "LowerPriority"},
+        **scope,
     )
     return run_verified(doc, jobs)
 
@@ -424,22 +427,6 @@ def test_without_an_interval_a_preempted_job_loses_everything() -> None:
     assert figures(h.log.envelopes)["preemption_lost_gpu_seconds"] == 50 * 4
 
 
-def _fair_tenants(jobs: list[Submission]) -> Harness:
-    """One node of 4 GPUs, 4 of quota, tenants ``a`` and ``b`` (weight 1 each: a nominal
-    share of 2 GPUs) under tenant fair sharing, one level at 100 GPU-s."""
-    doc = gpu_node_cluster(
-        "las",
-        nodes=1,
-        gpus=4,
-        nominal=4,
-        namespaces=("a", "b"),
-        attainedService={"levels": [100]},
-        preemption={"withinClusterQueue": "LowerPriority"},
-        admissionScope={"admissionMode": "UsageBasedAdmissionFairSharing"},
-    )
-    return run_verified(doc, jobs)
-
-
 def test_between_tenants_attained_service_preempts_only_down_to_a_fair_share() -> None:
     """With tenant fair sharing, LAS takes from another tenant only while that tenant keeps
     at least the preemptor's tenant's share after it (Kueue's LessThanOrEqualToFinalShare,
@@ -450,7 +437,7 @@ def test_between_tenants_attained_service_preempts_only_down_to_a_fair_share() -
         gpu_job("a-long", 1, 1, 2, 1000, namespace="a"),
         gpu_job("b-short", 100, 1, 2, 20, namespace="b"),
     ]
-    h = _fair_tenants(jobs)
+    h = _two_tenants({}, jobs, fair=True)
     assert _at(h, qev.WorkloadEvicted, "b-long") == [100.0]
     assert _at(h, qev.WorkloadEvicted, "a-long") == []
 
@@ -507,7 +494,7 @@ def test_one_tenants_lack_of_candidates_does_not_hold_back_anothers_lookalike() 
         gpu_job("a-new", 200, 1, 2, 20, namespace="a"),
         gpu_job("b-new", 200, 1, 2, 20, namespace="b"),
     ]
-    h = _fair_tenants(jobs)
+    h = _two_tenants({}, jobs, fair=True)
     assert _at(h, qev.WorkloadEvicted, "b-long") == [200.0]
     assert _at(h, qev.QuotaReserved, "b-new") == [200.0]
 
