@@ -266,6 +266,6 @@ def _versions_sql(count: int) -> str:
     """The versions query for ``count`` streams: a correlated ``max`` for each."""
     ids = ", ".join(["(?)"] * count)
     return (
-        f"WITH ids(stream) AS (VALUES {ids}) SELECT stream, "
-        "(SELECT max(stream_version) FROM events WHERE stream_id = stream) FROM ids"
+        f"WITH ids(stream) AS (VALUES {ids}) SELECT ids.stream, "
+        "(SELECT max(e.stream_version) FROM events e WHERE e.stream_id = ids.stream) FROM ids"
     )
