@@ -33,6 +33,7 @@ from muster.store import ConcurrencyConflict, SqlEventStore, Tracking
 from muster.store.migrate import alembic_config, upgrade_async
 from muster.store.rows import fold_items
 from muster.store.sql import switch_to_wal
+from muster.store.sqlite_fast import _versions
 from tests.unit.test_core_runner import scenario
 
 
@@ -229,6 +230,59 @@ async def test_batched_append_spans_streams_in_one_transaction(store: SqlEventSt
     envs = await store.append(batch, producer="test", recorded_at=0.0)
     assert [e.position for e in envs] == list(range(1, 101))
     assert len(await store.read_all(0)) == 100
+
+
+async def test_versions_are_checked_per_stream_across_many_streams(store: SqlEventStore) -> None:
+    """More streams than one versions query takes (500): each stream's version is its own,
+    a stream named twice in one batch counts on, and a stale expectation anywhere in the
+    batch appends nothing."""
+    await put(store, "timer-long", 0, 40)
+    await put(store, "timer-599", 0, 2)
+    batch = [StreamAppend(f"timer-{i}", None, [timer(f"timer-{i}")]) for i in range(600)]
+    batch += [StreamAppend("timer-long", 40, [timer("timer-long")])]
+    batch += [StreamAppend("timer-long", None, [timer("timer-long")])]
+    envs = await store.append(batch, producer="test", recorded_at=0.0)
+    versions = {(e.stream_id, e.stream_version) for e in envs}
+    assert ("timer-0", 1) in versions and ("timer-599", 3) in versions
+    assert ("timer-long", 41) in versions and ("timer-long", 42) in versions
+    head = await store.head()
+    stale = [StreamAppend(f"timer-{i}", 1, [timer(f"timer-{i}")]) for i in range(598)]
+    stale += [StreamAppend("timer-599", 2, [timer("timer-599")])]  # at 3 now
+    with pytest.raises(ConcurrencyConflict) as info:
+        await store.append(stale, producer="test", recorded_at=0.0)
+    assert (info.value.stream_id, info.value.expected, info.value.actual) == ("timer-599", 2, 3)
+    assert await store.head() == head
+
+
+async def test_an_append_reads_a_streams_version_in_steps_its_length_does_not_grow(
+    sqlite_store: SqlEventStore,
+) -> None:
+    """The version check seeks each stream's last entry: the queue's admission stream holds
+    ~2 events a workload, and a read of all of them (``GROUP BY`` with ``max``) grew every
+    queue append with the log (bench/README.md, wip-qa)."""
+    await put(sqlite_store, "timer-short", 0, 2)
+    await put(sqlite_store, "timer-long", 0, 3000)
+    conn = sqlite3.connect(sqlite_store._fast.path if sqlite_store._fast else "")
+    steps = 0
+
+    def count() -> int:
+        nonlocal steps
+        steps += 1
+        return 0
+
+    _versions(conn, [StreamAppend("timer-short", None, [])])  # the statement prepared
+    conn.set_progress_handler(count, 1)  # counts SQLite's VM steps
+    try:
+        for stream in ("timer-short", "timer-long"):
+            steps = 0
+            assert _versions(conn, [StreamAppend(stream, None, [])]) == {
+                stream: 2 if stream == "timer-short" else 3000
+            }
+            if stream == "timer-short":
+                short = steps
+        assert steps <= short + 5, (short, steps)
+    finally:
+        conn.close()
 
 
 async def test_first_events_reads_what_created_each_stream(store: SqlEventStore) -> None:

@@ -16,6 +16,7 @@ So these two run on the stdlib driver, on the loop, where they cannot wait:
 from __future__ import annotations
 
 import contextlib
+import functools
 import sqlite3
 from collections.abc import Collection, Iterable, Iterator, Mapping, Sequence
 from typing import Any
@@ -243,15 +244,28 @@ def _head(conn: sqlite3.Connection) -> int:
 
 
 def _versions(conn: sqlite3.Connection, batch: Sequence[StreamAppend]) -> dict[str, int]:
+    """Each stream's version (absent: none yet), by one seek per stream: ``max`` alone over
+    the (stream, version) index reads its last entry, where ``GROUP BY stream_id`` with
+    ``max`` reads every entry of each stream. The queue's admission stream grows with the
+    log (~2 events a workload; 216,000 in the 1M log), so that read grew with it: ~0.1 ms
+    an append in a 3,000-workload run, 22 ms on the 1M log (bench/README.md, wip-qa)."""
     unique = sorted({item.stream_id for item in batch})
     found: dict[str, int] = {}
     for i in range(0, len(unique), 500):  # under SQLite's bound-parameter limit
         chunk = unique[i : i + 500]
         found.update(
-            conn.execute(
-                "SELECT stream_id, max(stream_version) FROM events "
-                f"WHERE stream_id IN ({', '.join('?' * len(chunk))}) GROUP BY stream_id",
-                chunk,
-            ).fetchall()
+            (stream, version)
+            for stream, version in conn.execute(_versions_sql(len(chunk)), chunk)
+            if version is not None
         )
     return found
+
+
+@functools.lru_cache(maxsize=64)
+def _versions_sql(count: int) -> str:
+    """The versions query for ``count`` streams: a correlated ``max`` for each."""
+    ids = ", ".join(["(?)"] * count)
+    return (
+        f"WITH ids(stream) AS (VALUES {ids}) SELECT ids.stream, "
+        "(SELECT max(e.stream_version) FROM events e WHERE e.stream_id = ids.stream) FROM ids"
+    )
