@@ -32,7 +32,7 @@ from muster.runtime import admin
 from muster.store import ConcurrencyConflict, SqlEventStore, Tracking
 from muster.store.migrate import alembic_config, upgrade_async
 from muster.store.rows import fold_items
-from muster.store.sql import switch_to_wal
+from muster.store.sql import _PG_VERSIONS, switch_to_wal
 from muster.store.sqlite_fast import _versions
 from tests.unit.test_core_runner import scenario
 
@@ -283,6 +283,31 @@ async def test_an_append_reads_a_streams_version_in_steps_its_length_does_not_gr
         assert steps <= short + 5, (short, steps)
     finally:
         conn.close()
+
+
+async def test_postgres_reads_a_streams_version_from_one_index_entry(postgres_url: str) -> None:
+    """PostgreSQL answers the version check from each stream's last index entry (``GROUP BY``
+    with ``max`` scanned every entry: 94 ms at 200,000, the queue's admission stream of a
+    1M log). The executed plan reads one row per stream, however long the stream."""
+    store = SqlEventStore(postgres_url)
+    try:
+        await put(store, "timer-long", 0, 2000)
+        await put(store, "timer-short", 0, 2)
+
+        def plan(conn: Any) -> Any:
+            conn.execute(text("ANALYZE events"))
+            sql = "EXPLAIN (ANALYZE, FORMAT JSON) " + str(_PG_VERSIONS)
+            return conn.execute(text(sql), {"ids": ["timer-long", "timer-short"]}).scalar_one()
+
+        def scanned(node: dict[str, Any]) -> int:
+            own = node["Actual Rows"] * node["Actual Loops"] if "Scan" in node["Node Type"] else 0
+            return own + sum(scanned(child) for child in node.get("Plans", []))
+
+        tree = await store._write(plan)
+        assert scanned(tree[0]["Plan"]) <= 4, tree  # two ids unnested, one entry each
+        assert await store.stream_version("timer-long") == 2000
+    finally:
+        await store.close()
 
 
 async def test_first_events_reads_what_created_each_stream(store: SqlEventStore) -> None:

@@ -37,7 +37,7 @@ from muster.core.events import (
 from muster.store.bell import CHANNEL, FileBell, bell_path, kinds_of, notification
 from muster.store.rows import FOLD_COLUMNS, envelope, fold_items, planned_rows, values_of
 from muster.store.schema import events, snapshot_history, snapshots, tracking
-from muster.store.sqlite_fast import Busy, LoopConnection
+from muster.store.sqlite_fast import Busy, LoopConnection, versions_sql
 
 T = TypeVar("T")
 # busy_timeout first: the others may meet a lock, and must wait for it, not fail.
@@ -477,17 +477,26 @@ def _head(conn: Connection) -> int:
 
 
 def _stream_versions(conn: Connection, stream_ids: list[str]) -> dict[str, int]:
-    """Every stream's version in one query: a batch costs the same as one append."""
+    """Every stream's version in one query, by one index seek per stream (a correlated
+    ``max``, which both databases answer from the (stream, version) index's last entry):
+    ``GROUP BY`` with ``max`` reads every entry of each stream, and the queue's admission
+    stream grows with the log (PostgreSQL 15, 200,000 entries: 94 ms against 0.09 ms)."""
     found: dict[str, int] = {}
     unique = sorted(set(stream_ids))
     for i in range(0, len(unique), 500):  # stay under SQLite's bound-parameter limit
-        result = conn.execute(
-            select(events.c.stream_id, func.max(events.c.stream_version))
-            .where(events.c.stream_id.in_(unique[i : i + 500]))
-            .group_by(events.c.stream_id)
-        )
-        found.update({row[0]: int(row[1]) for row in result})
+        chunk = unique[i : i + 500]
+        if conn.dialect.name == "sqlite":
+            result = conn.exec_driver_sql(versions_sql(len(chunk)), tuple(chunk))
+        else:
+            result = conn.execute(_PG_VERSIONS, {"ids": chunk})
+        found.update({row[0]: int(row[1]) for row in result if row[1] is not None})
     return found
+
+
+_PG_VERSIONS = text(
+    "SELECT ids.stream, (SELECT max(e.stream_version) FROM events e "
+    "WHERE e.stream_id = ids.stream) FROM unnest(CAST(:ids AS text[])) AS ids(stream)"
+)
 
 
 def _envelopes(conn: Connection, query: Any) -> list[Envelope]:

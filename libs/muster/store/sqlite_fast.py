@@ -255,14 +255,14 @@ def _versions(conn: sqlite3.Connection, batch: Sequence[StreamAppend]) -> dict[s
         chunk = unique[i : i + 500]
         found.update(
             (stream, version)
-            for stream, version in conn.execute(_versions_sql(len(chunk)), chunk)
+            for stream, version in conn.execute(versions_sql(len(chunk)), chunk)
             if version is not None
         )
     return found
 
 
 @functools.lru_cache(maxsize=64)
-def _versions_sql(count: int) -> str:
+def versions_sql(count: int) -> str:
     """The versions query for ``count`` streams: a correlated ``max`` for each."""
     ids = ", ".join(["(?)"] * count)
     return (
