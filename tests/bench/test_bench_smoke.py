@@ -113,6 +113,7 @@ def test_e2e_submit() -> None:
     run_bench(
         "e2e_submit",
         *("--workloads", "20", "--clients", "4", "--idle", "2", "--idle-seconds", "0.5"),
+        *("--settle", "0.5"),  # and what the services do after the last finish
         expect="admitted 20/20, finished 20",  # its own check (bench/e2e_submit.py)
     )
 
