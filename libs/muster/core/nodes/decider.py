@@ -87,7 +87,6 @@ class NodeAgentDecider:
         # On a real cluster (not simulated) pods start and end when its pods say so.
         for key in _due(state, stopping) if self.simulated else []:
             pod = state.pods[key]
-            runtime = state.runtimes.get(pod.workload_id, Runtime())
             if pod.finishes_at is None:
                 out.append(
                     (
@@ -104,6 +103,7 @@ class NodeAgentDecider:
                     )
                 )
             else:
+                runtime = state.runtimes.get(pod.workload_id, NO_RUNTIME)
                 out.append((pod.node, pod.workload_id, _exit(pod, runtime.exit_code_of(pod.run))))
         return [
             NewEvent(
@@ -127,6 +127,7 @@ class NodeAgentDecider:
         return ends[at][0] if at < len(ends) else None
 
 
+NO_RUNTIME = Runtime()  # a workload's runtime once it is forgotten (built once, not per pod)
 MAX_KEY = ("\U0010ffff", 1 << 62, "")  # after every pod key, in (finishes_at, key) order
 
 
