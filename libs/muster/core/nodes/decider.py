@@ -17,8 +17,8 @@ from typing import Any
 from muster.core.events import Event, Folded, NewEvent
 from muster.core.events import node as nev
 from muster.core.events import workload as wev
-from muster.core.model.workload import Runtime
 from muster.core.nodes.state import (
+    NO_RUNTIME,
     NodeAgentState,
     Pod,
     PodKey,
@@ -127,7 +127,6 @@ class NodeAgentDecider:
         return ends[at][0] if at < len(ends) else None
 
 
-NO_RUNTIME = Runtime()  # a workload's runtime once it is forgotten (built once, not per pod)
 MAX_KEY = ("\U0010ffff", 1 << 62, "")  # after every pod key, in (finishes_at, key) order
 
 

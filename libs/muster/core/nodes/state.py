@@ -26,6 +26,7 @@ def owns(node: str, shard: int, shards: int) -> bool:
 
 
 PodKey = tuple[str, int, str]  # (workload, attempt, pod)
+NO_RUNTIME = Runtime()  # a forgotten workload's runtime: built once, not per pod decided
 
 
 @dataclass(slots=True)
@@ -174,7 +175,7 @@ def _(event: wev.WorkloadSubmitted, state: NodeAgentState) -> None:
 def run_seconds(state: NodeAgentState, workload_id: str) -> float:
     """How long a simulated pod of the workload's next attempt runs: what is left after
     the progress it kept, plus the restore it spends first."""
-    runtime = state.runtimes.get(workload_id, Runtime())
+    runtime = state.runtimes.get(workload_id, NO_RUNTIME)
     kept, restore = state.progress.get(workload_id, (0.0, 0.0))
     return max(0.0, runtime.duration_seconds - kept) + restore
 
