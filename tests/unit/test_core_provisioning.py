@@ -322,7 +322,9 @@ def test_cancel_while_nodes_boot_stops_the_request_and_removes_them_after_bookin
     assert of(h, nev.NodeRegistered) == []
     assert set(deleted.nodes) == {n.name for _, ev in of(h, pev.NodesCreating) for n in ev.nodes}
     provisioner = next(r for r in h.runners if r.decider.name == "provisioner")
-    assert provisioner.state.requests["slow.1"].status == "Cancelled"
+    # Its nodes gone, the request is over: forgotten, counted under its final status.
+    assert "slow.1" not in provisioner.state.requests
+    assert provisioner.state.over == {"Cancelled": 1}
     assert provisioner.state.in_use == {("a100", ZA): 0}
 
 
@@ -469,8 +471,9 @@ def test_release_at_the_instant_nodes_are_ready_does_not_provision() -> None:
     assert cancelled.occurred_at == 30.0
     assert of(h, pev.ProvisioningProvisioned, "job.1") == []
     provisioner = next(r for r in h.runners if r.decider.name == "provisioner")
-    assert provisioner.state.requests["job.1"].status == "Cancelled"
-    assert not provisioner.state.requests["job.1"].held
+    # Cancelled, then its booted nodes deleted: over, forgotten (holding nothing).
+    assert "job.1" not in provisioner.state.requests and not provisioner.state.held
+    assert provisioner.state.over == {"Cancelled": 1}
 
 
 # -- the active-requests quota ---------------------------------------------------------
@@ -710,3 +713,24 @@ def test_a_finished_workloads_spec_is_forgotten() -> None:
     for over in ("done", "gone"):
         assert over not in state.pod_sets and over not in state.names
     assert "running" in state.pod_sets and state.names["running"] == ("default", "running")
+
+
+# -- a request over is forgotten ------------------------------------------------------------
+
+
+def test_a_request_whose_nodes_are_deleted_is_forgotten_and_still_counted() -> None:
+    """Kueue deletes a workload's ProvisioningRequest once the workload is done with it
+    (peers.md §4.4): its nodes deleted, the request is over. The provisioner keeps the live
+    requests only (a long-running provisioner's state and snapshots do not grow with every
+    workload it provisioned), counts the forgotten ones under their final status, and
+    decides the same (every decision of the log re-derived)."""
+    jobs = [(60.0 * i, workload_doc(f"job{i}", duration=30)) for i in range(5)]
+    h = run(cluster_doc(), jobs)
+    assert len(of(h, pev.NodesDeleted)) == 5
+    provisioner = next(r for r in h.runners if r.decider.name == "provisioner")
+    state = provisioner.state
+    assert state.requests == {} and state.by_workload == {} and not state.held
+    assert state.over == {"Deleted": 5}
+    assert provisioner.decider.summary(state)["requests"] == {"Deleted": 5}
+    checked, mismatches = verify_decisions(h.log.envelopes, ProvisionerDecider())
+    assert checked > 0 and mismatches == []

@@ -36,7 +36,7 @@ class ProvisionerDecider:
 
     name = "provisioner"
     categories = frozenset({"cloud", "workload", "admission", "provisioning", "timer"})
-    snapshot_format = "provisioner-state-v5"
+    snapshot_format = "provisioner-state-v6"
     clock_only = clock_only_types()  # folded without their payload (core/decider.py)
     # A workload's spec is kept for its quota reservation, which wakes the loop itself.
     wakes_later = frozenset({wev.WorkloadSubmitted.TYPE})
@@ -118,6 +118,8 @@ class ProvisionerDecider:
             by_status["Pending"] = len(state.wanted)
         for req in state.requests.values():
             by_status[req.status] = by_status.get(req.status, 0) + 1
+        for status, n in state.over.items():  # forgotten once their nodes were deleted
+            by_status[status] = by_status.get(status, 0) + n
         nodes = {f"{pool}/{zone}": n for (pool, zone), n in sorted(state.in_use.items()) if n}
         return {
             "now": state.now,
