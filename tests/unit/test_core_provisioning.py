@@ -5,13 +5,21 @@ from __future__ import annotations
 
 import pickle
 from collections.abc import Iterable
+from dataclasses import replace
 from typing import Any, TypeVar
 
 import msgspec
 import pytest
 
 from muster.core import inputs
-from muster.core.events import Envelope, Event, decode_json, encode_json
+from muster.core.events import (
+    Envelope,
+    Event,
+    NewEvent,
+    StreamAppend,
+    decode_json,
+    encode_json,
+)
 from muster.core.events import node as nev
 from muster.core.events import provisioning as pev
 from muster.core.events import queue as qev
@@ -21,6 +29,7 @@ from muster.core.provisioning.decider import ProvisionerDecider
 from muster.core.queueing.decider import QueueDecider
 from muster.core.runner import DeciderRunner
 from muster.core.sim.harness import Harness, build
+from muster.core.sim.log import MemoryLog
 from muster.core.verify import verify_decisions
 from muster.core.views.workloads import WorkloadsView
 from tests.unit.harness_inputs import creations_apart, event_as, submissions
@@ -576,9 +585,10 @@ def test_booting_nodes_are_provisioned_by_a_later_step() -> None:
     assert one(h, pev.ProvisioningProvisioned, "job.1")[0].occurred_at == 30.0
 
 
-def test_no_search_in_a_step_that_frees_capacity() -> None:
-    """A step that deletes nodes (or cancels a request) does not search for room: the
-    search comes in the next step, with the freed capacity folded (one zone, max nodes)."""
+def test_a_step_that_frees_capacity_searches_with_it() -> None:
+    """A step that deletes nodes searches for room with what the deletion frees, in the
+    same decision (one zone, max nodes): the deletion first, then the node creation it made
+    room for, at the same instant, one append."""
     h = run(
         cluster_doc(max_nodes=2),
         [(0, workload_doc("first", nodes=2, duration=50)), (10, workload_doc("second", nodes=2))],
@@ -586,7 +596,80 @@ def test_no_search_in_a_step_that_frees_capacity() -> None:
     deleted, _ = one(h, pev.NodesDeleted, "first.1")
     creating, _ = one(h, pev.NodesCreating, "second.1")
     assert deleted.occurred_at == creating.occurred_at == 50.0
-    assert creating.causation_id == deleted.event_id  # the next step, after the deletion
+    assert creating.causation_id == deleted.causation_id  # one decision
+    assert creating.position > deleted.position
+
+
+def _log_of(envs: list[Envelope]) -> MemoryLog:
+    """A log of ``envs``' events, in that order (renumbered)."""
+    log = MemoryLog()
+    for env in envs:
+        new = NewEvent(stream_id=env.stream_id, event=env.event, occurred_at=env.occurred_at)
+        append = StreamAppend(env.stream_id, None, [new])
+        log.append([append], producer=env.producer, recorded_at=env.recorded_at)
+    return log
+
+
+def _decided(log: MemoryLog, decide: str) -> list[list[NewEvent]]:
+    """The provisioner's decisions over ``log`` until it is quiet (``decide``: the method
+    of its first decision), each appended to ``log`` (caused by the last event folded) and
+    folded before the next, as a service's step does."""
+    runner = DeciderRunner(ProvisionerDecider())
+    runner.fold(log.envelopes)
+    out: list[list[NewEvent]] = []
+    first = getattr(runner.decider, decide)(runner.state)
+    news = [replace(n, causation_id=runner.last_event_id) for n in first]
+    while news:
+        out.append(news)
+        runner.fold(log.append(runner.appends(news), producer="provisioner", recorded_at=0.0))
+        news = runner.decide()
+    return out
+
+
+def test_a_request_accepted_as_nodes_are_deleted_is_one_provisioned() -> None:
+    """GKE's conditions say the order, not the time between them: a request accepted in the
+    step that deletes another's nodes (the queue committed the first workload's end and the
+    second's reservation before the provisioner woke) is searched with the capacity the
+    deletion frees, and its nodes (ready at once) are one Provisioned that carries its
+    acceptance and names them, in the deletion's append. Before, its acceptance was an
+    event of its own and the rest came in the next decision: the same events otherwise, at
+    the same instant, folding to the same state; a log written either way re-derives."""
+    h = run(
+        cluster_doc(max_nodes=2, nominal=16),
+        [(0, workload_doc("first", nodes=2, duration=50)), (10, workload_doc("second", nodes=2))],
+    )
+    envs = h.log.envelopes
+    ((deletion, _),) = of(h, pev.NodesDeleted, "first.1")
+    (reserved,) = [
+        e
+        for e in envs
+        if isinstance(e.event, qev.QuotaReserved) and e.event.workload_id == "second"
+    ]
+    assert reserved.position > deletion.position  # the harness: one service at a time
+    prefix = [*envs[: deletion.position - 1], reserved]
+    logs = {way: _log_of(prefix) for way in ("decide", "decided_before")}
+    now, before = (_decided(logs[way], way) for way in ("decide", "decided_before"))
+    assert [[type(n.event).__name__ for n in b] for b in now] == [
+        ["NodesDeleted", "ProvisioningProvisioned"]
+    ]
+    assert [[type(n.event).__name__ for n in b] for b in before] == [
+        ["NodesDeleted", "ProvisioningAccepted"],
+        ["ProvisioningProvisioned"],
+    ]
+    (deleted, up), ((was_deleted, accepted), (was_up,)) = (n.event for n in now[0]), before
+    assert isinstance(up, pev.ProvisioningProvisioned) and up.created
+    assert deleted == was_deleted.event and up.accepted == accepted.event
+    assert replace(up, accepted=None) == was_up.event
+    assert {n.occurred_at for b in [*now, *before] for n in b} == {50.0}
+    # The same state after either; either log re-derives.
+    states = []
+    for log in logs.values():
+        runner = DeciderRunner(ProvisionerDecider())
+        runner.fold(log.envelopes)
+        states.append(pickle.dumps(runner.state))
+        checked, mismatches = verify_decisions(log.envelopes, ProvisionerDecider())
+        assert checked > 0 and mismatches == []
+    assert states[0] == states[1]
 
 
 def _rid(env: Envelope) -> str:
