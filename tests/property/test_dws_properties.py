@@ -499,3 +499,18 @@ def test_a_deletions_decision_searches_as_the_next_decision_did(s: Scenario) -> 
             old.state.held,
             old.state.deadlines,
         )
+
+
+@given(scenarios())
+@settings(SETTINGS, max_examples=15)
+def test_a_log_of_the_older_form_re_derives(s: Scenario) -> None:
+    """Logs written before a Provisioned stood for its acceptance and node creation and
+    registered the nodes it created Ready (the node agent's node.registered of each, after
+    the provisioner's batch: ``creations_apart``) re-derive every decision of the
+    provisioner and the node agent (``decided_before``, ``as_logged_before``)."""
+    h = s.harness()
+    h.run()
+    old = creations_apart(h.log.envelopes)
+    for decider in (ProvisionerDecider(), NodeAgentDecider()):
+        _, mismatches = verify_decisions(old, decider)
+        assert mismatches == [], mismatches[:1]

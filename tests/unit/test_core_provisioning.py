@@ -3,6 +3,7 @@ quotas, node lifetimes tied to the reservation, permanent failures, boot delays.
 
 from __future__ import annotations
 
+import itertools
 import pickle
 from collections.abc import Iterable
 from dataclasses import replace
@@ -729,9 +730,12 @@ def _rows(log: list[Envelope]) -> list[Envelope]:
 
 def test_a_log_with_node_creations_of_their_own_still_verifies_and_folds_alike() -> None:
     """Logs written before a Provisioned stood for the acceptance and node creation of the
-    same decision (an Accepted, a NodesCreating, then a Provisioned, in one step) re-derive
-    at 0 mismatches, and fold to the same state in every decider and in intake's views as
-    the log of today's form, after every event."""
+    same decision (an Accepted, a NodesCreating, then a Provisioned, in one step), and
+    before it registered the nodes it created Ready (the node agent's node.registered of
+    each), re-derive at 0 mismatches, and fold to the same state in every decider and in
+    intake's views as the log of today's form, after every event; the node agent's once
+    the registrations of the older form are folded too (its state says whether a node
+    registered by an event or by its Provisioned: ``implied``, ``registrant``)."""
     h = run(
         cluster_doc(max_nodes=6),
         [(10 * (i // 2), workload_doc(f"j{i}", nodes=1 + i % 3, duration=25)) for i in range(8)],
@@ -740,22 +744,51 @@ def test_a_log_with_node_creations_of_their_own_still_verifies_and_folds_alike()
     old = _rows(creations_apart(h.log.envelopes))
     made = [type(e.event).__name__ for e in old if e.producer == "provisioner"]
     fused = [e for e in new if pev.acceptance(e.event) not in (None, e.event)]
-    assert made.count("NodesCreating") == 8 and len(old) == len(new) + 8 + len(fused)
+    registered = [e for e in old if isinstance(e.event, nev.NodeRegistered)]
+    assert [e for e in new if isinstance(e.event, nev.NodeRegistered)] == []
+    assert len(registered) == sum(1 + i % 3 for i in range(8))  # every node, once
+    assert made.count("NodesCreating") == 8
+    assert len(old) == len(new) + 8 + len(fused) + len(registered)
     assert 0 < len(fused) < 8  # some accepted in the same decision, some waited for room
-    checked, mismatches = verify_decisions(old, ProvisionerDecider())
-    assert checked > 0 and mismatches == [], mismatches[:1]
+    for decider in (ProvisionerDecider(), NodeAgentDecider()):
+        checked, mismatches = verify_decisions(old, decider)
+        assert checked > 0 and mismatches == [], mismatches[:1]
     for decider in (ProvisionerDecider(), NodeAgentDecider(), QueueDecider(), WorkloadsView()):
-        # Equal after every event of today's log (the older one folded to the same event).
+        # Equal after every event of today's log (the older one folded to the same event,
+        # and for the node agent to the registrations that follow it).
         now: DeciderRunner[Any] = DeciderRunner(decider)
         before: DeciderRunner[Any] = DeciderRunner(decider)
         rest = iter(old)
-        for env in new:
+        # Its state says which nodes are registered: compared once the older form's
+        # registrations are folded too.
+        registers = isinstance(decider, NodeAgentDecider | WorkloadsView)
+        for env, after in zip(new, [*new[1:], None], strict=True):
             now.fold([env])
             for older in rest:
                 before.fold([older])
                 if older.event_id == env.event_id:
                     break
-            assert pickle.dumps(now.state) == pickle.dumps(before.state), (decider.name, env)
+            if not registers:
+                assert pickle.dumps(now.state) == pickle.dumps(before.state), (decider.name, env)
+            elif after is None or (after.producer, after.causation_id) != (
+                env.producer,
+                env.causation_id,
+            ):  # the older form registers a batch's nodes after it: compare there
+                for older in rest:
+                    if not isinstance(older.event, nev.NodeRegistered):
+                        rest = itertools.chain([older], rest)
+                        break
+                    before.fold([older])
+                assert _as_registered(now.state) == _as_registered(before.state), env
+
+
+def _as_registered(state: Any) -> Any:
+    """A state, whether its nodes registered by events or by the Provisioned that created
+    them (a node agent's says which: ``implied``, ``registrant``), to compare by value (a
+    node's labels are the event's own dict in one, a copy in the other)."""
+    if hasattr(state, "implied"):
+        return replace(state, implied={}, registrant={})
+    return pickle.dumps(replace(state, nodes={})), state.nodes  # intake's view
 
 
 def test_a_log_with_the_three_steps_still_verifies() -> None:
@@ -817,3 +850,27 @@ def test_a_request_whose_nodes_are_deleted_is_forgotten_and_still_counted() -> N
     assert provisioner.decider.summary(state)["requests"] == {"Deleted": 5}
     checked, mismatches = verify_decisions(h.log.envelopes, ProvisionerDecider())
     assert checked > 0 and mismatches == []
+
+
+def test_nodes_created_ready_are_registered_by_their_provisioned() -> None:
+    """peers.md §4.4 (GKE DWS): a request is Provisioned once its nodes are Ready nodes of
+    the cluster. Nodes the simulated cloud creates Ready at once are registered by the
+    Provisioned that names them (``created``): no node.registered of the node agent's for
+    every service to store, fold and publish; the pods start on them in the agent's next
+    decision, intake's nodes view shows them Ready, and they are removed as before. Nodes
+    that boot first register with an event of their own (test_core_nodes)."""
+    h = run(cluster_doc(), [(0, workload_doc("job", nodes=2, duration=30))])
+    ((up_env, up),) = of(h, pev.ProvisioningProvisioned, "job.1")
+    assert up.created and len(up.nodes) == 2
+    assert of(h, nev.NodeRegistered) == []
+    started = of(h, nev.PodStarted)
+    assert {ev.node for _, ev in started} == {n.name for n in up.nodes}
+    assert all(env.occurred_at == 0.0 and env.position > up_env.position for env, _ in started)
+    assert {ev.node for _, ev in of(h, nev.NodeRemoved)} == {n.name for n in up.nodes}
+    view = DeciderRunner(WorkloadsView())
+    view.fold([e for e in h.log.envelopes if e.position <= up_env.position])
+    assert {n: r.state for n, r in view.state.nodes.items()} == {
+        n.name: "Ready" for n in up.nodes
+    }
+    agent = next(r for r in h.runners if r.decider.name == "node-agent").state
+    assert not agent.nodes and not agent.implied  # removed: nothing left of them
