@@ -74,6 +74,12 @@ def check(rows: Iterable[Row], accepted: Iterable[str]) -> Report:
     ended = {r.payload["workload_id"] for r in rows if r.type in ENDS}
     report.unfinished = sorted(set(submitted) - ended)
     registered = {r.payload["node"] for r in rows if r.type == "node.registered"}
+    registered |= {  # created Ready: registered by the Provisioned that names them
+        n["name"]
+        for r in rows
+        if r.type == "provisioning.provisioned" and r.payload.get("created")
+        for n in r.payload.get("nodes", ())
+    }
     gone = {r.payload["node"] for r in rows if r.type in ("node.removed", "node.lost")}
     report.nodes_left = sorted(registered - gone)
     return report

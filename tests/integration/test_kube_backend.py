@@ -238,7 +238,8 @@ async def test_booking_expired_and_capacity_revoked_release_the_nodes(
     assert type(ended).__name__ == f"Provisioning{condition}"
     assert isinstance(deleted, pev.NodesDeleted)
     assert (deleted.nodes, deleted.reason) == (("n0", "n1"), condition)
-    assert status(backend) == "Deleted"
+    assert status(backend) is None  # over: forgotten once its nodes were deleted
+    assert backend.loop.runner.state.over == {"Deleted": 1}
     assert not backend.loop.runner.state.held
     await backend.wait_until(gone(env.api, "ProvisioningRequest", PR))
     await backend.wait_until(gone(env.api, "PodTemplate", TEMPLATE))
@@ -262,7 +263,8 @@ async def test_a_finished_workload_deletes_the_request_and_its_nodes(env: Env) -
     assert (deleted.nodes, deleted.reason) == (("n0", "n1"), "Released")
     assert env.api.get("ProvisioningRequest", PR, NS) is None
     assert env.api.get("PodTemplate", TEMPLATE, NS) is None
-    assert status(backend) == "Deleted"
+    assert status(backend) is None  # over: forgotten once its nodes were deleted
+    assert backend.loop.runner.state.over == {"Deleted": 1}
 
 
 async def test_released_while_accepted_is_deleted_then_cancelled(env: Env) -> None:

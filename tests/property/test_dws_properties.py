@@ -19,7 +19,8 @@ at random times. Every check reads the event log, not the deciders' state:
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+import pickle
+from dataclasses import dataclass, replace
 from typing import Any
 
 from hypothesis import HealthCheck, given, settings
@@ -31,6 +32,7 @@ from muster.core.events import node as nev
 from muster.core.events import provisioning as pev
 from muster.core.events import queue as qev
 from muster.core.events import workload as wev
+from muster.core.events.base import round_trip
 from muster.core.model import parse
 from muster.core.model.cluster import ClusterSpec
 from muster.core.nodes.decider import NodeAgentDecider
@@ -416,3 +418,99 @@ def test_what_a_loop_is_not_woken_for_never_makes_a_decision_due(s: Scenario) ->
                     assert decider.decide(runner.state) == [], (decider.name, env.position)
             else:
                 runner.fold([env])
+
+
+def _folded(runner: DeciderRunner[ProvisionerState], news: list[Any]) -> None:
+    """Fold the provisioner's own ``news`` as the store gives them back (round-tripped)."""
+    envs = []
+    for i, new in enumerate(news, start=runner.position + 1):
+        version = runner.versions.get(new.stream_id, 0) + 1 + sum(
+            1 for e in envs if e.stream_id == new.stream_id
+        )
+        envs.append(
+            Envelope(
+                position=i,
+                event_id=f"own-{i}",
+                stream_id=new.stream_id,
+                stream_version=version,
+                type=new.event.TYPE,
+                schema_version=new.event.VERSION,
+                occurred_at=new.occurred_at,
+                recorded_at=0.0,
+                causation_id=None,
+                correlation_id=new.correlation_id,
+                producer="provisioner",
+                event=round_trip(new.event),
+            )
+        )
+    runner.fold(envs)
+
+
+def _fused(first: list[Any], then: list[Any]) -> list[Any]:
+    """``first`` then ``then``, a request accepted in ``first`` and Provisioned at once in
+    ``then`` as one Provisioned that carries its acceptance, where the acceptance was."""
+    ready = {
+        n.event.request_id: n
+        for n in then
+        if isinstance(n.event, pev.ProvisioningProvisioned) and n.event.created
+    }
+    out, fused = [], set()
+    for n in first:
+        if isinstance(n.event, pev.ProvisioningAccepted) and n.event.request_id in ready:
+            up = ready[n.event.request_id]
+            out.append(replace(up, event=replace(up.event, accepted=n.event)))
+            fused.add(n.event.request_id)
+        else:
+            out.append(n)
+    return out + [n for n in then if getattr(n.event, "request_id", None) not in fused]
+
+
+@given(scenarios())
+@settings(SETTINGS, max_examples=25)
+def test_a_deletions_decision_searches_as_the_next_decision_did(s: Scenario) -> None:
+    """peers.md §4.4 (GKE DWS: capacity, stockouts, quotas, bookings, cancellations): a
+    provisioner decision that deletes nodes or cancels requests also searches for capacity,
+    with what it frees. After every event of random runs, where it decides otherwise than
+    before (``decided_before``: no search in such a decision), what it decides is exactly
+    what before was decided in that decision and, having folded it, the next one at the
+    same instant (an acceptance and its at-once Provisioned fused, as within one decision),
+    and folding either leaves the same state."""
+    h = s.harness()
+    h.run()
+    decider = ProvisionerDecider()
+    runner: DeciderRunner[ProvisionerState] = DeciderRunner(decider)
+    for env in h.log.envelopes:
+        runner.fold([env])
+        now, first = decider.decide(runner.state), decider.decided_before(runner.state)
+        if now == first:
+            continue
+        new, old = pickle.loads(pickle.dumps(runner)), pickle.loads(pickle.dumps(runner))
+        _folded(old, first)
+        then = decider.decide(old.state)
+        assert {n.occurred_at for n in then} <= {runner.state.now}
+        assert now == _fused(first, then), env.position
+        _folded(old, then)
+        _folded(new, now)
+        assert decider.summary(new.state) == decider.summary(old.state)
+        assert new.state.requests.keys() == old.state.requests.keys()
+        assert (new.state.in_use, new.state.quota_used, new.state.held, new.state.deadlines) == (
+            old.state.in_use,
+            old.state.quota_used,
+            old.state.held,
+            old.state.deadlines,
+        )
+
+
+@given(scenarios())
+@settings(SETTINGS, max_examples=15)
+def test_a_log_of_the_older_form_re_derives(s: Scenario) -> None:
+    """Logs written before a Provisioned stood for its acceptance and node creation and
+    registered the nodes it created Ready (the node agent's node.registered of each, after
+    the provisioner's batch: ``creations_apart``) re-derive every decision of the
+    provisioner and the node agent (``decided_before``, ``as_logged_before``)."""
+    h = s.harness()
+    h.run()
+    old = creations_apart(h.log.envelopes)
+    for decider in (ProvisionerDecider(), NodeAgentDecider()):
+        _, mismatches = verify_decisions(old, decider)
+        assert mismatches == [], mismatches[:1]

@@ -9,8 +9,10 @@ import msgspec
 
 from muster.core.decider import Decider
 from muster.core.events import Envelope, Event
+from muster.core.events import node as nev
 from muster.core.events import provisioning as pev
 from muster.core.model import parse
+from muster.core.model.inventory import NodeInventory
 from muster.core.sim.harness import Harness, Submission, build
 from muster.core.verify import verify_decisions
 
@@ -33,23 +35,67 @@ def event_as(env: Envelope, cls: type[Event]) -> Event | None:
 
 
 def creations_apart(log: Iterable[Envelope]) -> list[Envelope]:
-    """The log as the provisioner wrote it before a Provisioned stood for the acceptance
-    and node creation of the same decision (``stands_for``): those events of the same
-    instant and stream first, then Provisioned alone (positions renumbered). Checkers of
-    acceptances and node creations read this."""
+    """The log as the provisioner and node agent wrote it before a Provisioned stood for the
+    acceptance and node creation of the same decision (``stands_for``) and registered the
+    nodes it created Ready: those events of the same instant and stream first, then
+    Provisioned alone; after the provisioner's batch, the node agent's ``node.registered``
+    of each of those nodes (caused by the batch's last event; positions renumbered, the
+    nodes' stream versions moved up). Checkers of acceptances, node creations and
+    registrations read this."""
     out: list[Envelope] = []
+    moved: dict[str, int] = {}  # node stream -> registrations put before its events
+    pending: list[tuple[Envelope, nev.NodeRegistered]] = []  # after the batch
     for env in log:
+        if pending and (env.producer, env.causation_id) != (
+            pending[0][0].producer,
+            pending[0][0].causation_id,
+        ):
+            out += _registrations(pending, out[-1].event_id, moved)
+            pending = []
         ev = env.event
-        if isinstance(ev, pev.ProvisioningProvisioned):
-            for i, before in enumerate(ev.stands_for(env.occurred_at)):
-                out.append(
-                    msgspec.structs.replace(
-                        env, event=before, type=before.TYPE, event_id=f"{env.event_id}-{i}"
-                    )
+        if env.stream_id in moved:
+            env = msgspec.structs.replace(
+                env, stream_version=env.stream_version + moved[env.stream_id]
+            )
+        if not isinstance(ev, pev.ProvisioningProvisioned):
+            out.append(env)
+            continue
+        for i, before in enumerate(ev.stands_for(env.occurred_at)):
+            out.append(
+                msgspec.structs.replace(
+                    env, event=before, type=before.TYPE, event_id=f"{env.event_id}-{i}"
                 )
-            env = msgspec.structs.replace(env, event=ev.alone())
-        out.append(env)
+            )
+        out.append(msgspec.structs.replace(env, event=ev.alone()))
+        for node in ev.nodes if ev.created else ():
+            inv = NodeInventory(name=node.name, allocatable=node.allocatable, labels=node.labels)
+            pending.append((env, nev.NodeRegistered.of(inv, "node-agent", ev.request_id)))
+    if pending:
+        out += _registrations(pending, out[-1].event_id, moved)
     return [msgspec.structs.replace(e, position=i + 1) for i, e in enumerate(out)]
+
+
+def _registrations(
+    pending: list[tuple[Envelope, nev.NodeRegistered]], cause: str, moved: dict[str, int]
+) -> list[Envelope]:
+    out = []
+    for env, registered in pending:
+        stream = nev.stream(registered.node)
+        moved[stream] = moved.get(stream, 0) + 1
+        out.append(
+            msgspec.structs.replace(
+                env,
+                event=registered,
+                type=registered.TYPE,
+                schema_version=registered.VERSION,
+                event_id=f"{env.event_id}-registered-{registered.node}",
+                stream_id=stream,
+                stream_version=moved[stream],
+                causation_id=cause,
+                producer="node-agent",
+            )
+        )
+    return out
 
 
 def gpu_node_cluster(

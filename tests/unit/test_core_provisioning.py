@@ -3,15 +3,24 @@ quotas, node lifetimes tied to the reservation, permanent failures, boot delays.
 
 from __future__ import annotations
 
+import itertools
 import pickle
 from collections.abc import Iterable
+from dataclasses import replace
 from typing import Any, TypeVar
 
 import msgspec
 import pytest
 
 from muster.core import inputs
-from muster.core.events import Envelope, Event, decode_json, encode_json
+from muster.core.events import (
+    Envelope,
+    Event,
+    NewEvent,
+    StreamAppend,
+    decode_json,
+    encode_json,
+)
 from muster.core.events import node as nev
 from muster.core.events import provisioning as pev
 from muster.core.events import queue as qev
@@ -21,6 +30,7 @@ from muster.core.provisioning.decider import ProvisionerDecider
 from muster.core.queueing.decider import QueueDecider
 from muster.core.runner import DeciderRunner
 from muster.core.sim.harness import Harness, build
+from muster.core.sim.log import MemoryLog
 from muster.core.verify import verify_decisions
 from muster.core.views.workloads import WorkloadsView
 from tests.unit.harness_inputs import creations_apart, event_as, submissions
@@ -322,7 +332,9 @@ def test_cancel_while_nodes_boot_stops_the_request_and_removes_them_after_bookin
     assert of(h, nev.NodeRegistered) == []
     assert set(deleted.nodes) == {n.name for _, ev in of(h, pev.NodesCreating) for n in ev.nodes}
     provisioner = next(r for r in h.runners if r.decider.name == "provisioner")
-    assert provisioner.state.requests["slow.1"].status == "Cancelled"
+    # Its nodes gone, the request is over: forgotten, counted under its final status.
+    assert "slow.1" not in provisioner.state.requests
+    assert provisioner.state.over == {"Cancelled": 1}
     assert provisioner.state.in_use == {("a100", ZA): 0}
 
 
@@ -469,8 +481,9 @@ def test_release_at_the_instant_nodes_are_ready_does_not_provision() -> None:
     assert cancelled.occurred_at == 30.0
     assert of(h, pev.ProvisioningProvisioned, "job.1") == []
     provisioner = next(r for r in h.runners if r.decider.name == "provisioner")
-    assert provisioner.state.requests["job.1"].status == "Cancelled"
-    assert not provisioner.state.requests["job.1"].held
+    # Cancelled, then its booted nodes deleted: over, forgotten (holding nothing).
+    assert "job.1" not in provisioner.state.requests and not provisioner.state.held
+    assert provisioner.state.over == {"Cancelled": 1}
 
 
 # -- the active-requests quota ---------------------------------------------------------
@@ -573,9 +586,10 @@ def test_booting_nodes_are_provisioned_by_a_later_step() -> None:
     assert one(h, pev.ProvisioningProvisioned, "job.1")[0].occurred_at == 30.0
 
 
-def test_no_search_in_a_step_that_frees_capacity() -> None:
-    """A step that deletes nodes (or cancels a request) does not search for room: the
-    search comes in the next step, with the freed capacity folded (one zone, max nodes)."""
+def test_a_step_that_frees_capacity_searches_with_it() -> None:
+    """A step that deletes nodes searches for room with what the deletion frees, in the
+    same decision (one zone, max nodes): the deletion first, then the node creation it made
+    room for, at the same instant, one append."""
     h = run(
         cluster_doc(max_nodes=2),
         [(0, workload_doc("first", nodes=2, duration=50)), (10, workload_doc("second", nodes=2))],
@@ -583,7 +597,80 @@ def test_no_search_in_a_step_that_frees_capacity() -> None:
     deleted, _ = one(h, pev.NodesDeleted, "first.1")
     creating, _ = one(h, pev.NodesCreating, "second.1")
     assert deleted.occurred_at == creating.occurred_at == 50.0
-    assert creating.causation_id == deleted.event_id  # the next step, after the deletion
+    assert creating.causation_id == deleted.causation_id  # one decision
+    assert creating.position > deleted.position
+
+
+def _log_of(envs: list[Envelope]) -> MemoryLog:
+    """A log of ``envs``' events, in that order (renumbered)."""
+    log = MemoryLog()
+    for env in envs:
+        new = NewEvent(stream_id=env.stream_id, event=env.event, occurred_at=env.occurred_at)
+        append = StreamAppend(env.stream_id, None, [new])
+        log.append([append], producer=env.producer, recorded_at=env.recorded_at)
+    return log
+
+
+def _decided(log: MemoryLog, decide: str) -> list[list[NewEvent]]:
+    """The provisioner's decisions over ``log`` until it is quiet (``decide``: the method
+    of its first decision), each appended to ``log`` (caused by the last event folded) and
+    folded before the next, as a service's step does."""
+    runner = DeciderRunner(ProvisionerDecider())
+    runner.fold(log.envelopes)
+    out: list[list[NewEvent]] = []
+    first = getattr(runner.decider, decide)(runner.state)
+    news = [replace(n, causation_id=runner.last_event_id) for n in first]
+    while news:
+        out.append(news)
+        runner.fold(log.append(runner.appends(news), producer="provisioner", recorded_at=0.0))
+        news = runner.decide()
+    return out
+
+
+def test_a_request_accepted_as_nodes_are_deleted_is_one_provisioned() -> None:
+    """GKE's conditions say the order, not the time between them: a request accepted in the
+    step that deletes another's nodes (the queue committed the first workload's end and the
+    second's reservation before the provisioner woke) is searched with the capacity the
+    deletion frees, and its nodes (ready at once) are one Provisioned that carries its
+    acceptance and names them, in the deletion's append. Before, its acceptance was an
+    event of its own and the rest came in the next decision: the same events otherwise, at
+    the same instant, folding to the same state; a log written either way re-derives."""
+    h = run(
+        cluster_doc(max_nodes=2, nominal=16),
+        [(0, workload_doc("first", nodes=2, duration=50)), (10, workload_doc("second", nodes=2))],
+    )
+    envs = h.log.envelopes
+    ((deletion, _),) = of(h, pev.NodesDeleted, "first.1")
+    (reserved,) = [
+        e
+        for e in envs
+        if isinstance(e.event, qev.QuotaReserved) and e.event.workload_id == "second"
+    ]
+    assert reserved.position > deletion.position  # the harness: one service at a time
+    prefix = [*envs[: deletion.position - 1], reserved]
+    logs = {way: _log_of(prefix) for way in ("decide", "decided_before")}
+    now, before = (_decided(logs[way], way) for way in ("decide", "decided_before"))
+    assert [[type(n.event).__name__ for n in b] for b in now] == [
+        ["NodesDeleted", "ProvisioningProvisioned"]
+    ]
+    assert [[type(n.event).__name__ for n in b] for b in before] == [
+        ["NodesDeleted", "ProvisioningAccepted"],
+        ["ProvisioningProvisioned"],
+    ]
+    (deleted, up), ((was_deleted, accepted), (was_up,)) = (n.event for n in now[0]), before
+    assert isinstance(up, pev.ProvisioningProvisioned) and up.created
+    assert deleted == was_deleted.event and up.accepted == accepted.event
+    assert replace(up, accepted=None) == was_up.event
+    assert {n.occurred_at for b in [*now, *before] for n in b} == {50.0}
+    # The same state after either; either log re-derives.
+    states = []
+    for log in logs.values():
+        runner = DeciderRunner(ProvisionerDecider())
+        runner.fold(log.envelopes)
+        states.append(pickle.dumps(runner.state))
+        checked, mismatches = verify_decisions(log.envelopes, ProvisionerDecider())
+        assert checked > 0 and mismatches == []
+    assert states[0] == states[1]
 
 
 def _rid(env: Envelope) -> str:
@@ -643,9 +730,12 @@ def _rows(log: list[Envelope]) -> list[Envelope]:
 
 def test_a_log_with_node_creations_of_their_own_still_verifies_and_folds_alike() -> None:
     """Logs written before a Provisioned stood for the acceptance and node creation of the
-    same decision (an Accepted, a NodesCreating, then a Provisioned, in one step) re-derive
-    at 0 mismatches, and fold to the same state in every decider and in intake's views as
-    the log of today's form, after every event."""
+    same decision (an Accepted, a NodesCreating, then a Provisioned, in one step), and
+    before it registered the nodes it created Ready (the node agent's node.registered of
+    each), re-derive at 0 mismatches, and fold to the same state in every decider and in
+    intake's views as the log of today's form, after every event; the node agent's once
+    the registrations of the older form are folded too (its state says whether a node
+    registered by an event or by its Provisioned: ``implied``, ``registrant``)."""
     h = run(
         cluster_doc(max_nodes=6),
         [(10 * (i // 2), workload_doc(f"j{i}", nodes=1 + i % 3, duration=25)) for i in range(8)],
@@ -654,22 +744,51 @@ def test_a_log_with_node_creations_of_their_own_still_verifies_and_folds_alike()
     old = _rows(creations_apart(h.log.envelopes))
     made = [type(e.event).__name__ for e in old if e.producer == "provisioner"]
     fused = [e for e in new if pev.acceptance(e.event) not in (None, e.event)]
-    assert made.count("NodesCreating") == 8 and len(old) == len(new) + 8 + len(fused)
+    registered = [e for e in old if isinstance(e.event, nev.NodeRegistered)]
+    assert [e for e in new if isinstance(e.event, nev.NodeRegistered)] == []
+    assert len(registered) == sum(1 + i % 3 for i in range(8))  # every node, once
+    assert made.count("NodesCreating") == 8
+    assert len(old) == len(new) + 8 + len(fused) + len(registered)
     assert 0 < len(fused) < 8  # some accepted in the same decision, some waited for room
-    checked, mismatches = verify_decisions(old, ProvisionerDecider())
-    assert checked > 0 and mismatches == [], mismatches[:1]
+    for decider in (ProvisionerDecider(), NodeAgentDecider()):
+        checked, mismatches = verify_decisions(old, decider)
+        assert checked > 0 and mismatches == [], mismatches[:1]
     for decider in (ProvisionerDecider(), NodeAgentDecider(), QueueDecider(), WorkloadsView()):
-        # Equal after every event of today's log (the older one folded to the same event).
+        # Equal after every event of today's log (the older one folded to the same event,
+        # and for the node agent to the registrations that follow it).
         now: DeciderRunner[Any] = DeciderRunner(decider)
         before: DeciderRunner[Any] = DeciderRunner(decider)
         rest = iter(old)
-        for env in new:
+        # Its state says which nodes are registered: compared once the older form's
+        # registrations are folded too.
+        registers = isinstance(decider, NodeAgentDecider | WorkloadsView)
+        for env, after in zip(new, [*new[1:], None], strict=True):
             now.fold([env])
             for older in rest:
                 before.fold([older])
                 if older.event_id == env.event_id:
                     break
-            assert pickle.dumps(now.state) == pickle.dumps(before.state), (decider.name, env)
+            if not registers:
+                assert pickle.dumps(now.state) == pickle.dumps(before.state), (decider.name, env)
+            elif after is None or (after.producer, after.causation_id) != (
+                env.producer,
+                env.causation_id,
+            ):  # the older form registers a batch's nodes after it: compare there
+                for older in rest:
+                    if not isinstance(older.event, nev.NodeRegistered):
+                        rest = itertools.chain([older], rest)
+                        break
+                    before.fold([older])
+                assert _as_registered(now.state) == _as_registered(before.state), env
+
+
+def _as_registered(state: Any) -> Any:
+    """A state, whether its nodes registered by events or by the Provisioned that created
+    them (a node agent's says which: ``implied``, ``registrant``), to compare by value (a
+    node's labels are the event's own dict in one, a copy in the other)."""
+    if hasattr(state, "implied"):
+        return replace(state, implied={}, registrant={})
+    return pickle.dumps(replace(state, nodes={})), state.nodes  # intake's view
 
 
 def test_a_log_with_the_three_steps_still_verifies() -> None:
@@ -710,3 +829,48 @@ def test_a_finished_workloads_spec_is_forgotten() -> None:
     for over in ("done", "gone"):
         assert over not in state.pod_sets and over not in state.names
     assert "running" in state.pod_sets and state.names["running"] == ("default", "running")
+
+
+# -- a request over is forgotten ------------------------------------------------------------
+
+
+def test_a_request_whose_nodes_are_deleted_is_forgotten_and_still_counted() -> None:
+    """Kueue deletes a workload's ProvisioningRequest once the workload is done with it
+    (peers.md §4.4): its nodes deleted, the request is over. The provisioner keeps the live
+    requests only (a long-running provisioner's state and snapshots do not grow with every
+    workload it provisioned), counts the forgotten ones under their final status, and
+    decides the same (every decision of the log re-derived)."""
+    jobs = [(60.0 * i, workload_doc(f"job{i}", duration=30)) for i in range(5)]
+    h = run(cluster_doc(), jobs)
+    assert len(of(h, pev.NodesDeleted)) == 5
+    provisioner = next(r for r in h.runners if r.decider.name == "provisioner")
+    state = provisioner.state
+    assert state.requests == {} and state.by_workload == {} and not state.held
+    assert state.over == {"Deleted": 5}
+    assert provisioner.decider.summary(state)["requests"] == {"Deleted": 5}
+    checked, mismatches = verify_decisions(h.log.envelopes, ProvisionerDecider())
+    assert checked > 0 and mismatches == []
+
+
+def test_nodes_created_ready_are_registered_by_their_provisioned() -> None:
+    """peers.md §4.4 (GKE DWS): a request is Provisioned once its nodes are Ready nodes of
+    the cluster. Nodes the simulated cloud creates Ready at once are registered by the
+    Provisioned that names them (``created``): no node.registered of the node agent's for
+    every service to store, fold and publish; the pods start on them in the agent's next
+    decision, intake's nodes view shows them Ready, and they are removed as before. Nodes
+    that boot first register with an event of their own (test_core_nodes)."""
+    h = run(cluster_doc(), [(0, workload_doc("job", nodes=2, duration=30))])
+    ((up_env, up),) = of(h, pev.ProvisioningProvisioned, "job.1")
+    assert up.created and len(up.nodes) == 2
+    assert of(h, nev.NodeRegistered) == []
+    started = of(h, nev.PodStarted)
+    assert {ev.node for _, ev in started} == {n.name for n in up.nodes}
+    assert all(env.occurred_at == 0.0 and env.position > up_env.position for env, _ in started)
+    assert {ev.node for _, ev in of(h, nev.NodeRemoved)} == {n.name for n in up.nodes}
+    view = DeciderRunner(WorkloadsView())
+    view.fold([e for e in h.log.envelopes if e.position <= up_env.position])
+    assert {n: r.state for n, r in view.state.nodes.items()} == {
+        n.name: "Ready" for n in up.nodes
+    }
+    agent = next(r for r in h.runners if r.decider.name == "node-agent").state
+    assert not agent.nodes and not agent.implied  # removed: nothing left of them

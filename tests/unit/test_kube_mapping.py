@@ -429,11 +429,12 @@ def test_end_of_booking_or_capacity_releases_the_nodes(condition: str, event: ty
     assert isinstance(first, event)
     assert isinstance(deleted, pev.NodesDeleted)
     assert (deleted.nodes, deleted.reason, deleted.message) == (("n1",), condition, "over")
-    assert state.requests[RID].status == "Deleted" and state.in_use == {
-        ("a100", "us-central1-a"): 0
-    }
-    # The request serves nothing now: its ProvisioningRequest is deleted, nothing more recorded.
-    actions = kube.plan_actions(state, ended, OPTIONS)
+    # Its nodes gone, the request is over: forgotten, counted as Deleted.
+    assert RID not in state.requests and state.over == {"Deleted": 1}
+    assert state.in_use == {("a100", "us-central1-a"): 0}
+    # The request serves nothing now: its ProvisioningRequest is deleted, nothing more recorded
+    # (its stream, folded, tells it from a request this replica has not heard of yet).
+    actions = kube.plan_actions(state, ended, OPTIONS, streams={pev.request_stream(RID)})
     assert [o.request_id for o in actions.delete] == [RID] and actions.events == ()
 
 

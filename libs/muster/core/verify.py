@@ -58,6 +58,11 @@ def verify_decisions(log: Sequence[Envelope], decider: Decider[Any]) -> tuple[in
     older: Callable[[list[NewEvent]], list[NewEvent]] | None = getattr(
         decider, "as_logged_before", None
     )
+    # What an older version of the decider decided in the same state, where what it decides
+    # changed (e.g. the provisioner's ``decided_before``); None: it never did.
+    decided_before: Callable[[Any], list[NewEvent]] | None = getattr(
+        decider, "decided_before", None
+    )
     for i, batch in enumerate(batches):
         basis = position_of.get(batch[0].causation_id or "")
         if basis is None:
@@ -71,12 +76,35 @@ def verify_decisions(log: Sequence[Envelope], decider: Decider[Any]) -> tuple[in
         again = _keys(derived)
         if logged == again or _split(logged, again, batch, batches[i + 1 :]):
             continue
-        if older is not None:  # a log written before the decider's events changed form
-            before = _keys(older(derived))
-            if logged == before or _split(logged, before, batch, batches[i + 1 :]):
-                continue
+        forms = [derived]
+        if decided_before is not None:  # a log written before the decisions changed
+            before = decided_before(runner.state)
+            forms.append([n for a in runner.appends(before) for n in a.events])
+        if _matches(logged, forms, older, batch, batches[i + 1 :]):
+            continue
         mismatches.append(Mismatch(decider.name, batch[0].position, logged, again))
     return len(batches), mismatches
+
+
+def _matches(
+    logged: list[str],
+    forms: list[list[NewEvent]],
+    older: Callable[[list[NewEvent]], list[NewEvent]] | None,
+    batch: list[Envelope],
+    following: list[list[Envelope]],
+) -> bool:
+    """Whether the logged batch is one of ``forms`` (the decision derived now first, the one
+    checked above), or its older form (``older``: a log written before the decider's events
+    changed form), whole or in several steps (``_split``)."""
+    for i, news in enumerate(forms):
+        keys = _keys(news)
+        if i and (logged == keys or _split(logged, keys, batch, following)):
+            return True
+        if older is not None:
+            before = _keys(older(news))
+            if logged == before or _split(logged, before, batch, following):
+                return True
+    return False
 
 
 def _keys(news: list[NewEvent]) -> list[str]:

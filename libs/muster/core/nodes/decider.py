@@ -12,6 +12,7 @@ what the cluster's pods report.
 
 from __future__ import annotations
 
+from dataclasses import replace
 from typing import Any
 
 from muster.core.events import Event, Folded, NewEvent
@@ -30,7 +31,7 @@ from muster.core.nodes.state import (
 
 class NodeAgentDecider:
     categories = frozenset({"cloud", "workload", "admission", "provisioning", "node", "timer"})
-    snapshot_format = "node-agent-state-v8"
+    snapshot_format = "node-agent-state-v9"
     clock_only = clock_only_types()  # folded without their payload (core/decider.py)
     # A workload's runtime and grace are kept for its admission, which wakes the loop itself.
     wakes_later = frozenset({wev.WorkloadSubmitted.TYPE})
@@ -114,6 +115,25 @@ class NodeAgentDecider:
             )
             for node, workload, event in out
         ]
+
+    def decided_before(self, state: NodeAgentState) -> list[NewEvent]:
+        """What an older agent decided in ``state`` (``verify``): it registered the nodes a
+        Provisioned created Ready (``implied``) itself, so until its registration was folded
+        such a node was not registered but registering (its pods starting with it), and
+        one deleted meanwhile was not doomed (it went once its registration was folded)."""
+        if not state.implied:
+            return self.decide(state)
+        implied = state.implied
+        older = replace(
+            state,
+            nodes=state.nodes - implied.keys(),
+            unregistered={
+                **state.unregistered,
+                **{n: r for n, r in implied.items() if n not in state.doomed},
+            },
+            doomed={n: why for n, why in state.doomed.items() if n not in implied},
+        )
+        return self.decide(older)
 
     def summary(self, state: NodeAgentState) -> dict[str, Any]:
         running = sum(1 for p in state.pods.values() if p.finishes_at is not None)

@@ -78,6 +78,11 @@ class NodeAgentState:
     # may be on its way already, and when it is folded the node goes at once. A deletion
     # wins over a registration, whatever their order in the log.
     deleted: dict[str, str] = field(default_factory=dict)
+    # Nodes a Provisioned registered by creating them Ready (``created``: the simulated
+    # cloud), with no ``node.registered`` of their own, until one is folded (a log an older
+    # agent wrote) or the node goes: an older agent would still have registered them
+    # (``NodeAgentDecider.decided_before``).
+    implied: dict[str, Registration] = field(default_factory=dict)
     creating: dict[str, tuple[pev.NodeSpec, ...]] = field(default_factory=dict)  # request -> nodes
     pods: dict[tuple[str, int, str], Pod] = field(default_factory=dict)  # to start or running
     stopping: dict[tuple[str, int, str], str] = field(default_factory=dict)  # pod -> reason
@@ -209,7 +214,16 @@ def _(event: pev.ProvisioningProvisioned, state: NodeAgentState) -> None:
         _apply(before, state)
     for node in state.creating.pop(event.request_id, ()):
         inv = NodeInventory(name=node.name, allocatable=node.allocatable, labels=node.labels)
-        state.unregistered[node.name] = Registration(inv, event.request_id)
+        registration = Registration(inv, event.request_id)
+        if event.created:
+            # Created Ready in this instant by the (simulated) cloud, which names them here:
+            # registered by this event (Kubernetes: a Provisioned request's nodes are Ready
+            # nodes), not by a node.registered of this agent's for every service to store,
+            # fold and publish. A node that boots first registers as before.
+            state.nodes.add(node.name)
+            state.implied[node.name] = registration
+        else:
+            state.unregistered[node.name] = registration
 
 
 @_apply.register
@@ -231,6 +245,7 @@ def _(event: nev.NodeLost, state: NodeAgentState) -> None:
         return
     state.nodes.discard(event.node)
     state.unregistered.pop(event.node, None)
+    state.implied.pop(event.node, None)
     state.doomed.pop(event.node, None)
     if event.node in state.declared:
         state.lost.add(event.node)
@@ -275,6 +290,7 @@ def _(event: nev.NodeRegistered, state: NodeAgentState) -> None:
         state.registrant[event.node] = event.agent
     if mine(event.node, state):
         state.unregistered.pop(event.node, None)
+        state.implied.pop(event.node, None)
         state.nodes.add(event.node)
         state.lost.discard(event.node)
         late = state.deleted.pop(event.node, None)
@@ -285,6 +301,7 @@ def _(event: nev.NodeRegistered, state: NodeAgentState) -> None:
 @_apply.register
 def _(event: nev.NodeRemoved, state: NodeAgentState) -> None:
     state.nodes.discard(event.node)
+    state.implied.pop(event.node, None)
     state.doomed.pop(event.node, None)
     state.deleted.pop(event.node, None)
 

@@ -36,7 +36,7 @@ class ProvisionerDecider:
 
     name = "provisioner"
     categories = frozenset({"cloud", "workload", "admission", "provisioning", "timer"})
-    snapshot_format = "provisioner-state-v5"
+    snapshot_format = "provisioner-state-v6"
     clock_only = clock_only_types()  # folded without their payload (core/decider.py)
     # A workload's spec is kept for its quota reservation, which wakes the loop itself.
     wakes_later = frozenset({wev.WorkloadSubmitted.TYPE})
@@ -51,17 +51,29 @@ class ProvisionerDecider:
         return evolve(state, envelope)
 
     def decide(self, state: ProvisionerState) -> list[NewEvent]:
+        return self._decide(state, search_after_release=True)
+
+    def decided_before(self, state: ProvisionerState) -> list[NewEvent]:
+        """What an older provisioner decided in ``state`` (``verify``): a decision that
+        deleted or cancelled requests did not search for capacity (the next one did, having
+        folded them), so a request accepted in it was logged as its own ``accepted``."""
+        return self._decide(state, search_after_release=False)
+
+    def _decide(self, state: ProvisionerState, *, search_after_release: bool) -> list[NewEvent]:
         if state.cloud is None or not self.simulated:
             return []
         released, expired = release(state), expire(state)
         accepted = accept(state, state.cloud)
         pairs = [*released, *accepted, *bring_up(state, state.cloud), *expired]
-        if not released and not expired:
-            # Nothing frees or cancels capacity in this step, so the search sees what the
-            # next step would: the requests accepted just now are searched with the waiting
-            # ones, and nodes that are ready at once are Provisioned in the same batch. One
-            # append, not three steps of this service acting on its own events.
-            pairs += find_capacity(state, state.cloud, fresh(state, accepted))
+        if search_after_release or (not released and not expired):
+            # The search sees what the next step would: the requests accepted just now are
+            # searched with the waiting ones, with the capacity this decision's deletions
+            # free and without the requests it cancels, and nodes that are ready at once
+            # are Provisioned in the same batch. One append, not a step of this service
+            # acting on its own events (a deletion and an acceptance often come together:
+            # one workload finishes as the next is reserved).
+            freed = [ev for _, ev in (*released, *expired) if isinstance(ev, pev.NodesDeleted)]
+            pairs += find_capacity(state, state.cloud, fresh(state, accepted), freed)
             pairs = at_once(pairs)
         return [
             NewEvent(
@@ -118,6 +130,8 @@ class ProvisionerDecider:
             by_status["Pending"] = len(state.wanted)
         for req in state.requests.values():
             by_status[req.status] = by_status.get(req.status, 0) + 1
+        for status, n in state.over.items():  # forgotten once their nodes were deleted
+            by_status[status] = by_status.get(status, 0) + n
         nodes = {f"{pool}/{zone}": n for (pool, zone), n in sorted(state.in_use.items()) if n}
         return {
             "now": state.now,
@@ -349,19 +363,31 @@ def fresh(state: ProvisionerState, accepted: list[Decision]) -> list[Request]:
 
 
 def find_capacity(
-    state: ProvisionerState, cloud: ClusterSpec, fresh: list[Request] | None = None
+    state: ProvisionerState,
+    cloud: ClusterSpec,
+    fresh: list[Request] | None = None,
+    freed: list[pev.NodesDeleted] | None = None,
 ) -> list[Decision]:
     """Each waiting request, oldest first, gets one zone with room for all its nodes
-    (``fresh``: requests accepted in this same step, not folded yet). Nodes that are
-    ready at once (no provisioning delay) are Provisioned in the same decision, as the
-    next step's ``bring_up`` would at the same instant, in one event that names them."""
+    (``fresh``: requests accepted in this same step, not folded yet; ``freed``: the
+    deletions of this same step, whose nodes no longer claim capacity; a request this step
+    cancels is not searched). Nodes that are ready at once (no provisioning delay) are
+    Provisioned in the same decision, as the next step's ``bring_up`` would at the same
+    instant, in one event that names them."""
     room = _Room.of(state, cloud)
     quota_used = dict(state.quota_used)
+    for deleted in freed or ():
+        gone = state.requests[deleted.request_id]
+        if gone.held:  # as folding the deletion will: its nodes' claims given back
+            for node in gone.nodes:
+                room.claim(node.pool, node.zone, -1)
+                for q, amount in node_quota_charge(cloud, node).items():
+                    quota_used[q] = quota_used.get(q, 0) - amount
     out: list[Decision] = []
     for req in sorted(
         [*state.open_requests(), *(fresh or ())], key=lambda r: (r.accepted_at, r.id)
     ):
-        if req.status != "Accepted":
+        if req.status != "Accepted" or req.id in state.released:
             continue
         decision = _try_zones(state, cloud, req, room, quota_used)
         if isinstance(decision, pev.NodesCreating):
@@ -406,9 +432,9 @@ class _Room:
             room.per_pool[pool_name] = room.per_pool.get(pool_name, 0) + n
         return room
 
-    def claim(self, pool: str, zone: str) -> None:
-        self.in_use[(pool, zone)] = self.in_use.get((pool, zone), 0) + 1
-        self.per_pool[pool] = self.per_pool.get(pool, 0) + 1
+    def claim(self, pool: str, zone: str, sign: int = 1) -> None:
+        self.in_use[(pool, zone)] = self.in_use.get((pool, zone), 0) + sign
+        self.per_pool[pool] = self.per_pool.get(pool, 0) + sign
 
     def fits(self, cloud: ClusterSpec, need: dict[str, int], zone: str) -> bool:
         """Whether ``zone`` has room now for ``need`` (nodes per pool)."""

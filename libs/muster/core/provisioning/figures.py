@@ -14,6 +14,8 @@ def figures(state: ProvisionerState) -> list[Family]:
     by_status: dict[str, int] = {"Pending": len(state.wanted)}
     for req in state.requests.values():
         by_status[req.status] = by_status.get(req.status, 0) + 1
+    for status, n in state.over.items():  # forgotten once their nodes were deleted
+        by_status[status] = by_status.get(status, 0) + n
     requests = Family(
         "muster_provisioning_requests",
         "Provisioning requests by status (Pending: not yet accepted)",

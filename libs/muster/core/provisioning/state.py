@@ -110,6 +110,10 @@ class ProvisionerState:
     quota_used: dict[str, int] = field(default_factory=dict)  # cloud quota name -> amount
     pod_sets: dict[str, tuple[PodSet, ...]] = field(default_factory=dict)  # workload -> spec
     names: dict[str, tuple[str, str]] = field(default_factory=dict)  # workload -> ns, name
+    # Workload requests whose nodes were deleted, forgotten (a request of a workload's
+    # attempt is never acted on again once its nodes are gone): how many per final status,
+    # so that the summary still counts them and the state does not grow with every workload.
+    over: dict[str, int] = field(default_factory=dict)
     # Accepted -> Provisioned: counts per WAIT_BUCKETS (and +Inf), and the sum of seconds.
     waits: tuple[list[int], float] = field(
         default_factory=lambda: ([0] * (len(WAIT_BUCKETS) + 1), 0.0)
@@ -394,6 +398,23 @@ def _(event: pev.NodesDeleted, state: ProvisionerState) -> None:
     _redate(state, req)
     state.released.discard(event.request_id)
     state.open.pop(event.request_id, None)
+    if not req.standalone:
+        _forget(state, req)
+
+
+def _forget(state: ProvisionerState, req: Request) -> None:
+    """A workload's request whose nodes are gone is over: nothing the provisioner decides
+    names it again (a retry is another attempt, another request), and what the log may
+    still say of it (a late admission, the workload's end) changes nothing of it. It is
+    dropped, and counted under its final status, so that the state (and every snapshot of
+    it) holds the live requests only, not one more per workload ever provisioned."""
+    del state.requests[req.id]
+    ids = state.by_workload.get(req.workload_id)
+    if ids is not None:
+        ids.remove(req.id)
+        if not ids:
+            del state.by_workload[req.workload_id]
+    state.over[req.status] = state.over.get(req.status, 0) + 1
 
 
 def _hold(state: ProvisionerState, req: Request) -> None:

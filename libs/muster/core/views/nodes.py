@@ -87,6 +87,11 @@ def _(event: pev.NodesCreating, nodes: dict[str, NodeRecord], now: float) -> Non
 def _(event: pev.ProvisioningProvisioned, nodes: dict[str, NodeRecord], now: float) -> None:
     for before in event.stands_for(now):  # what it stands for
         _apply(before, nodes, now)
+    if event.created:  # created Ready: registered by this event (no node.registered)
+        for spec in event.nodes:
+            record = nodes.get(spec.name)
+            if record is not None:
+                record.state, record.since = "Ready", now
 
 
 @_apply.register
