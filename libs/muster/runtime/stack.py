@@ -7,6 +7,7 @@ process supervisor (systemd, Kubernetes) would; ``kill_service`` stops one for g
 
 from __future__ import annotations
 
+import http.client
 import os
 import subprocess
 import sys
@@ -64,8 +65,11 @@ class Stack:
             for name in self.queue_shards:
                 self.services[name] = SERVICES["queue"]
         fixed = ports or {}
-        self.ports = {name: fixed.get(name) or free_port() for name in self.services}
-        self.grpc_port = grpc_port or free_port()  # intake's gRPC API
+        # Every port its own: the OS may hand a port just released to the next bind, and a
+        # service's health check answered by intake's gRPC server fails the start.
+        taken = {self.broker.port, *fixed.values(), *([grpc_port] if grpc_port else [])}
+        self.ports = {name: fixed.get(name) or _unused(taken) for name in self.services}
+        self.grpc_port = grpc_port or _unused(taken)  # intake's gRPC API
         self.processes: dict[str, subprocess.Popen[bytes]] = {}
         self.poll_seconds = poll_seconds
         self.extra_env = extra_env or {}
@@ -160,8 +164,8 @@ class Stack:
                     with urllib.request.urlopen(f"{self.url(name)}/healthz", timeout=1) as r:
                         if r.status == 200:
                             break
-                except OSError:
-                    pass
+                except (OSError, http.client.HTTPException):
+                    pass  # not up yet, or another process's server on its port (it restarts)
                 if time.monotonic() > deadline:
                     raise TimeoutError(f"{name} not healthy after {timeout}s")
                 time.sleep(0.1)
@@ -192,3 +196,11 @@ class Stack:
 
     def __exit__(self, *exc: object) -> None:
         self.stop()
+
+
+def _unused(taken: set[int]) -> int:
+    """A free port not in ``taken`` (which it joins)."""
+    while (port := free_port()) in taken:
+        pass
+    taken.add(port)
+    return port
