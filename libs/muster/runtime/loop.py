@@ -101,6 +101,13 @@ class DeciderLoop:
         """Fold everything committed so far (up to ``until``); returns how many events
         were folded."""
         folded = 0
+        if until is None:
+            # Read through the head, so that the position moves past what came last of
+            # categories this decider does not fold: otherwise it stayed at its last own
+            # category's event, and every later step scanned again all that came after
+            # it (the provisioner folds no node events: while pods only start and finish
+            # on existing nodes, each step scanned all of them since its last event).
+            until = await self.store.head()
         # As a replay reads them: what a fold needs of a row, the types the decider only
         # moves its clock on without their payload (not decoded: ``Decider.clock_only``,
         # and ``clock_only_when`` those whose payload says so).

@@ -263,6 +263,8 @@ class SqlEventStore:
     # -- reading -------------------------------------------------------------
 
     async def head(self) -> int:
+        if self._fast is not None:  # one seek on the loop: no thread hop (a step reads it)
+            return self._fast.head()
         return await self._read(_head)
 
     async def stream_version(self, stream_id: str) -> int:
