@@ -320,16 +320,14 @@ class SqlEventStore:
             return self._fast.read_all(
                 after, limit=limit, until=until, categories=categories, producer=producer
             )
-        query = select(events).where(events.c.position > after).order_by(events.c.position)
-        if until is not None:
-            query = query.where(events.c.position <= until)
-        if categories is not None:
-            query = query.where(events.c.category.in_(sorted(categories)))
-        if producer is not None:
-            query = query.where(events.c.producer == producer)
-        if limit is not None:
-            query = query.limit(limit)
-        return await self._read(lambda conn: [tuple(row) for row in conn.execute(query)])
+        query = rows_query(after, limit, until, categories, producer)
+
+        def run(conn: Connection) -> list[tuple[Any, ...]]:
+            if producer is not None:
+                plan_for_these_values(conn)
+            return [tuple(row) for row in conn.execute(query)]
+
+        return await self._read(run)
 
     async def read_folding(
         self,
@@ -499,6 +497,41 @@ _PG_VERSIONS = text(
     "SELECT ids.stream, (SELECT max(e.stream_version) FROM events e "
     "WHERE e.stream_id = ids.stream) FROM unnest(CAST(:ids AS text[])) AS ids(stream)"
 )
+
+
+def rows_query(
+    after: int,
+    limit: int | None,
+    until: int | None,
+    categories: Iterable[str] | None,
+    producer: str | None,
+) -> Any:
+    """``read_rows``'s query (PostgreSQL, and SQLite in memory)."""
+    c = events.c
+    query = select(events).where(c.position > after).order_by(c.position)
+    if until is not None:
+        query = query.where(c.position <= until)
+    if categories is not None:
+        query = query.where(c.category.in_(sorted(categories)))
+    if producer is not None:
+        query = query.where(c.producer == producer)
+    if limit is not None:
+        query = query.limit(limit)
+    return query
+
+
+def plan_for_these_values(conn: Connection) -> None:
+    """PostgreSQL plans the transaction's next statements for their own parameters.
+
+    asyncpg prepares every statement, and from a statement's sixth run PostgreSQL may
+    keep one generic plan for any parameters when the plans so far cost no less. For a
+    relay's read-back (``producer = ? AND position > ?``) that plan walks the primary
+    key from the relay's position and filters by producer: it reads every row the other
+    services wrote since this producer's last (1M-event log, a quiet producer: 1,014,365
+    rows, 0.5-3.7 s a read), where the plan for the values seeks the producer's own
+    (producer, position) index entries. Planning it anew costs ~0.2 ms."""
+    if conn.dialect.name == "postgresql":
+        conn.exec_driver_sql("SET LOCAL plan_cache_mode = force_custom_plan")
 
 
 def _envelopes(conn: Connection, query: Any) -> list[Envelope]:
