@@ -367,6 +367,30 @@ async def test_postgres_relay_reads_a_quiet_producers_rows_from_its_index(
         await store.close()
 
 
+async def test_applying_configuration_reads_each_streams_last_event_only(
+    store: SqlEventStore,
+) -> None:
+    """``apply`` compares each configuration event with its stream's last one: it read
+    (and decoded) the whole stream, one event more for each change ever applied."""
+    for deadline in range(1, 301):
+        assert await admin.apply_events(store, [timer("timer-config", float(deadline))])
+    real_read_stream = store.read_stream
+    rows_read = 0
+
+    async def read_stream(stream_id: str, after_version: int = 0) -> Any:
+        nonlocal rows_read
+        found = await real_read_stream(stream_id, after_version)
+        rows_read += len(found)
+        return found
+
+    store.read_stream = read_stream  # type: ignore[method-assign]
+    assert await admin.apply_events(store, [timer("timer-config", 300.0)]) == []  # unchanged
+    assert rows_read == 1
+    changed = await admin.apply_events(store, [timer("timer-config", 301.0)])
+    assert [env.stream_version for env in changed] == [301]
+    assert rows_read == 2
+
+
 async def test_first_events_reads_what_created_each_stream(store: SqlEventStore) -> None:
     await put(store, "timer-a", 0, 3)
     await put(store, "timer-b", 0)
