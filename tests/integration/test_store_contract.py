@@ -146,6 +146,12 @@ async def test_read_folding_is_read_all_with_the_bare_types_unread(store: SqlEve
     assert [e.type for e in full[1:3]] == ["timer.fired"] * 2
     assert bare == [BareEnvelope.of(e) for e in full[1:3]]
     assert [e.position for e in await store.read_folding(0, limit=2)] == [1, 2]
+    # A step's catch-up: the head with what it reads, also when the last was not its own.
+    assert await store.read_folding_to_head(1, categories={"timer"}, bare={"timer.fired"}) == (
+        4,
+        bare,
+    )
+    assert await store.read_folding_to_head(0, limit=2) == (4, folded[:2])
 
 
 async def test_read_folding_leaves_unread_the_events_a_field_makes_clock_only(

@@ -101,27 +101,34 @@ class DeciderLoop:
         """Fold everything committed so far (up to ``until``); returns how many events
         were folded."""
         folded = 0
-        if until is None:
-            # Read through the head, so that the position moves past what came last of
-            # categories this decider does not fold: otherwise it stayed at its last own
-            # category's event, and every later step scanned again all that came after
-            # it (the provisioner folds no node events: while pods only start and finish
-            # on existing nodes, each step scanned all of them since its last event).
-            until = await self.store.head()
         # As a replay reads them: what a fold needs of a row, the types the decider only
         # moves its clock on without their payload (not decoded: ``Decider.clock_only``,
         # and ``clock_only_when`` those whose payload says so).
         decider = self.runner.decider
         bare, bare_when = clock_only(decider), clock_only_when(decider)
         while True:
-            envs = await self.store.read_folding(
-                self.runner.position,
-                until=until,
-                categories=self.runner.categories,
-                limit=READ_BATCH,
-                bare=bare,
-                bare_when=bare_when,
-            )
+            if until is None:
+                # Through the head, read with the first batch, so that the position moves
+                # past what came last of categories this decider does not fold: it stayed
+                # at its last own category's event, and every later step scanned again
+                # all that came after it (the provisioner folds no node events: while
+                # pods only start and finish on existing nodes, all of those since).
+                until, envs = await self.store.read_folding_to_head(
+                    self.runner.position,
+                    categories=self.runner.categories,
+                    limit=READ_BATCH,
+                    bare=bare,
+                    bare_when=bare_when,
+                )
+            else:
+                envs = await self.store.read_folding(
+                    self.runner.position,
+                    until=until,
+                    categories=self.runner.categories,
+                    limit=READ_BATCH,
+                    bare=bare,
+                    bare_when=bare_when,
+                )
             folded += self.runner.fold(envs)
             if len(envs) < READ_BATCH:
                 break

@@ -354,22 +354,39 @@ class SqlEventStore:
                 bare_when=bare_when,
             )
             return fold_items(rows)
-        c = events.c
-        payload: Any = c.payload
-        if bare:
-            payload = case((c.type.in_(sorted(bare)), null()), else_=c.payload)
-        query = (
-            select(*(c[name] for name in FOLD_COLUMNS[:-1]), payload)
-            .where(c.position > after)
-            .order_by(c.position)
-        )
-        if until is not None:
-            query = query.where(c.position <= until)
-        if categories is not None:
-            query = query.where(c.category.in_(sorted(categories)))
-        if limit is not None:
-            query = query.limit(limit)
+        query = _folding_query(after, limit, until, categories, bare)
         return await self._read(lambda conn: fold_items(conn.execute(query)))
+
+    async def read_folding_to_head(
+        self,
+        after: int = 0,
+        *,
+        limit: int | None = None,
+        categories: Iterable[str] | None = None,
+        bare: Collection[str] = (),
+        bare_when: Mapping[str, str] | None = None,
+    ) -> tuple[int, list[FoldEnvelope | BareEnvelope]]:
+        """The log's head, and ``read_folding`` up to it, read together (a step's catch-up:
+        it then knows it has read everything through the head, also when the last events
+        were of other categories). PostgreSQL: both in one transaction, one connection."""
+        if self._fast is not None:
+            head = self._fast.head()
+            rows = self._fast.read_folding(
+                after,
+                limit=limit,
+                until=head,
+                categories=categories,
+                bare=bare,
+                bare_when=bare_when,
+            )
+            return head, fold_items(rows)
+
+        def run(conn: Connection) -> tuple[int, list[FoldEnvelope | BareEnvelope]]:
+            head = _head(conn)  # every position up to it is committed (appends serialise)
+            query = _folding_query(after, limit, head, categories, bare)
+            return head, fold_items(conn.execute(query))
+
+        return await self._read(run)
 
     async def read_correlated(
         self, correlation_id: str, after: int = 0, *, limit: int | None = None
@@ -515,6 +532,32 @@ def rows_query(
         query = query.where(c.category.in_(sorted(categories)))
     if producer is not None:
         query = query.where(c.producer == producer)
+    if limit is not None:
+        query = query.limit(limit)
+    return query
+
+
+def _folding_query(
+    after: int,
+    limit: int | None,
+    until: int | None,
+    categories: Iterable[str] | None,
+    bare: Collection[str],
+) -> Any:
+    """``read_folding``'s query (PostgreSQL, and SQLite in memory)."""
+    c = events.c
+    payload: Any = c.payload
+    if bare:
+        payload = case((c.type.in_(sorted(bare)), null()), else_=c.payload)
+    query = (
+        select(*(c[name] for name in FOLD_COLUMNS[:-1]), payload)
+        .where(c.position > after)
+        .order_by(c.position)
+    )
+    if until is not None:
+        query = query.where(c.position <= until)
+    if categories is not None:
+        query = query.where(c.category.in_(sorted(categories)))
     if limit is not None:
         query = query.limit(limit)
     return query
