@@ -152,6 +152,8 @@ async def test_read_folding_is_read_all_with_the_bare_types_unread(store: SqlEve
         bare,
     )
     assert await store.read_folding_to_head(0, limit=2) == (4, folded[:2])
+    assert await store.read_folding_to_head(1, categories={"config"}) == (4, [])
+    assert await store.read_folding_to_head(4) == (4, [])
 
 
 async def test_read_folding_leaves_unread_the_events_a_field_makes_clock_only(

@@ -23,7 +23,7 @@ from dataclasses import dataclass
 from functools import partial
 from typing import Any, TypeVar
 
-from sqlalchemy import Connection, Engine, case, create_engine, func, null, select, text
+from sqlalchemy import Connection, Engine, case, create_engine, func, null, select, text, true
 from sqlalchemy import event as sa_event
 from sqlalchemy.engine import make_url
 from sqlalchemy.ext.asyncio import AsyncEngine, create_async_engine
@@ -381,10 +381,27 @@ class SqlEventStore:
             )
             return head, fold_items(rows)
 
+        # One statement: the head (one seek of the primary key's last entry; every
+        # position up to it is committed, appends serialise), each row beside it, and a
+        # row of NULLs beside it when none is read. A second statement cost a step ~0.3
+        # ms of CPU more on PostgreSQL (SQLAlchemy and asyncpg's work per statement).
+        c = events.c
+        h = select(func.coalesce(func.max(c.position), 0).label("head")).subquery("h")
+        rows = _folding_query(after, limit, None, categories, bare)
+        rows = rows.where(c.position <= h.c.head).lateral("e")
+        query = select(h.c.head, rows).select_from(h.outerjoin(rows, true()))
+        query = query.order_by(rows.c.position)
+
+        sqlite = self.is_sqlite  # in memory (no fast path): SQLite has no LATERAL
+
         def run(conn: Connection) -> tuple[int, list[FoldEnvelope | BareEnvelope]]:
-            head = _head(conn)  # every position up to it is committed (appends serialise)
-            query = _folding_query(after, limit, head, categories, bare)
-            return head, fold_items(conn.execute(query))
+            if sqlite:
+                head = _head(conn)
+                return head, fold_items(
+                    conn.execute(_folding_query(after, limit, head, categories, bare))
+                )
+            found = conn.execute(query).all()
+            return int(found[0][0]), fold_items(row[1:] for row in found if row[1] is not None)
 
         return await self._read(run)
 
