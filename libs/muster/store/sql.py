@@ -15,6 +15,7 @@ event loop and the database instead of one per statement.
 from __future__ import annotations
 
 import asyncio
+import functools
 import sqlite3
 import time
 from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
@@ -23,7 +24,18 @@ from dataclasses import dataclass
 from functools import partial
 from typing import Any, TypeVar
 
-from sqlalchemy import Connection, Engine, case, create_engine, func, null, select, text, true
+from sqlalchemy import (
+    Connection,
+    Engine,
+    bindparam,
+    case,
+    create_engine,
+    func,
+    null,
+    select,
+    text,
+    true,
+)
 from sqlalchemy import event as sa_event
 from sqlalchemy.engine import make_url
 from sqlalchemy.ext.asyncio import AsyncEngine, create_async_engine
@@ -381,17 +393,9 @@ class SqlEventStore:
             )
             return head, fold_items(rows)
 
-        # One statement: the head (one seek of the primary key's last entry; every
-        # position up to it is committed, appends serialise), each row beside it, and a
-        # row of NULLs beside it when none is read. A second statement cost a step ~0.3
-        # ms of CPU more on PostgreSQL (SQLAlchemy and asyncpg's work per statement).
-        c = events.c
-        h = select(func.coalesce(func.max(c.position), 0).label("head")).subquery("h")
-        rows = _folding_query(after, limit, None, categories, bare)
-        rows = rows.where(c.position <= h.c.head).lateral("e")
-        query = select(h.c.head, rows).select_from(h.outerjoin(rows, true()))
-        query = query.order_by(rows.c.position)
-
+        query = _to_head_query(
+            limit, None if categories is None else frozenset(categories), frozenset(bare)
+        )
         sqlite = self.is_sqlite  # in memory (no fast path): SQLite has no LATERAL
 
         def run(conn: Connection) -> tuple[int, list[FoldEnvelope | BareEnvelope]]:
@@ -400,7 +404,7 @@ class SqlEventStore:
                 return head, fold_items(
                     conn.execute(_folding_query(after, limit, head, categories, bare))
                 )
-            found = conn.execute(query).all()
+            found = conn.execute(query, {"after": after}).all()
             return int(found[0][0]), fold_items(row[1:] for row in found if row[1] is not None)
 
         return await self._read(run)
@@ -555,7 +559,7 @@ def rows_query(
 
 
 def _folding_query(
-    after: int,
+    after: Any,
     limit: int | None,
     until: int | None,
     categories: Iterable[str] | None,
@@ -578,6 +582,24 @@ def _folding_query(
     if limit is not None:
         query = query.limit(limit)
     return query
+
+
+@functools.lru_cache(maxsize=64)
+def _to_head_query(
+    limit: int | None, categories: frozenset[str] | None, bare: frozenset[str]
+) -> Any:
+    """``read_folding_to_head``'s query on PostgreSQL, one a decider (built once: building
+    and compiling it each step cost more than the statement itself). One statement: the
+    head (one seek of the primary key's last entry; every position up to it is committed,
+    appends serialise), each row read beside it, a row of NULLs when none is. Against a
+    second statement for the head, ~0.6 ms less CPU a step (SQLAlchemy and asyncpg's
+    work per statement; bench/README.md, wip-sq)."""
+    c = events.c
+    h = select(func.coalesce(func.max(c.position), 0).label("head")).subquery("h")
+    rows = _folding_query(bindparam("after"), limit, None, categories, bare)
+    rows = rows.where(c.position <= h.c.head).lateral("e")
+    query = select(h.c.head, rows).select_from(h.outerjoin(rows, true()))
+    return query.order_by(rows.c.position)
 
 
 def plan_for_these_values(conn: Connection) -> None:
