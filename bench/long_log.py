@@ -30,12 +30,11 @@ import asyncio
 import os
 import shutil
 import statistics
-import sys
 import tempfile
 import time
 from pathlib import Path
 
-from bench import machine
+from bench import check_outcome, machine
 from muster.core.events import NewEvent, StreamAppend
 from muster.core.events import timer as tev
 from muster.core.provisioning.decider import ProvisionerDecider
@@ -55,12 +54,9 @@ def _event(stream: str, i: int) -> NewEvent:
     return NewEvent(stream_id=stream, event=event, occurred_at=time.time())
 
 
-def _fail(message: str) -> None:
-    print(f"FAILED: {message}", file=sys.stderr)
-    raise SystemExit(1)
-
-
-async def appends(store: SqlEventStore, count: int) -> tuple[list[float], list[float]]:
+async def appends(
+    store: SqlEventStore, count: int, problems: list[str]
+) -> tuple[list[float], list[float]]:
     """CPU and wall seconds of each append to the admission stream."""
     version = await store.stream_version(ADMISSION_STREAM)
     head = await store.head()
@@ -77,12 +73,13 @@ async def appends(store: SqlEventStore, count: int) -> tuple[list[float], list[f
         version += 1
         head += 1
         if [(e.position, e.stream_version) for e in envs] != [(head, version)]:
-            _fail(f"append {i}: {[(e.position, e.stream_version) for e in envs]}")
+            problems.append(f"append {i}: {[(e.position, e.stream_version) for e in envs]}")
+            break
     return spent, wall
 
 
 async def catch_ups(
-    store: SqlEventStore, url: str, rounds: int
+    store: SqlEventStore, url: str, rounds: int, problems: list[str]
 ) -> tuple[list[float], list[float]]:
     """CPU and wall seconds of each catch-up of the provisioner's loop after one node
     event."""
@@ -101,10 +98,10 @@ async def catch_ups(
         spent.append(time.process_time() - started)
         wall.append(time.perf_counter() - started_wall)
         if folded:
-            _fail(f"round {i}: the provisioner folded {folded} node event(s)")
+            problems.append(f"round {i}: the provisioner folded {folded} node event(s)")
     head = await store.head()
     if not start <= loop.runner.position <= head:
-        _fail(f"position {loop.runner.position} outside {start}..{head}")
+        problems.append(f"the loop's position {loop.runner.position} outside {start}..{head}")
     return spent, wall
 
 
@@ -127,8 +124,9 @@ async def main(args: argparse.Namespace) -> None:
         try:
             history = await store.head()
             version = await store.stream_version(ADMISSION_STREAM)
-            append_cpu, append_wall = await appends(store, args.appends)
-            catch_up_cpu, catch_up_wall = await catch_ups(store, url, args.rounds)
+            problems: list[str] = []
+            append_cpu, append_wall = await appends(store, args.appends, problems)
+            catch_up_cpu, catch_up_wall = await catch_ups(store, url, args.rounds, problems)
         finally:
             await store.close()
     print(machine())
@@ -140,6 +138,7 @@ async def main(args: argparse.Namespace) -> None:
     for label, values in (("CPU", catch_up_cpu), ("wall", catch_up_wall)):
         print(f"catch-up ({args.rounds} rounds) {label}: {_ms(values)}; "
               f"first {tail}: {_ms(values[:tail])}; last {tail}: {_ms(values[-tail:])}")
+    check_outcome(problems)
 
 
 def cli() -> None:
