@@ -332,6 +332,16 @@ class SqlEventStore:
             return self._fast.read_all(
                 after, limit=limit, until=until, categories=categories, producer=producer
             )
+        if producer is not None and until is None and categories is None:
+            # A relay's read-back, every wake-up: its statement built once (as the
+            # catch-up's), planned for its values (``plan_for_these_values``).
+            relay, values = _relay_query(limit), {"after": after, "producer": producer}
+
+            def read_back(conn: Connection) -> list[tuple[Any, ...]]:
+                plan_for_these_values(conn)
+                return [tuple(row) for row in conn.execute(relay, values)]
+
+            return await self._read(read_back)
         query = rows_query(after, limit, until, categories, producer)
 
         def run(conn: Connection) -> list[tuple[Any, ...]]:
@@ -538,11 +548,11 @@ _PG_VERSIONS = text(
 
 
 def rows_query(
-    after: int,
+    after: Any,
     limit: int | None,
     until: int | None,
     categories: Iterable[str] | None,
-    producer: str | None,
+    producer: Any,
 ) -> Any:
     """``read_rows``'s query (PostgreSQL, and SQLite in memory)."""
     c = events.c
@@ -600,6 +610,12 @@ def _to_head_query(
     rows = rows.where(c.position <= h.c.head).lateral("e")
     query = select(h.c.head, rows).select_from(h.outerjoin(rows, true()))
     return query.order_by(rows.c.position)
+
+
+@functools.lru_cache(maxsize=8)
+def _relay_query(limit: int | None) -> Any:
+    """A relay's read-back, ``rows_query`` with the position and producer bound later."""
+    return rows_query(bindparam("after"), limit, None, None, bindparam("producer"))
 
 
 def plan_for_these_values(conn: Connection) -> None:
