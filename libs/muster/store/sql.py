@@ -390,7 +390,7 @@ class SqlEventStore:
     ) -> tuple[int, list[FoldEnvelope | BareEnvelope]]:
         """The log's head, and ``read_folding`` up to it, read together (a step's catch-up:
         it then knows it has read everything through the head, also when the last events
-        were of other categories). PostgreSQL: both in one transaction, one connection."""
+        were of other categories). PostgreSQL: both in one statement (``_to_head_query``)."""
         if self._fast is not None:
             head = self._fast.head()
             rows = self._fast.read_folding(
