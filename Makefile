@@ -67,6 +67,7 @@ lint: setup
 
 bench: setup
 	$(BIN)/python -m bench.store_appends
+	$(BIN)/python -m bench.long_log
 	$(BIN)/python -m bench.e2e_submit
 	$(BIN)/python -m bench.submit_api --workloads 2000
 	$(BIN)/python -m bench.replay

@@ -110,13 +110,21 @@ class Events:
         return in_cluster_queue
 
     async def _fetch(
-        self, scope: Scope, keep: Callable[[Envelope], bool], after: int, limit: int
+        self,
+        scope: Scope,
+        keep: Callable[[Envelope], bool],
+        after: int,
+        limit: int,
+        folded: int | None = None,
     ) -> list[Envelope]:
+        """The scope's events after ``after``; a queue's (or everything's) only up to
+        ``folded``, intake's position (now, if not given)."""
         store = self.ctx.loop.store
         if scope.workload_id is not None:
             return await store.read_correlated(scope.workload_id, after, limit=limit)
         # Only what intake has folded: the filter asks its state whose workload an event is.
-        folded = self.ctx.loop.runner.position
+        if folded is None:
+            folded = self.ctx.loop.runner.position
         out: list[Envelope] = []
         while len(out) < limit:
             envs = await store.read_all(
@@ -132,12 +140,18 @@ class Events:
         self, scope: Scope, keep: Callable[[Envelope], bool], after: int, follow: bool
     ) -> AsyncIterator[dict[str, Any]]:
         while True:
-            envs = await self._fetch(scope, keep, after, WATCH_BATCH)
+            folded = self.ctx.loop.runner.position
+            envs = await self._fetch(scope, keep, after, WATCH_BATCH, folded)
             for env in envs:
                 after = env.position
                 yield event_json(env)
             if len(envs) == WATCH_BATCH:
                 continue
+            if scope.workload_id is None:
+                # All of it was read through ``folded``: the next read starts there. From
+                # the scope's last event, a quiet queue's watch read (and decoded) again,
+                # each time intake's fold moved, all that came since for other queues.
+                after = max(after, folded)
             if not follow:
                 return
             await self.ctx.loop.moved(self.ctx.settings.poll_seconds * 5)

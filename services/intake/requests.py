@@ -33,7 +33,9 @@ class Requests:
             await self.ctx.committer.append(StreamAppend(new.stream_id, 0, [new]))
             self.ctx.loop.appended()
         except ConcurrencyConflict:
-            first = (await self.ctx.loop.store.read_stream(new.stream_id))[0].event
+            # Its first event alone (what created it), however long its stream has grown.
+            firsts = await self.ctx.loop.store.first_events([new.stream_id])
+            first = firsts[new.stream_id].event
             refused = provreqs.conflict(spec, getattr(first, "spec", None))
             if refused is not None:
                 raise Refused(refused) from None

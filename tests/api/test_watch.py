@@ -91,6 +91,48 @@ async def test_grpc_queue_watch_follows_and_resumes(api_: Api) -> None:
     assert dict(resumed[0].data)["spec"]["queue_name"] == "lq"
 
 
+async def test_a_quiet_queues_watch_does_not_read_again_what_others_did(api_: Api) -> None:
+    """A queue's watch reads the log up to intake's position and goes on from there, not
+    from its own last event: else, while its queue is quiet, each move of intake's fold
+    read again all the other queues' events since (issue 16, reads whose cost grows with
+    the log)."""
+    a = await _submit(api_, "one")
+    call = api_.submissions.Watch(
+        pb.WatchRequest(local_queue="team-a/lq", follow=True), metadata=grpc_meta("team-a")
+    )
+    assert (await asyncio.wait_for(_take(call, 1), 10))[0].workload_id == a
+    store = api_.store
+    real_read_all = store.read_all
+    reads: list[tuple[int, int | None, list[str | None]]] = []  # (after, until, workloads)
+    read_through: dict[int, asyncio.Event] = {}
+
+    async def read_all(after: int = 0, **kw: Any) -> Any:
+        envs = await real_read_all(after, **kw)
+        reads.append((after, kw.get("until"), [e.correlation_id for e in envs]))
+        for target, seen in read_through.items():
+            if (kw.get("until") or 0) >= target:
+                seen.set()
+        return envs
+
+    store.read_all = read_all  # type: ignore[method-assign]
+    try:
+        for i in range(3):
+            other = await api_.http.post(
+                "/v1/workloads", json=workload(f"other-{i}", "team-b"), headers=bearer("team-b")
+            )
+            assert other.status == 201
+        others_end = await api_.head()
+        read_through[others_end] = asyncio.Event()
+        await asyncio.wait_for(read_through[others_end].wait(), 10)  # the watch read them
+        b = await _submit(api_, "two")
+        assert (await asyncio.wait_for(_take(call, 1), 10))[0].workload_id == b
+        found = next(after for after, _, wids in reads if b in wids)
+        assert found >= others_end, (others_end, reads)
+    finally:
+        call.cancel()
+        store.read_all = real_read_all  # type: ignore[method-assign]
+
+
 async def test_grpc_watch_needs_a_scope(api_: Api) -> None:
     try:
         async for _ in api_.submissions.Watch(pb.WatchRequest(), metadata=grpc_meta("admin")):

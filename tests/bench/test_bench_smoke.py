@@ -48,6 +48,11 @@ def test_store_appends() -> None:
     )
 
 
+def test_long_log() -> None:
+    # An empty store: the smoke runs the outcome check, not the long log's figures.
+    run_bench("long_log", "--appends", "20", "--rounds", "20")
+
+
 def test_replay() -> None:
     # About 100 workloads of the example cluster, every one run to its end.
     out = run_bench("replay", "--events", "2000")

@@ -106,7 +106,15 @@ async def test_a_group_after_others_commits_is_folded_without_being_read_back(
         reads.append((after, kw.get("until"), [e.position for e in got]))
         return got
 
+    read_to_head = sqlite_store.read_folding_to_head
+
+    async def spied_to_head(after: int = 0, **kw: Any) -> Any:
+        head, got = await read_to_head(after, **kw)
+        reads.append((after, head, [e.position for e in got]))
+        return head, got
+
     monkeypatch.setattr(sqlite_store, "read_folding", spied)
+    monkeypatch.setattr(sqlite_store, "read_folding_to_head", spied_to_head)
     first = inputs.submission("w0", spec(0), 1.0, None)
     late = inputs.submission("w-late", spec(9), 1.0, None)
     try:
@@ -122,7 +130,7 @@ async def test_a_group_after_others_commits_is_folded_without_being_read_back(
     assert loop.runner.position == 3
     assert reads == [(1, 2, [])]  # only what lay between: the timer is not intake's
     await loop.step()
-    assert reads[1:] == [(3, None, [])]
+    assert reads[1:] == [(3, 3, [])]  # through the head (3): nothing after its own rows
 
 
 async def test_groups_committed_while_a_step_folds_are_folded_after_it_in_order(

@@ -73,8 +73,16 @@ async def _run(tmp_path: Path, meanwhile: list[NewEvent]) -> None:
             reads.append((after, kw.get("until"), len(own)))
             return await real_read(after, **kw)
 
+        real_read_to_head = store.read_folding_to_head
+
+        async def read_folding_to_head(after: int = 0, **kw: Any) -> Any:
+            head, got = await real_read_to_head(after, **kw)
+            reads.append((after, head, len(own)))
+            return head, got
+
         store.append = append_after_others  # type: ignore[method-assign]
         store.read_folding = read_folding  # type: ignore[method-assign]
+        store.read_folding_to_head = read_folding_to_head  # type: ignore[method-assign]
         await loop.step()
 
         assert own, "the queue decided nothing"

@@ -32,7 +32,7 @@ from muster.runtime import admin
 from muster.store import ConcurrencyConflict, SqlEventStore, Tracking
 from muster.store.migrate import alembic_config, upgrade_async
 from muster.store.rows import fold_items
-from muster.store.sql import _PG_VERSIONS, switch_to_wal
+from muster.store.sql import _PG_VERSIONS, _relay_query, plan_for_these_values, switch_to_wal
 from muster.store.sqlite_fast import _versions
 from tests.unit.test_core_runner import scenario
 
@@ -146,6 +146,14 @@ async def test_read_folding_is_read_all_with_the_bare_types_unread(store: SqlEve
     assert [e.type for e in full[1:3]] == ["timer.fired"] * 2
     assert bare == [BareEnvelope.of(e) for e in full[1:3]]
     assert [e.position for e in await store.read_folding(0, limit=2)] == [1, 2]
+    # A step's catch-up: the head with what it reads, also when the last was not its own.
+    assert await store.read_folding_to_head(1, categories={"timer"}, bare={"timer.fired"}) == (
+        4,
+        bare,
+    )
+    assert await store.read_folding_to_head(0, limit=2) == (4, folded[:2])
+    assert await store.read_folding_to_head(1, categories={"config"}) == (4, [])
+    assert await store.read_folding_to_head(4) == (4, [])
 
 
 async def test_read_folding_leaves_unread_the_events_a_field_makes_clock_only(
@@ -308,6 +316,87 @@ async def test_postgres_reads_a_streams_version_from_one_index_entry(postgres_ur
         assert await store.stream_version("timer-long") == 2000
     finally:
         await store.close()
+
+
+def _pg_rows_read(node: dict[str, Any]) -> int:
+    """Rows an executed PostgreSQL plan read from tables and indexes, filtered ones too."""
+    own = 0
+    if "Scan" in node["Node Type"]:
+        own = (node["Actual Rows"] + node.get("Rows Removed by Filter", 0)) * node["Actual Loops"]
+    return own + sum(_pg_rows_read(child) for child in node.get("Plans", []))
+
+
+async def test_postgres_relay_reads_a_quiet_producers_rows_from_its_index(
+    postgres_url: str,
+) -> None:
+    """A relay reads back its producer's rows after its own last one. With one plan for
+    any parameters (a prepared statement's generic plan, which PostgreSQL may keep from
+    its sixth run), the old query walked the primary key from there and filtered by
+    producer: every row the other services wrote since (1M-event log: 1,014,365 rows).
+    The positions come from the producer's own index entries, whichever the plan."""
+    store = SqlEventStore(postgres_url)
+    try:
+        (quiet,) = [
+            env.position
+            for env in await store.append(
+                [StreamAppend("timer-quiet", 0, [timer("timer-quiet")])],
+                producer="quiet",
+                recorded_at=0.0,
+            )
+        ]
+        for i in range(6):
+            loud = [timer("timer-loud", n) for n in range(500)]
+            await store.append(
+                [StreamAppend("timer-loud", i * 500, loud)], producer="loud", recorded_at=0.0
+            )
+        query = _relay_query(1000)  # the statement the store runs (read_rows, a producer)
+
+        def plan(conn: Any) -> Any:
+            conn.execute(text("ANALYZE events"))
+            compiled = query.compile(dialect=conn.dialect)
+            conn.exec_driver_sql(f"PREPARE relay_read AS {compiled}")
+            # As PostgreSQL may come to plan a statement asyncpg prepared; then the store's
+            # own setting for the relay's read.
+            conn.exec_driver_sql("SET plan_cache_mode = force_generic_plan")
+            plan_for_these_values(conn)
+            try:
+                sql = f"EXPLAIN (ANALYZE, FORMAT JSON) EXECUTE relay_read({quiet}, 'quiet', 1000)"
+                return conn.exec_driver_sql(sql).scalar_one()
+            finally:
+                conn.exec_driver_sql("DEALLOCATE relay_read")
+                conn.exec_driver_sql("RESET plan_cache_mode")
+
+        tree = await store._write(plan)
+        assert _pg_rows_read(tree[0]["Plan"]) <= 2, tree  # none after its own: nothing read
+        assert await store.read_rows(quiet, producer="quiet") == []
+        assert [row[0] for row in await store.read_rows(0, producer="quiet")] == [quiet]
+        assert len(await store.read_rows(quiet, producer="loud", limit=1000)) == 1000
+    finally:
+        await store.close()
+
+
+async def test_applying_configuration_reads_each_streams_last_event_only(
+    store: SqlEventStore,
+) -> None:
+    """``apply`` compares each configuration event with its stream's last one: it read
+    (and decoded) the whole stream, one event more for each change ever applied."""
+    for deadline in range(1, 301):
+        assert await admin.apply_events(store, [timer("timer-config", float(deadline))])
+    real_read_stream = store.read_stream
+    rows_read = 0
+
+    async def read_stream(stream_id: str, after_version: int = 0) -> Any:
+        nonlocal rows_read
+        found = await real_read_stream(stream_id, after_version)
+        rows_read += len(found)
+        return found
+
+    store.read_stream = read_stream  # type: ignore[method-assign]
+    assert await admin.apply_events(store, [timer("timer-config", 300.0)]) == []  # unchanged
+    assert rows_read == 1
+    changed = await admin.apply_events(store, [timer("timer-config", 301.0)])
+    assert [env.stream_version for env in changed] == [301]
+    assert rows_read == 2
 
 
 async def test_first_events_reads_what_created_each_stream(store: SqlEventStore) -> None:

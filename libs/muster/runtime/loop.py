@@ -107,14 +107,28 @@ class DeciderLoop:
         decider = self.runner.decider
         bare, bare_when = clock_only(decider), clock_only_when(decider)
         while True:
-            envs = await self.store.read_folding(
-                self.runner.position,
-                until=until,
-                categories=self.runner.categories,
-                limit=READ_BATCH,
-                bare=bare,
-                bare_when=bare_when,
-            )
+            if until is None:
+                # Through the head, read with the first batch, so that the position moves
+                # past what came last of categories this decider does not fold: it stayed
+                # at its last own category's event, and every later step scanned again
+                # all that came after it (the provisioner folds no node events: while
+                # pods only start and finish on existing nodes, all of those since).
+                until, envs = await self.store.read_folding_to_head(
+                    self.runner.position,
+                    categories=self.runner.categories,
+                    limit=READ_BATCH,
+                    bare=bare,
+                    bare_when=bare_when,
+                )
+            else:
+                envs = await self.store.read_folding(
+                    self.runner.position,
+                    until=until,
+                    categories=self.runner.categories,
+                    limit=READ_BATCH,
+                    bare=bare,
+                    bare_when=bare_when,
+                )
             folded += self.runner.fold(envs)
             if len(envs) < READ_BATCH:
                 break

@@ -33,6 +33,7 @@ _TRACK = (
     "ON CONFLICT (consumer) DO UPDATE SET position = excluded.position "
     "WHERE tracking.position < excluded.position"
 )
+_HEAD = "SELECT coalesce(max(position), 0) FROM events"  # the rowid's last entry
 _SELECT = f"SELECT {', '.join(COLUMNS)} FROM events"
 READ_WAIT_MS = 1000  # a reader waits only while another connection recovers the WAL
 
@@ -67,6 +68,11 @@ class LoopConnection:
                 conn.close()
         self._reader = self._writer = self._waiting = None
         self.bell.close()
+
+    def head(self) -> int:
+        """The last position committed (0: none), on the reader: one seek of the rowid."""
+        with _as_store_errors(_HEAD):
+            return _head(self._reading())
 
     def read_all(
         self,
@@ -138,9 +144,12 @@ class LoopConnection:
         if limit is not None:
             sql += f" LIMIT {int(limit)}"
         with _as_store_errors(sql):
-            if self._reader is None:
-                self._reader = self._connect(READ_WAIT_MS)
-            return self._reader.execute(sql, params).fetchall()
+            return self._reading().execute(sql, params).fetchall()
+
+    def _reading(self) -> sqlite3.Connection:
+        if self._reader is None:
+            self._reader = self._connect(READ_WAIT_MS)
+        return self._reader
 
     def track(self, consumer: str, position: int) -> None:
         """Move a consumer's tracking row forward; raises Busy (nothing done) when the
@@ -240,7 +249,7 @@ def _busy(exc: sqlite3.OperationalError) -> bool:
 
 
 def _head(conn: sqlite3.Connection) -> int:
-    return int(conn.execute("SELECT coalesce(max(position), 0) FROM events").fetchone()[0])
+    return int(conn.execute(_HEAD).fetchone()[0])
 
 
 def _versions(conn: sqlite3.Connection, batch: Sequence[StreamAppend]) -> dict[str, int]:
