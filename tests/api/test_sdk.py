@@ -13,6 +13,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import json
+import math
 import time
 from collections.abc import AsyncIterator
 from pathlib import Path
@@ -356,7 +357,10 @@ async def test_what_operators_use_answers_alike_over_http_and_grpc(api_: Api) ->
         again = await h_admin.update_admission_check(wid, "approval", "Ready", message="still")
         assert (again.admission_checks or [])[0]["message"] == "still"
 
-        until = f"{time.time():.3f}"  # the same range for both: the same charges
+        # The same range for both, the same charges: rounded down, so both ask before their
+        # own clocks (rounded up, the first call could charge an open reservation to its
+        # clock and the second to ``until``: 0.016 s against 0.017 s in one CI run).
+        until = f"{math.floor(time.time() * 1000) / 1000:.3f}"
         report_h = await h.report(since="2026-01-01T00:00:00Z", until=until)
         report_g = await g.report(since="2026-01-01T00:00:00Z", until=until)
         assert report_g.workloads == report_h.workloads and [r.id for r in report_g.workloads] == [
