@@ -32,7 +32,7 @@ from muster.runtime import admin
 from muster.store import ConcurrencyConflict, SqlEventStore, Tracking
 from muster.store.migrate import alembic_config, upgrade_async
 from muster.store.rows import fold_items
-from muster.store.sql import _PG_VERSIONS, _relay_query, plan_for_these_values, switch_to_wal
+from muster.store.sql import _PG_VERSIONS, _rows_query, plan_for_these_values, switch_to_wal
 from muster.store.sqlite_fast import _versions
 from tests.unit.test_core_runner import scenario
 
@@ -349,7 +349,7 @@ async def test_postgres_relay_reads_a_quiet_producers_rows_from_its_index(
             await store.append(
                 [StreamAppend("timer-loud", i * 500, loud)], producer="loud", recorded_at=0.0
             )
-        query = _relay_query(1000)  # the statement the store runs (read_rows, a producer)
+        query = _rows_query(1000, False, None, True)  # what read_rows runs for a relay
 
         def plan(conn: Any) -> Any:
             conn.execute(text("ANALYZE events"))

@@ -332,22 +332,20 @@ class SqlEventStore:
             return self._fast.read_all(
                 after, limit=limit, until=until, categories=categories, producer=producer
             )
-        if producer is not None and until is None and categories is None:
-            # A relay's read-back, every wake-up: its statement built once (as the
-            # catch-up's), planned for its values (``plan_for_these_values``).
-            relay, values = _relay_query(limit), {"after": after, "producer": producer}
-
-            def read_back(conn: Connection) -> list[tuple[Any, ...]]:
-                plan_for_these_values(conn)
-                return [tuple(row) for row in conn.execute(relay, values)]
-
-            return await self._read(read_back)
-        query = rows_query(after, limit, until, categories, producer)
+        # The statement built once a shape, its values bound (a relay reads back every
+        # wake-up), and planned for them (``plan_for_these_values``).
+        query = _rows_query(
+            limit,
+            until is not None,
+            None if categories is None else frozenset(categories),
+            producer is not None,
+        )
+        values = {"after": after, "until": until, "producer": producer}
 
         def run(conn: Connection) -> list[tuple[Any, ...]]:
             if producer is not None:
                 plan_for_these_values(conn)
-            return [tuple(row) for row in conn.execute(query)]
+            return [tuple(row) for row in conn.execute(query, values)]
 
         return await self._read(run)
 
@@ -547,22 +545,20 @@ _PG_VERSIONS = text(
 )
 
 
-def rows_query(
-    after: Any,
-    limit: int | None,
-    until: int | None,
-    categories: Iterable[str] | None,
-    producer: Any,
+@functools.lru_cache(maxsize=64)
+def _rows_query(
+    limit: int | None, until: bool, categories: frozenset[str] | None, producer: bool
 ) -> Any:
-    """``read_rows``'s query (PostgreSQL, and SQLite in memory)."""
+    """``read_rows``'s statement (PostgreSQL, and SQLite in memory) for one shape of
+    question: ``after``, and ``until`` and ``producer`` where asked, bound at execution."""
     c = events.c
-    query = select(events).where(c.position > after).order_by(c.position)
-    if until is not None:
-        query = query.where(c.position <= until)
+    query = select(events).where(c.position > bindparam("after")).order_by(c.position)
+    if until:
+        query = query.where(c.position <= bindparam("until"))
     if categories is not None:
         query = query.where(c.category.in_(sorted(categories)))
-    if producer is not None:
-        query = query.where(c.producer == producer)
+    if producer:
+        query = query.where(c.producer == bindparam("producer"))
     if limit is not None:
         query = query.limit(limit)
     return query
@@ -610,12 +606,6 @@ def _to_head_query(
     rows = rows.where(c.position <= h.c.head).lateral("e")
     query = select(h.c.head, rows).select_from(h.outerjoin(rows, true()))
     return query.order_by(rows.c.position)
-
-
-@functools.lru_cache(maxsize=8)
-def _relay_query(limit: int | None) -> Any:
-    """A relay's read-back, ``rows_query`` with the position and producer bound later."""
-    return rows_query(bindparam("after"), limit, None, None, bindparam("producer"))
 
 
 def plan_for_these_values(conn: Connection) -> None:

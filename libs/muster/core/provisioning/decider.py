@@ -26,6 +26,7 @@ from muster.core.provisioning.state import (
     correlation_id,
     evolve,
     node_quota_charge,
+    requests_by_status,
 )
 
 
@@ -125,13 +126,9 @@ class ProvisionerDecider:
         return min((t for t in times if t > state.now), default=None)
 
     def summary(self, state: ProvisionerState) -> dict[str, Any]:
-        by_status: dict[str, int] = {}
-        if state.wanted:
-            by_status["Pending"] = len(state.wanted)
-        for req in state.requests.values():
-            by_status[req.status] = by_status.get(req.status, 0) + 1
-        for status, n in state.over.items():  # forgotten once their nodes were deleted
-            by_status[status] = by_status.get(status, 0) + n
+        by_status = requests_by_status(state)
+        if not by_status["Pending"]:  # no request has that status: only the wanted count
+            del by_status["Pending"]
         nodes = {f"{pool}/{zone}": n for (pool, zone), n in sorted(state.in_use.items()) if n}
         return {
             "now": state.now,

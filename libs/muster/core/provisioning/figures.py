@@ -6,16 +6,12 @@ Pure, from the folded state at scrape time: a replay shows the same numbers.
 
 from __future__ import annotations
 
-from muster.core.provisioning.state import WAIT_BUCKETS, ProvisionerState
+from muster.core.provisioning.state import WAIT_BUCKETS, ProvisionerState, requests_by_status
 from muster.core.queueing.figures import Family
 
 
 def figures(state: ProvisionerState) -> list[Family]:
-    by_status: dict[str, int] = {"Pending": len(state.wanted)}
-    for req in state.requests.values():
-        by_status[req.status] = by_status.get(req.status, 0) + 1
-    for status, n in state.over.items():  # forgotten once their nodes were deleted
-        by_status[status] = by_status.get(status, 0) + n
+    by_status = requests_by_status(state)
     requests = Family(
         "muster_provisioning_requests",
         "Provisioning requests by status (Pending: not yet accepted)",

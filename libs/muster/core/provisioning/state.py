@@ -402,6 +402,17 @@ def _(event: pev.NodesDeleted, state: ProvisionerState) -> None:
         _forget(state, req)
 
 
+def requests_by_status(state: ProvisionerState) -> dict[str, int]:
+    """Requests by status: ``Pending`` (wanted, not yet accepted), then every request's,
+    the live ones and those forgotten once their nodes were deleted (``over``)."""
+    counts = {"Pending": len(state.wanted)}
+    for req in state.requests.values():
+        counts[req.status] = counts.get(req.status, 0) + 1
+    for status, n in state.over.items():
+        counts[status] = counts.get(status, 0) + n
+    return counts
+
+
 def _forget(state: ProvisionerState, req: Request) -> None:
     """A workload's request whose nodes are gone is over: nothing the provisioner decides
     names it again (a retry is another attempt, another request), and what the log may
