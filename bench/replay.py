@@ -185,7 +185,7 @@ async def read_like_rebuild(store: SqlEventStore, decider: QueueDecider) -> int:
 
 async def measure(url: str, repeat: int) -> list[str]:
     """Print the figures; what went other than intended (the log's outcome, the rebuild)."""
-    store = SqlEventStore(url)
+    store = SqlEventStore(url, read_only=True)  # as `muster replay` reads
     decider = QueueDecider()
     try:
         head = await store.head()

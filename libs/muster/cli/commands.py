@@ -261,7 +261,7 @@ def provreq(server: str, name: str | None, delete: bool, everything: bool, outpu
 async def replay(
     store_url: str, until: str | None, verify: list[str] | None, decisions: bool
 ) -> int:
-    store = SqlEventStore(store_url)
+    store = SqlEventStore(store_url, read_only=True)  # reads the log alone
     try:
         until_pos, until_time = _until(until)
         started = time.perf_counter()

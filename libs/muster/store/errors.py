@@ -22,6 +22,10 @@ class ConcurrencyConflict(StoreError):
         self.actual = actual
 
 
+class ReadOnlyStore(StoreError):
+    """A write, or a read that needs more than the log, on a store opened read-only."""
+
+
 # Errors that say the database cannot be reached right now (not that a request is wrong).
 _AWAY = (
     OSError,  # refused, reset

@@ -47,6 +47,7 @@ from muster.core.events import (
     StreamAppend,
 )
 from muster.store.bell import CHANNEL, FileBell, bell_path, kinds_of, notification
+from muster.store.errors import ReadOnlyStore
 from muster.store.rows import FOLD_COLUMNS, envelope, fold_items, planned_rows, values_of
 from muster.store.schema import events, snapshot_history, snapshots, tracking
 from muster.store.sqlite_fast import Busy, LoopConnection, versions_sql
@@ -77,9 +78,14 @@ def normalise_url(url: str) -> str:
 
 
 class SqlEventStore:
-    def __init__(self, url: str, *, pool_size: int = 5) -> None:
+    def __init__(self, url: str, *, pool_size: int = 5, read_only: bool = False) -> None:
+        """``read_only``: a process that only reads the log (``muster replay``,
+        ``bench.replay``). Writes are refused; on a SQLite file the log is read through apsw
+        (store/sqlite_fast.py), and every other read is refused, since it would open the
+        file with a second copy of SQLite in the process."""
         self.url = normalise_url(url)
         self.is_sqlite = self.url.startswith("sqlite")
+        self.read_only = read_only
         self._async: AsyncEngine | None = None
         self._fast: LoopConnection | None = None  # SQLite's hot path (store/sqlite_fast.py)
         if self.is_sqlite:
@@ -91,7 +97,10 @@ class SqlEventStore:
             self._read_pool = ThreadPoolExecutor(2, thread_name_prefix="muster-sqlite-r")
             if sync_url.database not in (None, "", ":memory:"):
                 self._fast = LoopConnection(
-                    sync_url.database, wait_ms=BUSY_WAIT_MS, bell=FileBell(bell_path(self.url))
+                    sync_url.database,
+                    wait_ms=BUSY_WAIT_MS,
+                    bell=FileBell(bell_path(self.url)),
+                    read_only=read_only,
                 )
         else:
             self._async = create_async_engine(self.url, pool_size=pool_size, pool_pre_ping=True)
@@ -108,12 +117,16 @@ class SqlEventStore:
         self._read_engine.dispose()
 
     async def _write(self, fn: Callable[[Connection], T]) -> T:
+        if self.read_only:
+            raise ReadOnlyStore(f"{self.url}: opened read-only (a rebuild): no writes")
         if self._async is None:
             return await _in_thread(self._write_pool, self._write_engine, fn)
         async with self._async.begin() as conn:
             return await conn.run_sync(fn)
 
     async def _read(self, fn: Callable[[Connection], T]) -> T:
+        if self.read_only and self._fast is not None:
+            raise ReadOnlyStore(f"{self.url}: opened read-only (a rebuild): the log only")
         if self._async is None:
             return await _in_thread(self._read_pool, self._read_engine, fn)
         async with self._async.connect() as conn:
