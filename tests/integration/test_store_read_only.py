@@ -4,6 +4,7 @@ everything else."""
 
 from __future__ import annotations
 
+import sqlite3
 import subprocess
 import sys
 import textwrap
@@ -85,6 +86,34 @@ async def test_a_read_only_store_reads_what_a_writable_one_does(store_url: str) 
         [type(v) for v in r] for r in expected_rows
     ]
     assert {type(v) for r in rows for v in r} <= {int, float, str, type(None)}
+
+
+async def test_a_read_only_store_never_opens_the_file_with_the_stdlib_driver(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """What makes apsw safe there: from opening to closing, through a rebuild, every read
+    it allows and every call it refuses, the stdlib's SQLite (``sqlite3.connect``, which
+    SQLAlchemy's engine calls too) never opens the file beside apsw's."""
+    url = f"sqlite:///{tmp_path / 'muster.db'}"
+    await upgrade_async(url)
+    await _write_scenario(url)
+
+    def refuse(*args: Any, **kwargs: Any) -> None:
+        raise AssertionError(f"sqlite3.connect{args} beside apsw")
+
+    monkeypatch.setattr(sqlite3, "connect", refuse)
+    store = SqlEventStore(url, read_only=True)
+    try:
+        assert (await _reads(store))[0] == len(scenario().log.envelopes)
+        for refused in (
+            store.load_snapshot("queue"),
+            store.tracking_position("queue"),
+            store.save_snapshot("queue", 1, "f", b"x"),
+        ):
+            with pytest.raises(ReadOnlyStore):
+                await refused
+    finally:
+        await store.close()
 
 
 async def test_a_read_only_store_refuses_writes_and_reads_beyond_the_log(store_url: str) -> None:
