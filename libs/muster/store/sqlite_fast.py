@@ -1,33 +1,45 @@
-"""SQLite's hot path, on the event loop's own thread: reading the log's tail and an append
-that takes the write lock at once.
+"""A SQLite file through apsw: the event loop's hot path (reading the log's tail, an append
+that takes the write lock at once), and every other store call on the file, in the store's
+worker threads.
 
-Why not SQLAlchemy in the worker thread, as every other store call: a fold's read and a
-decision's append are the whole of a hop between services, and there the thread hop
-(two cross-thread wake-ups, ~1 ms on a 2-vCPU VM whose idle CPUs sleep) and SQLAlchemy's
+Why not SQLAlchemy in the worker thread for the hot path: a fold's read and a decision's
+append are the whole of a hop between services, and there the thread hop (two
+cross-thread wake-ups, ~1 ms on a 2-vCPU VM whose idle CPUs sleep) and SQLAlchemy's
 per-statement work cost 20-50x the SQLite calls themselves (bench/README.md, e2e_submit).
-So these two run on the stdlib driver, on the loop, where they cannot wait:
+So these two run on the loop, where they cannot wait:
 
 * a WAL reader never waits for a writer, and one SELECT is a consistent snapshot;
 * the append asks for the write lock without waiting (busy timeout 0). If another
   process holds it, nothing was done and the caller goes to the worker thread, which
   waits for the lock as before. Uncontended, an append costs ~0.1-0.3 ms on the loop.
 
-A read-only store (``SqlEventStore(read_only=True)``: a rebuild's process) reads through
-apsw instead: opened without SQLite's per-connection mutex, a row costs ~40 % less CPU
-(bench/README.md, wip-ap). Only there: apsw carries its own copy of SQLite, and two copies
-of SQLite in one process must not open the same file (their POSIX locks do not see each
-other's; sqlite.org/howtocorrupt.html 2.2.1), which a service's engine connections would.
+Why apsw, not the stdlib driver: it opens a connection without SQLite's per-connection
+mutex (NOMUTEX) and keeps the GIL across a row's steps and values, where the stdlib's
+serialized connection locks the mutex and hands the GIL over around each: a rebuild's rows
+cost ~40 % less CPU, a catch-up read ~33 % and an append ~20 % fewer instructions
+(bench/README.md, wip-ap). NOMUTEX needs one thread at a time on a connection: the loop's
+reader and writer are used by the loop's thread alone, the waiting writer by the store's one
+writer thread alone, and each reader thread has a reader of its own (``pooled``); ``close``
+runs once those threads are done.
+
+Why every call on the file, not the hot path alone: apsw carries its own copy of SQLite, and
+two copies of SQLite in one process must not open the same file (POSIX locks are the
+process's, so neither copy sees the other's: a checkpoint could overwrite pages a reader of
+the other copy is reading, both could hold the WAL's write lock, closing one's descriptor
+drops the other's locks; sqlite.org/howtocorrupt.html 2.2.1). So a store on a SQLite file
+opens it through apsw alone; SQLAlchemy keeps PostgreSQL, SQLite in memory and migrations
+(which close their connections before a store opens the file).
 """
 
 from __future__ import annotations
 
 import contextlib
 import functools
-import sqlite3
-import sys
-from collections.abc import Collection, Iterable, Iterator, Mapping, Sequence
-from typing import TYPE_CHECKING, Any
+import threading
+from collections.abc import Callable, Collection, Iterable, Iterator, Mapping, Sequence
+from typing import Any, TypeVar
 
+import apsw
 from sqlalchemy import exc as sa_exc
 
 from muster.core.events import StreamAppend
@@ -35,8 +47,7 @@ from muster.store.bell import FileBell, Kinds, kinds_of
 from muster.store.errors import ReadOnlyStore
 from muster.store.rows import COLUMNS, FOLD_COLUMNS, planned_rows, values_of
 
-if TYPE_CHECKING:
-    import apsw
+T = TypeVar("T")
 
 _INSERT = f"INSERT INTO events ({', '.join(COLUMNS)}) VALUES ({', '.join('?' * len(COLUMNS))})"
 _TRACK = (
@@ -54,33 +65,69 @@ class Busy(Exception):
 
 
 class LoopConnection:
-    """A store's connections on the stdlib driver: a reader and a writer used from the
-    loop's thread (the writer waits for no lock), and a writer for the store's writer
-    thread, which waits its turn as long as the SQLAlchemy engine would. ``read_only``: the
-    reader alone, on apsw (``_read_only``), and no writer."""
+    """A store's connections to its SQLite file: a reader and a writer used from the loop's
+    thread (the writer waits for no lock), a writer for the store's writer thread, which
+    waits its turn, and a reader for each of its reader threads. ``read_only``: readers
+    alone, opened read-only."""
 
     def __init__(self, path: str, *, wait_ms: int, bell: FileBell, read_only: bool = False) -> None:
         self.path = path
         self.wait_ms = wait_ms
         self.bell = bell  # rung after every commit of an append (store/bell.py)
         self.read_only = read_only
-        self._reader: sqlite3.Connection | apsw.Connection | None = None
-        self._writer: sqlite3.Connection | None = None
-        self._waiting: sqlite3.Connection | None = None
+        self._reader: apsw.Connection | None = None
+        self._writer: apsw.Connection | None = None
+        self._waiting: apsw.Connection | None = None
+        self._threads = threading.local()  # a reader thread's own reader (``pooled``)
+        self._pooled: list[apsw.Connection] = []
+        self._pooled_lock = threading.Lock()
 
-    def _connect(self, busy_ms: int) -> sqlite3.Connection:
-        # check_same_thread off only so that close() may run at shutdown elsewhere.
-        conn = sqlite3.connect(self.path, isolation_level=None, check_same_thread=False)
-        conn.execute(f"PRAGMA busy_timeout={busy_ms}")
-        conn.execute("PRAGMA synchronous=NORMAL")
+    def _connect(self, busy_ms: int, *, reading: bool = False) -> apsw.Connection:
+        """Read-write, created if missing (as the stdlib's ``connect``), or for a read-only
+        store read-only; without SQLite's mutex either way (the module's docstring)."""
+        if self.read_only and not reading:
+            raise ReadOnlyStore(f"{self.path} was opened read-only (a rebuild): no writes")
+        mode = (
+            apsw.SQLITE_OPEN_READONLY
+            if self.read_only
+            else apsw.SQLITE_OPEN_READWRITE | apsw.SQLITE_OPEN_CREATE
+        )
+        with _as_store_errors("connect"):
+            conn = apsw.Connection(self.path, flags=mode | apsw.SQLITE_OPEN_NOMUTEX)
+            conn.set_busy_timeout(busy_ms)
+            if not self.read_only:
+                conn.execute("PRAGMA synchronous=NORMAL")
         return conn
 
     def close(self) -> None:
-        for conn in (self._reader, self._writer, self._waiting):
+        """Once no thread uses a connection any more (the store's pools are shut down)."""
+        for conn in (self._reader, self._writer, self._waiting, *self._pooled):
             if conn is not None:
                 conn.close()
         self._reader = self._writer = self._waiting = None
+        self._pooled = []
         self.bell.close()
+
+    def pooled(self) -> apsw.Connection:
+        """The calling reader thread's own reader (the store's read pool: one thread at a
+        time on each connection, as NOMUTEX needs)."""
+        conn: apsw.Connection | None = getattr(self._threads, "conn", None)
+        if conn is None:
+            conn = self._threads.conn = self._connect(READ_WAIT_MS, reading=True)
+            with self._pooled_lock:
+                self._pooled.append(conn)
+        return conn
+
+    def call(self, fn: Callable[[], T]) -> T:
+        """``fn`` (a worker thread's store call on this file) with the driver's errors as
+        SQLAlchemy's."""
+        with _as_store_errors(f"a store call on {self.path}"):
+            return fn()
+
+    def waiting(self) -> apsw.Connection:
+        """The writer thread's connection, which waits for the write lock (the store's
+        write pool, its one thread)."""
+        return self._waiting_conn()
 
     def head(self) -> int:
         """The last position committed (0: none), on the reader: one seek of the rowid."""
@@ -159,19 +206,16 @@ class LoopConnection:
         with _as_store_errors(sql):
             return self._reading().execute(sql, params).fetchall()
 
-    def _reading(self) -> sqlite3.Connection | apsw.Connection:
+    def _reading(self) -> apsw.Connection:
         if self._reader is None:
-            if self.read_only:
-                self._reader = _read_only(self.path, READ_WAIT_MS)
-            else:
-                self._reader = self._connect(READ_WAIT_MS)
+            self._reader = self._connect(READ_WAIT_MS, reading=True)
         return self._reader
 
-    def track(self, consumer: str, position: int) -> None:
+    def track(self, consumer: str, position: int, *, wait: bool = False) -> None:
         """Move a consumer's tracking row forward; raises Busy (nothing done) when the
-        write lock is taken."""
+        write lock is taken; ``wait``: on the writer thread's connection, which waits."""
         with _as_store_errors(_TRACK):
-            _track(self._writing(), consumer, position)
+            _track(self._waiting_conn() if wait else self._writing(), consumer, position)
 
     def append(
         self,
@@ -203,47 +247,39 @@ class LoopConnection:
         """After the commit: a reader woken by the ring finds what it announces."""
         self.bell.ring(head, kinds)
 
-    def _waiting_conn(self) -> sqlite3.Connection:
+    def _waiting_conn(self) -> apsw.Connection:
         if self._waiting is None:
-            self._refuse_if_read_only()
             self._waiting = self._connect(self.wait_ms)
         return self._waiting
 
-    def _writing(self) -> sqlite3.Connection:
+    def _writing(self) -> apsw.Connection:
         if self._writer is None:
-            self._refuse_if_read_only()
             self._writer = self._connect(0)
         return self._writer
 
-    def _refuse_if_read_only(self) -> None:
-        if self.read_only:
-            raise ReadOnlyStore(f"{self.path} was opened read-only (a rebuild): no writes")
+
+def in_transaction(conn: apsw.Connection, fn: Callable[[apsw.Connection], T]) -> T:
+    """``fn`` in one write transaction (apsw begins none by itself), rolled back if it
+    raises."""
+    conn.execute("BEGIN IMMEDIATE")
+    try:
+        result = fn(conn)
+        conn.execute("COMMIT")
+    except BaseException:
+        conn.execute("ROLLBACK")
+        raise
+    return result
 
 
-def _read_only(path: str, busy_ms: int) -> apsw.Connection:
-    """A read-only store's reader, on apsw. Opened without SQLite's mutex (NOMUTEX): the
-    stdlib driver's serialized connections lock it around every step and column value,
-    ~10 % of a rebuild's instructions. Safe because one thread at a time uses it: the event
-    loop's, which makes every read of a read-only store (SqlEventStore refuses the calls
-    that would go to its worker threads) and closes it."""
-    import apsw  # here: only a rebuild's process needs it (~3 ms an import)
-
-    conn = apsw.Connection(path, flags=apsw.SQLITE_OPEN_READONLY | apsw.SQLITE_OPEN_NOMUTEX)
-    conn.setbusytimeout(busy_ms)
-    return conn
-
-
-def _track(conn: sqlite3.Connection, consumer: str, position: int) -> None:
+def _track(conn: apsw.Connection, consumer: str, position: int) -> None:
     try:
         conn.execute(_TRACK, (consumer, position))  # one statement: its own transaction
-    except sqlite3.OperationalError as exc:
-        if _busy(exc):
-            raise Busy from exc
-        raise
+    except _BUSY as exc:
+        raise Busy from exc
 
 
 def _append(
-    conn: sqlite3.Connection,
+    conn: apsw.Connection,
     batch: Sequence[StreamAppend],
     producer: str,
     recorded_at: float,
@@ -251,10 +287,8 @@ def _append(
 ) -> list[dict[str, Any]]:
     try:
         conn.execute("BEGIN IMMEDIATE")
-    except sqlite3.OperationalError as exc:
-        if _busy(exc):
-            raise Busy from exc
-        raise
+    except _BUSY as exc:
+        raise Busy from exc
     try:
         rows = planned_rows(batch, _head(conn), _versions(conn, batch), producer, recorded_at)
         conn.executemany(_INSERT, [values_of(row) for row in rows])
@@ -263,53 +297,45 @@ def _append(
         conn.execute("COMMIT")
     except BaseException as exc:
         conn.execute("ROLLBACK")
-        if isinstance(exc, sqlite3.OperationalError) and _busy(exc):
+        if isinstance(exc, _BUSY):
             raise Busy from exc  # rolled back: the thread's append starts afresh
         raise
     return rows
 
 
+_BUSY = (apsw.BusyError, apsw.LockedError)  # the lock is another connection's
+
+
 @contextlib.contextmanager
 def _as_store_errors(statement: str) -> Iterator[None]:
-    """The driver's errors as SQLAlchemy's, as every other store call raises them (the
-    loop's ``unavailable`` and the CLI's one-line errors know those)."""
+    """The driver's errors as SQLAlchemy's, as the stdlib driver's came out of it and as a
+    store on PostgreSQL raises them (the loop's ``unavailable`` and the CLI's one-line
+    errors know those)."""
     try:
         yield
-    except sqlite3.Error as exc:
-        raise sa_exc.DBAPIError.instance(statement, None, exc, sqlite3.Error) from exc
-    except _apsw_errors() as exc:
+    except apsw.Error as exc:
         raise _from_apsw(statement, exc) from exc
 
 
-def _apsw_errors() -> tuple[type[Exception], ...]:
-    """apsw's base error once a read-only store imported it (evaluated only when an error
-    is on its way: an ``except`` clause's classes are)."""
-    apsw = sys.modules.get("apsw")
-    return () if apsw is None else (apsw.Error,)
+def _from_apsw(statement: str, exc: apsw.Error) -> sa_exc.DBAPIError:
+    """The class the stdlib driver gives the same SQLite result code: a constraint an
+    IntegrityError, a file that is not a database or is damaged a DatabaseError, anything
+    else (no such file or table, a lock held past the wait, an I/O error, a full disk) an
+    OperationalError."""
+    if isinstance(exc, apsw.ConstraintError):
+        return sa_exc.IntegrityError(statement, None, exc)
+    if isinstance(exc, apsw.NotADBError | apsw.CorruptError):
+        return sa_exc.DatabaseError(statement, None, exc)
+    return sa_exc.OperationalError(statement, None, exc)
 
 
-def _from_apsw(statement: str, exc: Exception) -> sa_exc.DBAPIError:
-    """An apsw error as the stdlib's would come out of SQLAlchemy: a file that is not a
-    database, or is damaged, a DatabaseError; anything else a reader meets (no such file
-    or table, a lock held past the wait, an I/O error) an OperationalError."""
-    import apsw
-
-    damaged = isinstance(exc, apsw.NotADBError | apsw.CorruptError)
-    kind = sa_exc.DatabaseError if damaged else sa_exc.OperationalError
-    return kind(statement, None, exc)
-
-
-def _busy(exc: sqlite3.OperationalError) -> bool:
-    return "locked" in str(exc) or "busy" in str(exc)
-
-
-def _head(conn: sqlite3.Connection | apsw.Connection) -> int:
+def _head(conn: apsw.Connection) -> int:
     row = conn.execute(_HEAD).fetchone()
     assert row is not None  # an aggregate's one row
     return int(row[0])
 
 
-def _versions(conn: sqlite3.Connection, batch: Sequence[StreamAppend]) -> dict[str, int]:
+def _versions(conn: apsw.Connection, batch: Sequence[StreamAppend]) -> dict[str, int]:
     """Each stream's version (absent: none yet), by one seek per stream: ``max`` alone over
     the (stream, version) index reads its last entry, where ``GROUP BY stream_id`` with
     ``max`` reads every entry of each stream. The queue's admission stream grows with the
