@@ -23,7 +23,7 @@ class ConcurrencyConflict(StoreError):
 
 
 class ReadOnlyStore(StoreError):
-    """A write, or a read that needs more than the log, on a store opened read-only."""
+    """A write on a store opened read-only."""
 
 
 # Errors that say the database cannot be reached right now (not that a request is wrong).

@@ -80,10 +80,8 @@ def normalise_url(url: str) -> str:
 
 class SqlEventStore:
     def __init__(self, url: str, *, pool_size: int = 5, read_only: bool = False) -> None:
-        """``read_only``: a process that only reads the log (``muster replay``,
-        ``bench.replay``). Writes are refused; on a SQLite file the log is read through apsw
-        (store/sqlite_fast.py), and every other read is refused, since it would open the
-        file with a second copy of SQLite in the process."""
+        """``read_only``: a process that only reads (``muster replay``, ``bench.replay``):
+        writes are refused, and a SQLite file is opened read-only."""
         self.url = normalise_url(url)
         self.is_sqlite = self.url.startswith("sqlite")
         self.read_only = read_only
