@@ -51,7 +51,13 @@ from muster.store.bell import CHANNEL, FileBell, bell_path, kinds_of, notificati
 from muster.store.errors import ReadOnlyStore
 from muster.store.rows import COLUMNS, FOLD_COLUMNS, envelope, fold_items, planned_rows, values_of
 from muster.store.schema import events, snapshot_history, snapshots, tracking
-from muster.store.sqlite_fast import Busy, LoopConnection, in_transaction, versions_sql
+from muster.store.sqlite_fast import (
+    Busy,
+    LoopConnection,
+    in_transaction,
+    stream_versions,
+    versions_sql,
+)
 
 T = TypeVar("T")
 # busy_timeout first: the others may meet a lock, and must wait for it, not fail.
@@ -336,7 +342,7 @@ class SqlEventStore:
     async def stream_version(self, stream_id: str) -> int:
         if self._fast is not None:
             return await self._file_read(
-                self._fast, lambda conn: _sqlite_versions(conn, [stream_id]).get(stream_id, 0)
+                self._fast, lambda conn: stream_versions(conn, [stream_id]).get(stream_id, 0)
             )
         return await self._read(lambda conn: _stream_versions(conn, [stream_id]).get(stream_id, 0))
 
@@ -730,18 +736,6 @@ _HISTORY_INSERT = (
 
 def _sqlite_envelopes(conn: Any, sql: str, args: Sequence[Any]) -> list[Envelope]:
     return [envelope(row) for row in conn.execute(sql, tuple(args))]
-
-
-def _sqlite_versions(conn: Any, stream_ids: list[str]) -> dict[str, int]:
-    """``_stream_versions`` on a SQLite file (the same query, one seek a stream)."""
-    unique = sorted(set(stream_ids))
-    found: dict[str, int] = {}
-    for i in range(0, len(unique), 500):
-        chunk = unique[i : i + 500]
-        for stream, version in conn.execute(versions_sql(len(chunk)), chunk):
-            if version is not None:
-                found[stream] = int(version)
-    return found
 
 
 def _sqlite_history_snapshot(

@@ -336,12 +336,16 @@ def _head(conn: apsw.Connection) -> int:
 
 
 def _versions(conn: apsw.Connection, batch: Sequence[StreamAppend]) -> dict[str, int]:
+    return stream_versions(conn, [item.stream_id for item in batch])
+
+
+def stream_versions(conn: apsw.Connection, stream_ids: Iterable[str]) -> dict[str, int]:
     """Each stream's version (absent: none yet), by one seek per stream: ``max`` alone over
     the (stream, version) index reads its last entry, where ``GROUP BY stream_id`` with
     ``max`` reads every entry of each stream. The queue's admission stream grows with the
     log (~2 events a workload; 216,000 in the 1M log), so that read grew with it: ~0.1 ms
     an append in a 3,000-workload run, 22 ms on the 1M log (bench/README.md, wip-qa)."""
-    unique = sorted({item.stream_id for item in batch})
+    unique = sorted(set(stream_ids))
     found: dict[str, int] = {}
     for i in range(0, len(unique), 500):  # under SQLite's bound-parameter limit
         chunk = unique[i : i + 500]
