@@ -111,10 +111,19 @@ async def test_a_store_never_opens_its_sqlite_file_with_the_stdlib_driver(
         assert await store.tracking_position("queue") == 3
         assert await store.load_snapshot("queue") == (3, "f", b"x")
         assert await store.load_history_snapshot("queue", "f") == (3, b"x")
-        env = (await store.read_all(0, limit=1))[0]
-        assert await store.read_stream(env.stream_id)
-        assert await store.first_events([env.stream_id]) == {env.stream_id: env}
-        assert await store.stream_version(env.stream_id) >= 1
+        log = await store.read_all(0)
+        env = log[0]
+        stream = [e for e in log if e.stream_id == env.stream_id]
+        assert await store.read_stream(env.stream_id) == stream
+        assert await store.read_stream(env.stream_id, after_version=1) == stream[1:]
+        firsts = {e.stream_id: e for e in log if e.stream_version == 1}
+        assert await store.first_events([*firsts, "none"]) == firsts
+        assert await store.stream_version(env.stream_id) == len(stream)
+        corr = next(e.correlation_id for e in log if e.correlation_id)
+        correlated = [e for e in log if e.correlation_id == corr]
+        assert len(correlated) > 2
+        assert await store.read_correlated(corr) == correlated
+        assert await store.read_correlated(corr, correlated[0].position, limit=1) == [correlated[1]]
     finally:
         await store.close()
     read_only = SqlEventStore(url, read_only=True)
