@@ -146,7 +146,11 @@ class WorkloadEntry:
 
     @property
     def admitted_pods(self) -> int:
-        return sum(self.run.pod_counts.get(ps.name, ps.count) for ps in self.spec.pod_sets)
+        # A loop, not sum() over a generator: every pod start a replay folds asks this.
+        counts, total = self.run.pod_counts, 0
+        for ps in self.spec.pod_sets:
+            total += counts.get(ps.name, ps.count)
+        return total
 
     @property
     def holds_quota(self) -> bool:
@@ -412,10 +416,12 @@ def roots(
 def _touched(state: QueueState, wl: WorkloadEntry) -> None:
     """Settle looks at it again; waitForPodsReady's clock runs until its pods are ready."""
     # Every workload event of a replay comes here: the notebook's sets are used directly
-    # (``Notebook.touch`` and ``regrow``), and the clock is asked only of a workload
-    # holding quota (``pods_ready_clock`` is None for any other).
+    # (``Notebook.touch`` and ``regrow``; nothing noted while it looks at everything:
+    # ``Notebook.full``), and the clock is asked only of a workload holding quota
+    # (``pods_ready_clock`` is None for any other).
     wid, notes = wl.id, state.notes
-    notes.touched.add(wid)
+    if not notes.full:  # else settle looks at every active workload: a rebuild's case
+        notes.touched.add(wid)
     if wl.status in _HOLDING and pods_ready_clock(wl) is not None:
         state.awaiting_pods.add(wid)
     else:
@@ -862,7 +868,9 @@ def _checks_of(event: qev.QuotaReserved, now: float) -> dict[str, CheckStatus]:
     """The attempt's admission checks, Pending or Ready at once (events from before
     several checks name none: their provisioning check alone)."""
     pending = event.checks
-    if not pending and not event.checks_ready and event.provisioning is not None:
+    if not pending and not event.checks_ready:
+        if event.provisioning is None:
+            return {}  # none at all: most reservations on existing nodes
         pending = (event.provisioning.check,)
     out = {name: CheckStatus(at=now) for name in pending}
     out.update({name: CheckStatus("Ready", why, now) for name, why in event.checks_ready.items()})
