@@ -1307,8 +1307,7 @@ def _end(state: QueueState, workload_id: str, status: Status) -> None:
     wl = state.workloads.get(workload_id)
     if wl is None:
         return  # ended already
-    _unbind(state, wl)
-    _release(state, wl)
+    _release(state, wl)  # unbinds it first
     wl.status = status
     _dequeue(state, workload_id)
     state.active.discard(workload_id)
@@ -1344,16 +1343,18 @@ def _release(state: QueueState, wl: WorkloadEntry) -> None:
 
 def _hold(state: QueueState, wl: WorkloadEntry, sign: int) -> None:
     """Charge (or release) a workload's usage to its queue, tenant and namespace."""
-    assert wl.run.cluster_queue is not None
-    root = root_of(state, wl.run.cluster_queue)
+    run = wl.run  # locals: every reservation and finish a replay folds comes here
+    cq, usage = run.cluster_queue, run.usage
+    assert cq is not None
+    root = root_of(state, cq)
     state.quota_changed[root] = state.quota_changed.get(root, 0) + 1
     ns = wl.spec.namespace
     state.ns_changed[ns] = state.ns_changed.get(ns, 0) + 1
-    state.notes.charged(wl.run.cluster_queue, wl.run.usage, sign)
-    _charge(state.usage.setdefault(wl.run.cluster_queue, {}), wl.run.usage, sign)
-    _charge(state.lq_usage.setdefault(wl.local_queue, {}), wl.run.usage, sign)
-    per_ns = state.ns_usage.setdefault(wl.spec.namespace, {})
-    for resource, qty in namespace_charge(wl.spec, wl.run.pod_counts).items():
+    state.notes.charged(cq, usage, sign)
+    _charge(state.usage.setdefault(cq, {}), usage, sign)
+    _charge(state.lq_usage.setdefault(wl.local_queue, {}), usage, sign)
+    per_ns = state.ns_usage.setdefault(ns, {})
+    for resource, qty in namespace_charge(wl.spec, run.pod_counts).items():
         per_ns[resource] = per_ns.get(resource, 0) + sign * qty
 
 
