@@ -417,12 +417,12 @@ def _touched(state: QueueState, wl: WorkloadEntry) -> None:
     """Settle looks at it again; waitForPodsReady's clock runs until its pods are ready."""
     # Every workload event of a replay comes here: the notebook's sets are used directly
     # (``Notebook.touch`` and ``regrow``; nothing noted while it looks at everything:
-    # ``Notebook.full``), and the clock is asked only of a workload holding quota
-    # (``pods_ready_clock`` is None for any other).
+    # ``Notebook.full``), and the clock is asked only of a workload holding quota whose
+    # pods are not all ready (``pods_ready_clock`` is None for any other).
     wid, notes = wl.id, state.notes
     if not notes.full:  # else settle looks at every active workload: a rebuild's case
         notes.touched.add(wid)
-    if wl.status in _HOLDING and pods_ready_clock(wl) is not None:
+    if wl.status in _HOLDING and not wl.run.pods_ready and pods_ready_clock(wl) is not None:
         state.awaiting_pods.add(wid)
     else:
         state.awaiting_pods.discard(wid)
@@ -1279,7 +1279,7 @@ def _(event: nev.NodeRemoved, state: QueueState) -> None:
 def _current(state: QueueState, workload_id: str, attempt: int) -> WorkloadEntry | None:
     """The workload, if ``attempt`` is the one holding quota now (late events are ignored)."""
     wl = state.workloads.get(workload_id)
-    if wl is None or wl.run.attempt != attempt or not wl.holds_quota:
+    if wl is None or wl.run.attempt != attempt or wl.status not in _HOLDING:
         return None
     return wl
 
