@@ -7,7 +7,6 @@ from bisect import bisect_left
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, fields
 from functools import singledispatch
-from operator import attrgetter
 from typing import Any, Literal, NamedTuple, TypeVar
 
 import msgspec
@@ -34,7 +33,7 @@ from muster.core.model.queues import (
     WaitForPodsReady,
 )
 from muster.core.model.workload import PodSet, WorkloadSpec
-from muster.core.pickling import compact
+from muster.core.pickling import compact, swapper
 from muster.core.placement.book import NodeBook, Placement, PodAsk
 from muster.core.placement.devices import DeviceShare, device_ask
 from muster.core.placement.engine import demands
@@ -685,12 +684,10 @@ def share(state: QueueState, value: T, key: object = None) -> T:
     return value
 
 
-# ``WorkloadSpec``'s fields in ``compact``'s state order, and where the shared parts are.
-_SPEC_FIELDS = tuple(f.name for f in fields(WorkloadSpec))
-_POD_SETS, _RUNTIME, _FAILURE_POLICY = (
-    _SPEC_FIELDS.index(name) for name in ("pod_sets", "runtime", "failure_policy")
+# A spec with its shared parts swapped in (``_with_parts``).
+_swap_parts: Callable[..., WorkloadSpec] = swapper(
+    WorkloadSpec, ("pod_sets", "runtime", "failure_policy")
 )
-_spec_values: Callable[[WorkloadSpec], tuple[Any, ...]] = attrgetter(*_SPEC_FIELDS)
 
 
 def _with_parts(
@@ -698,22 +695,14 @@ def _with_parts(
 ) -> WorkloadSpec:
     """``spec`` holding the shared parts: ``dataclasses.replace`` without its per-field
     walk and keyword ``__init__`` (~5 us of each submission a replay folds; a spec has no
-    ``__post_init__`` to run): a copy of its ``compact`` state with the three swapped."""
+    ``__post_init__`` to run): a straight-line copy with the three swapped (``swapper``)."""
     if (
         pod_sets is spec.pod_sets
         and runtime is spec.runtime
         and failure_policy is spec.failure_policy
     ):
         return spec
-    values = list(_spec_values(spec))
-    values[_POD_SETS], values[_RUNTIME], values[_FAILURE_POLICY] = (
-        pod_sets,
-        runtime,
-        failure_policy,
-    )
-    copy: WorkloadSpec = object.__new__(WorkloadSpec)
-    copy.__setstate__(values)  # type: ignore[attr-defined]
-    return copy
+    return _swap_parts(spec, pod_sets, runtime, failure_policy)
 
 
 def _shared_shape(state: QueueState, spec: WorkloadSpec, parts_key: bytes) -> tuple[object, ...]:
