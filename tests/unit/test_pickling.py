@@ -4,13 +4,13 @@ come back equal, frozen ones included; what the snapshots of explain --at are ma
 from __future__ import annotations
 
 import pickle
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 import pytest
 
 from muster.core.model import parse
 from muster.core.model.workload import PodSet, WorkloadSpec
-from muster.core.pickling import compact
+from muster.core.pickling import compact, swapper
 from muster.core.queueing import state as qs
 from muster.core.queueing.decider import QueueDecider
 from muster.core.queueing.state import WorkloadEntry
@@ -69,6 +69,24 @@ def test_a_frozen_class_stays_frozen_after_a_restore() -> None:
     restored = pickle.loads(pickle.dumps(Frozen((1,), Plain(2))))
     with pytest.raises(AttributeError):
         restored.x = (3,)
+
+
+def test_a_swap_is_a_replace_of_the_named_fields_and_keeps_the_others() -> None:
+    """``swapper``: the copy equals ``dataclasses.replace`` of those fields, is a new object,
+    holds the given values themselves and the others' by identity, and stays frozen."""
+    inner = Plain(3)
+    value = Frozen((1, 2), inner)
+    swap = swapper(Frozen, ("x",))
+    copy = swap(value, (7,))
+    assert copy == replace(value, x=(7,)) and copy is not value
+    assert copy.inner is inner and value.x == (1, 2)
+    with pytest.raises(AttributeError):
+        copy.x = (8,)  # type: ignore[misc]
+    spec = parse.workload({"name": "w", "queueName": "q", "podSets": [{"name": "a", "count": 2}]})
+    pod_sets = (PodSet(name="b", count=1, requests={"cpu": 1}),)
+    swapped = swapper(WorkloadSpec, ("pod_sets", "runtime", "failure_policy"))
+    got = swapped(spec, pod_sets, spec.runtime, spec.failure_policy)
+    assert got == replace(spec, pod_sets=pod_sets) and got.pod_sets is pod_sets
 
 
 def test_shared_objects_stay_shared() -> None:

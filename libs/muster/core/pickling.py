@@ -49,3 +49,23 @@ def _setter(owner: str, names: tuple[str, ...]) -> Callable[[Any, Any], None]:
     exec(compile(source, f"<compact {owner}>", "exec"), scope)  # our own field names only
     setter: Callable[[Any, Any], None] = scope["__setstate__"]
     return setter
+
+
+def swapper(cls: type[T], swapped: tuple[str, ...]) -> Callable[..., T]:
+    """``swap(obj, *values)``: a copy of ``obj`` (a slotted dataclass without
+    ``__post_init__``, frozen or not) with the fields ``swapped`` set to ``values``, the
+    others as they are: ``dataclasses.replace`` without its per-field walk and keyword
+    ``__init__``, and without a state tuple built and read back, in straight-line code made
+    once per class (as ``__setstate__`` above)."""
+    names = tuple(f.name for f in dataclasses.fields(cls))  # type: ignore[arg-type]
+    params = [f"v{i}" for i in range(len(swapped))]
+    given = dict(zip(swapped, params, strict=True))
+    lines = [f"    _set(new, {name!r}, {given.get(name, 'obj.' + name)})" for name in names]
+    source = (
+        f"def swap(obj, {', '.join(params)}):\n    new = _new(_cls)\n"
+        f"{chr(10).join(lines)}\n    return new\n"
+    )
+    scope: dict[str, Any] = {"_set": object.__setattr__, "_new": object.__new__, "_cls": cls}
+    exec(compile(source, f"<swapper {cls.__name__}>", "exec"), scope)  # our own field names
+    swap: Callable[..., T] = scope["swap"]
+    return swap

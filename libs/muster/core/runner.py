@@ -88,15 +88,21 @@ class DeciderRunner(Generic[S]):
         if envelopes and envelopes[0].position <= position:  # overlaps what was folded
             envelopes = [env for env in envelopes if env.position > position]
         evolve, fold_bare = self.decider.evolve, bare_fold(self.decider)
-        state, bare, done = self.state, BareEnvelope, 0
+        state, done = self.state, len(envelopes)
+        env: Folded | BareEnvelope | None = None
         try:
-            for done, env in enumerate(envelopes, 1):  # noqa: B007 (``done`` is read after)
-                if isinstance(env, bare):
+            # No count kept per event (``enumerate``'s tuple and a store, a million times):
+            # when one raises, the events before it are found by identity (a read's
+            # envelopes are distinct objects).
+            for env in envelopes:
+                # Not isinstance: on a msgspec Struct class (a metaclass of its own) that
+                # calls ``__instancecheck__`` for every envelope that is not one.
+                if type(env) is BareEnvelope:
                     fold_bare(state, env)
-                else:
-                    state = evolve(state, env)
+                else:  # ``type() is`` narrows only the branch it holds in
+                    state = evolve(state, env)  # type: ignore[arg-type]
         except BaseException:
-            done -= 1  # counted the one that raised: not folded
+            done = next((i for i, e in enumerate(envelopes) if e is env), 0)
             raise
         finally:
             self.state = state

@@ -62,7 +62,8 @@ class Notebook:
         self.shared: dict[object, object] = {}
 
     def touch(self, workload_id: str) -> None:
-        self.touched.add(workload_id)
+        if not self.full:  # else settle looks at every active workload (a rebuild's case)
+            self.touched.add(workload_id)
 
     def touch_all(self) -> None:
         self.full = True

@@ -93,7 +93,11 @@ class PendingQueues:
         lq, key = where
         lanes = self.lanes[lq]  # the key hashed once a lookup: it holds the shape's tuples
         lane = lanes[key]
-        lane.members.remove(lane.entry.pop(wid))
+        entry, members = lane.entry.pop(wid), lane.members
+        if members[0] is entry:  # the head, as a FIFO lane mostly loses them: no bisecting
+            members.pop(0)
+        else:
+            members.remove(entry)
         recorded = lane.recorded
         for code, wids in recorded.items():
             if wid in wids:

@@ -7,7 +7,6 @@ from bisect import bisect_left
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, fields
 from functools import singledispatch
-from operator import attrgetter
 from typing import Any, Literal, NamedTuple, TypeVar
 
 import msgspec
@@ -34,7 +33,7 @@ from muster.core.model.queues import (
     WaitForPodsReady,
 )
 from muster.core.model.workload import PodSet, WorkloadSpec
-from muster.core.pickling import compact
+from muster.core.pickling import compact, swapper
 from muster.core.placement.book import NodeBook, Placement, PodAsk
 from muster.core.placement.devices import DeviceShare, device_ask
 from muster.core.placement.engine import demands
@@ -146,7 +145,11 @@ class WorkloadEntry:
 
     @property
     def admitted_pods(self) -> int:
-        return sum(self.run.pod_counts.get(ps.name, ps.count) for ps in self.spec.pod_sets)
+        # A loop, not sum() over a generator: every pod start a replay folds asks this.
+        counts, total = self.run.pod_counts, 0
+        for ps in self.spec.pod_sets:
+            total += counts.get(ps.name, ps.count)
+        return total
 
     @property
     def holds_quota(self) -> bool:
@@ -412,11 +415,13 @@ def roots(
 def _touched(state: QueueState, wl: WorkloadEntry) -> None:
     """Settle looks at it again; waitForPodsReady's clock runs until its pods are ready."""
     # Every workload event of a replay comes here: the notebook's sets are used directly
-    # (``Notebook.touch`` and ``regrow``), and the clock is asked only of a workload
-    # holding quota (``pods_ready_clock`` is None for any other).
+    # (``Notebook.touch`` and ``regrow``; nothing noted while it looks at everything:
+    # ``Notebook.full``), and the clock is asked only of a workload holding quota whose
+    # pods are not all ready (``pods_ready_clock`` is None for any other).
     wid, notes = wl.id, state.notes
-    notes.touched.add(wid)
-    if wl.status in _HOLDING and pods_ready_clock(wl) is not None:
+    if not notes.full:  # else settle looks at every active workload: a rebuild's case
+        notes.touched.add(wid)
+    if wl.status in _HOLDING and not wl.run.pods_ready and pods_ready_clock(wl) is not None:
         state.awaiting_pods.add(wid)
     else:
         state.awaiting_pods.discard(wid)
@@ -679,12 +684,10 @@ def share(state: QueueState, value: T, key: object = None) -> T:
     return value
 
 
-# ``WorkloadSpec``'s fields in ``compact``'s state order, and where the shared parts are.
-_SPEC_FIELDS = tuple(f.name for f in fields(WorkloadSpec))
-_POD_SETS, _RUNTIME, _FAILURE_POLICY = (
-    _SPEC_FIELDS.index(name) for name in ("pod_sets", "runtime", "failure_policy")
+# A spec with its shared parts swapped in (``_with_parts``).
+_swap_parts: Callable[..., WorkloadSpec] = swapper(
+    WorkloadSpec, ("pod_sets", "runtime", "failure_policy")
 )
-_spec_values: Callable[[WorkloadSpec], tuple[Any, ...]] = attrgetter(*_SPEC_FIELDS)
 
 
 def _with_parts(
@@ -692,22 +695,14 @@ def _with_parts(
 ) -> WorkloadSpec:
     """``spec`` holding the shared parts: ``dataclasses.replace`` without its per-field
     walk and keyword ``__init__`` (~5 us of each submission a replay folds; a spec has no
-    ``__post_init__`` to run): a copy of its ``compact`` state with the three swapped."""
+    ``__post_init__`` to run): a straight-line copy with the three swapped (``swapper``)."""
     if (
         pod_sets is spec.pod_sets
         and runtime is spec.runtime
         and failure_policy is spec.failure_policy
     ):
         return spec
-    values = list(_spec_values(spec))
-    values[_POD_SETS], values[_RUNTIME], values[_FAILURE_POLICY] = (
-        pod_sets,
-        runtime,
-        failure_policy,
-    )
-    copy: WorkloadSpec = object.__new__(WorkloadSpec)
-    copy.__setstate__(values)  # type: ignore[attr-defined]
-    return copy
+    return _swap_parts(spec, pod_sets, runtime, failure_policy)
 
 
 def _shared_shape(state: QueueState, spec: WorkloadSpec, parts_key: bytes) -> tuple[object, ...]:
@@ -862,7 +857,9 @@ def _checks_of(event: qev.QuotaReserved, now: float) -> dict[str, CheckStatus]:
     """The attempt's admission checks, Pending or Ready at once (events from before
     several checks name none: their provisioning check alone)."""
     pending = event.checks
-    if not pending and not event.checks_ready and event.provisioning is not None:
+    if not pending and not event.checks_ready:
+        if event.provisioning is None:
+            return {}  # none at all: most reservations on existing nodes
         pending = (event.provisioning.check,)
     out = {name: CheckStatus(at=now) for name in pending}
     out.update({name: CheckStatus("Ready", why, now) for name, why in event.checks_ready.items()})
@@ -1271,7 +1268,7 @@ def _(event: nev.NodeRemoved, state: QueueState) -> None:
 def _current(state: QueueState, workload_id: str, attempt: int) -> WorkloadEntry | None:
     """The workload, if ``attempt`` is the one holding quota now (late events are ignored)."""
     wl = state.workloads.get(workload_id)
-    if wl is None or wl.run.attempt != attempt or not wl.holds_quota:
+    if wl is None or wl.run.attempt != attempt or wl.status not in _HOLDING:
         return None
     return wl
 
@@ -1299,8 +1296,7 @@ def _end(state: QueueState, workload_id: str, status: Status) -> None:
     wl = state.workloads.get(workload_id)
     if wl is None:
         return  # ended already
-    _unbind(state, wl)
-    _release(state, wl)
+    _release(state, wl)  # unbinds it first
     wl.status = status
     _dequeue(state, workload_id)
     state.active.discard(workload_id)
@@ -1336,16 +1332,18 @@ def _release(state: QueueState, wl: WorkloadEntry) -> None:
 
 def _hold(state: QueueState, wl: WorkloadEntry, sign: int) -> None:
     """Charge (or release) a workload's usage to its queue, tenant and namespace."""
-    assert wl.run.cluster_queue is not None
-    root = root_of(state, wl.run.cluster_queue)
+    run = wl.run  # locals: every reservation and finish a replay folds comes here
+    cq, usage = run.cluster_queue, run.usage
+    assert cq is not None
+    root = root_of(state, cq)
     state.quota_changed[root] = state.quota_changed.get(root, 0) + 1
     ns = wl.spec.namespace
     state.ns_changed[ns] = state.ns_changed.get(ns, 0) + 1
-    state.notes.charged(wl.run.cluster_queue, wl.run.usage, sign)
-    _charge(state.usage.setdefault(wl.run.cluster_queue, {}), wl.run.usage, sign)
-    _charge(state.lq_usage.setdefault(wl.local_queue, {}), wl.run.usage, sign)
-    per_ns = state.ns_usage.setdefault(wl.spec.namespace, {})
-    for resource, qty in namespace_charge(wl.spec, wl.run.pod_counts).items():
+    state.notes.charged(cq, usage, sign)
+    _charge(state.usage.setdefault(cq, {}), usage, sign)
+    _charge(state.lq_usage.setdefault(wl.local_queue, {}), usage, sign)
+    per_ns = state.ns_usage.setdefault(ns, {})
+    for resource, qty in namespace_charge(wl.spec, run.pod_counts).items():
         per_ns[resource] = per_ns.get(resource, 0) + sign * qty
 
 
