@@ -17,6 +17,7 @@ from sqlalchemy import text
 from muster.core.codec import DecodeError
 from muster.core.events import (
     BareEnvelope,
+    Envelope,
     Event,
     FoldEnvelope,
     NewEvent,
@@ -188,21 +189,27 @@ async def test_read_folding_leaves_unread_the_events_a_field_makes_clock_only(
     assert read[1].event == nodes[1]  # type: ignore[union-attr]
 
 
+def as_new(env: Envelope) -> NewEvent:
+    """A logged event to append again, as its producer first did."""
+    return NewEvent(
+        stream_id=env.stream_id,
+        event=env.event,
+        occurred_at=env.occurred_at,
+        causation_id=env.causation_id,
+        correlation_id=env.correlation_id,
+    )
+
+
 async def test_a_rebuild_equals_the_fold_of_what_was_appended(store: SqlEventStore) -> None:
     """admin.rebuild (read_folding, the queue's clock-only events bare) ends where a fold
     of the appended envelopes does, on either store."""
     log = scenario().log.envelopes
     appended = []
     for env in log:  # one append each, in log order: the same positions
-        new = NewEvent(
-            stream_id=env.stream_id,
-            event=env.event,
-            occurred_at=env.occurred_at,
-            causation_id=env.causation_id,
-            correlation_id=env.correlation_id,
-        )
         appended += await store.append(
-            [StreamAppend(env.stream_id, None, [new])], producer=env.producer, recorded_at=0.0
+            [StreamAppend(env.stream_id, None, [as_new(env)])],
+            producer=env.producer,
+            recorded_at=0.0,
         )
     assert any(e.type in QueueDecider.clock_only for e in appended)
     rebuilt = await admin.rebuild(store, QueueDecider())
@@ -551,8 +558,13 @@ def test_fold_items_decode_each_row_by_its_own_schema_version() -> None:
     read = fold_items([row, (2, "e-2", "test-1", 2, "test.renamed_field", 2, 3.0, '{"gpus": 4}')])
     assert [e.event for e in read] == [RenamedField(gpus=8), RenamedField(gpus=4)]  # type: ignore[union-attr]
     assert read[1] == FoldEnvelope(
-        position=2, event_id="e-2", stream_id="test-1", stream_version=2,
-        type="test.renamed_field", occurred_at=3.0, event=RenamedField(gpus=4),
+        position=2,
+        event_id="e-2",
+        stream_id="test-1",
+        stream_version=2,
+        type="test.renamed_field",
+        occurred_at=3.0,
+        event=RenamedField(gpus=4),
     )
     with pytest.raises(DecodeError, match="gpus"):
         fold_items([(3, "e-3", "test-1", 3, "test.renamed_field", 2, 4.0, '{"gpus": "x"}')])

@@ -15,13 +15,13 @@ import pytest
 from sqlalchemy import exc as sa_exc
 
 from muster.core.decider import clock_only, clock_only_when
-from muster.core.events import NewEvent, StreamAppend
+from muster.core.events import StreamAppend
 from muster.core.queueing.decider import QueueDecider
 from muster.runtime import admin
 from muster.store import SqlEventStore, Tracking
 from muster.store.errors import ReadOnlyStore
 from muster.store.migrate import upgrade_async
-from tests.integration.test_store_contract import timer
+from tests.integration.test_store_contract import as_new, timer
 from tests.unit.test_core_runner import scenario
 
 
@@ -31,15 +31,10 @@ async def _write_scenario(url: str) -> None:
     store = SqlEventStore(url)
     try:
         for env in scenario().log.envelopes:
-            new = NewEvent(
-                stream_id=env.stream_id,
-                event=env.event,
-                occurred_at=env.occurred_at,
-                causation_id=env.causation_id,
-                correlation_id=env.correlation_id,
-            )
             await store.append(
-                [StreamAppend(env.stream_id, None, [new])], producer=env.producer, recorded_at=0.0
+                [StreamAppend(env.stream_id, None, [as_new(env)])],
+                producer=env.producer,
+                recorded_at=0.0,
             )
     finally:
         await store.close()
