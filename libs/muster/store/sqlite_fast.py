@@ -14,10 +14,10 @@ So these two run on the loop, where they cannot wait:
   waits for the lock as before. Uncontended, an append costs ~0.1-0.3 ms on the loop.
 
 Why apsw, not the stdlib driver: it opens a connection without SQLite's per-connection
-mutex (NOMUTEX) and keeps the GIL across a row's steps and values, where the stdlib's
-serialized connection locks the mutex and hands the GIL over around each: a rebuild's rows
-cost ~40 % less CPU, a catch-up read ~33 % and an append ~20 % fewer instructions
-(bench/README.md, wip-ap). NOMUTEX needs one thread at a time on a connection: the loop's
+mutex (NOMUTEX), where the stdlib's serialized connection locks it around every step and
+column value, and builds a row's values with less work (both release the GIL inside a
+step): a rebuild's rows cost ~40 % less CPU, a catch-up read ~33 % and an append ~20 %
+fewer instructions (bench/README.md, wip-ap). NOMUTEX needs one thread at a time on a connection: the loop's
 reader and writer are used by the loop's thread alone, the waiting writer by the store's one
 writer thread alone, and each reader thread has a reader of its own (``pooled``); ``close``
 runs once those threads are done.
