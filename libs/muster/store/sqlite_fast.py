@@ -17,10 +17,10 @@ Why apsw, not the stdlib driver: it opens a connection without SQLite's per-conn
 mutex (NOMUTEX), where the stdlib's serialized connection locks it around every step and
 column value, and builds a row's values with less work (both release the GIL inside a
 step): a rebuild's rows cost ~40 % less CPU, a catch-up read ~33 % and an append ~20 %
-fewer instructions (bench/README.md, wip-ap). NOMUTEX needs one thread at a time on a connection: the loop's
-reader and writer are used by the loop's thread alone, the waiting writer by the store's one
-writer thread alone, and each reader thread has a reader of its own (``pooled``); ``close``
-runs once those threads are done.
+fewer instructions (bench/README.md, wip-ap). NOMUTEX needs one thread at a time on a
+connection: the loop's reader and writer are used by the loop's thread alone, the waiting
+writer by the store's one writer thread alone, and each reader thread has a reader of its
+own (``pooled``); ``close`` runs once those threads are done.
 
 Why every call on the file, not the hot path alone: apsw carries its own copy of SQLite, and
 two copies of SQLite in one process must not open the same file (POSIX locks are the
