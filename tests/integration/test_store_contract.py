@@ -478,10 +478,7 @@ async def test_events_are_never_updated_or_deleted(store: SqlEventStore) -> None
     await put(store, "timer-a", 0)
     for statement in ("UPDATE events SET payload = '{}'", "DELETE FROM events"):
         with pytest.raises(Exception, match="append-only"):
-            if store._fast is not None:  # a SQLite file: its own connections (apsw)
-                await store._file_write(store._fast, lambda conn, sql=statement: conn.execute(sql))
-            else:
-                await store._write(lambda conn, sql=statement: conn.execute(text(sql)))
+            await store._write(lambda conn, sql=statement: conn.execute(text(sql)))
     assert len(await store.read_all(0)) == 1
 
 

@@ -19,11 +19,11 @@ import asyncio
 import functools
 import sqlite3
 import time
-from collections.abc import Awaitable, Callable, Collection, Iterable, Mapping, Sequence
+from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from functools import partial
-from typing import Any, TypeVar
+from typing import Any, TypeVar, cast
 
 from sqlalchemy import (
     Connection,
@@ -49,15 +49,9 @@ from muster.core.events import (
 )
 from muster.store.bell import CHANNEL, FileBell, bell_path, kinds_of, notification
 from muster.store.errors import ReadOnlyStore
-from muster.store.rows import COLUMNS, FOLD_COLUMNS, envelope, fold_items, planned_rows, values_of
+from muster.store.rows import FOLD_COLUMNS, envelope, fold_items, planned_rows, values_of
 from muster.store.schema import events, snapshot_history, snapshots, tracking
-from muster.store.sqlite_fast import (
-    Busy,
-    LoopConnection,
-    in_transaction,
-    stream_versions,
-    versions_sql,
-)
+from muster.store.sqlite_fast import Busy, LoopConnection, Statements, versions_sql
 
 T = TypeVar("T")
 # busy_timeout first: the others may meet a lock, and must wait for it, not fail.
@@ -126,38 +120,27 @@ class SqlEventStore:
                 engine.dispose()
 
     async def _write(self, fn: Callable[[Connection], T]) -> T:
-        """``fn`` in a write transaction: PostgreSQL, SQLite in memory."""
+        """``fn`` in a write transaction: on a SQLite file in the writer thread, on apsw
+        (``LoopConnection.write``: SQLAlchemy's statements compiled for SQLite)."""
         if self.read_only:
             raise ReadOnlyStore(f"{self.url}: opened read-only (a rebuild): no writes")
+        if self._fast is not None:
+            return await _on(self._write_pool, partial(self._fast.write, _as_connection(fn)))
         if self._async is None:
-            assert self._write_engine is not None  # a file's store calls _file_write
+            assert self._write_engine is not None  # SQLite in memory
             return await _in_thread(self._write_pool, self._write_engine, fn)
         async with self._async.begin() as conn:
             return await conn.run_sync(fn)
 
     async def _read(self, fn: Callable[[Connection], T]) -> T:
-        """``fn`` in a read transaction: PostgreSQL, SQLite in memory."""
+        """``fn`` in a read transaction: on a SQLite file in a reader thread, on apsw."""
+        if self._fast is not None:
+            return await _on(self._read_pool, partial(self._fast.read, _as_connection(fn)))
         if self._async is None:
-            assert self._read_engine is not None  # a file's store calls _file_read
+            assert self._read_engine is not None  # SQLite in memory
             return await _in_thread(self._read_pool, self._read_engine, fn)
         async with self._async.connect() as conn:
             return await conn.run_sync(fn)
-
-    def _file_write(self, fast: LoopConnection, fn: Callable[[Any], T]) -> Awaitable[T]:
-        """``fn`` in a write transaction on a SQLite file, in the writer thread (which
-        waits for the write lock)."""
-        if self.read_only:
-            raise ReadOnlyStore(f"{self.url}: opened read-only (a rebuild): no writes")
-        return asyncio.get_running_loop().run_in_executor(
-            self._write_pool, lambda: fast.call(lambda: in_transaction(fast.waiting(), fn))
-        )
-
-    def _file_read(self, fast: LoopConnection, fn: Callable[[Any], T]) -> Awaitable[T]:
-        """``fn`` on a SQLite file, on the reader thread's own connection (one statement
-        each: a consistent snapshot, as a WAL reader's SELECT is)."""
-        return asyncio.get_running_loop().run_in_executor(
-            self._read_pool, lambda: fast.call(lambda: fn(fast.pooled()))
-        )
 
     # -- writing -------------------------------------------------------------
 
@@ -221,26 +204,11 @@ class SqlEventStore:
             try:
                 self._fast.track(row.consumer, row.position)
                 return
-            except Busy:  # another process is writing: wait for the lock in the writer thread
-                fast = self._fast
-                await asyncio.get_running_loop().run_in_executor(
-                    self._write_pool, lambda: fast.track(row.consumer, row.position, wait=True)
-                )
-                return
+            except Busy:
+                pass  # another process is writing: wait for the lock in the writer thread
         await self._write(lambda conn: _track(conn, row))
 
     async def save_snapshot(self, name: str, position: int, fmt: str, state: bytes) -> None:
-        if self._fast is not None:
-
-            def replace(conn: Any) -> None:
-                conn.execute("DELETE FROM snapshots WHERE name = ?", (name,))
-                conn.execute(
-                    "INSERT INTO snapshots (name, position, format, state) VALUES (?, ?, ?, ?)",
-                    (name, position, fmt, state),
-                )
-
-            return await self._file_write(self._fast, replace)
-
         def run(conn: Connection) -> None:
             conn.execute(snapshots.delete().where(snapshots.c.name == name))
             conn.execute(
@@ -264,14 +232,6 @@ class SqlEventStore:
         """One more of ``name``'s snapshots by position (one already there is kept); none
         if another of its format lies within ``spacing`` positions; with ``keep``, only the
         newest ``keep`` of them stay."""
-        if self._fast is not None:
-            return await self._file_write(
-                self._fast,
-                lambda conn: _sqlite_history_snapshot(
-                    conn, name, position, at, fmt, state, keep, spacing
-                ),
-            )
-
         def run(conn: Connection) -> None:
             h = snapshot_history.c
             if spacing:
@@ -307,11 +267,6 @@ class SqlEventStore:
     ) -> tuple[int, bytes] | None:
         """The newest of ``name``'s snapshots in format ``fmt`` at or before ``position``
         and holding nothing after time ``at``: (its position, its state)."""
-        if self._fast is not None:
-            return await self._file_read(
-                self._fast, lambda conn: _sqlite_load_history(conn, name, fmt, position, at)
-            )
-
         def run(conn: Connection) -> tuple[int, bytes] | None:
             h = snapshot_history.c
             newest = select(h.position).where(h.name == name, h.format == fmt)
@@ -340,18 +295,9 @@ class SqlEventStore:
         return await self._read(_head)
 
     async def stream_version(self, stream_id: str) -> int:
-        if self._fast is not None:
-            return await self._file_read(
-                self._fast, lambda conn: stream_versions(conn, [stream_id]).get(stream_id, 0)
-            )
         return await self._read(lambda conn: _stream_versions(conn, [stream_id]).get(stream_id, 0))
 
     async def read_stream(self, stream_id: str, after_version: int = 0) -> list[Envelope]:
-        if self._fast is not None:
-            sql = f"{_SELECT} WHERE stream_id = ? AND stream_version > ? ORDER BY stream_version"
-            return await self._file_read(
-                self._fast, lambda conn: _sqlite_envelopes(conn, sql, (stream_id, after_version))
-            )
         query = (
             select(events)
             .where(events.c.stream_id == stream_id, events.c.stream_version > after_version)
@@ -364,17 +310,10 @@ class SqlEventStore:
         wanted = sorted(set(stream_ids))
         found: dict[str, Envelope] = {}
         for start in range(0, len(wanted), 500):  # bounded IN lists
-            chunk = wanted[start : start + 500]
-            if self._fast is not None:
-                ids = ", ".join("?" * len(chunk))
-                sql = f"{_SELECT} WHERE stream_id IN ({ids}) AND stream_version = 1"
-                read = self._file_read(self._fast, partial(_sqlite_envelopes, sql=sql, args=chunk))
-            else:
-                query = select(events).where(
-                    events.c.stream_id.in_(chunk), events.c.stream_version == 1
-                )
-                read = self._read(partial(_envelopes, query=query))
-            for env in await read:
+            query = select(events).where(
+                events.c.stream_id.in_(wanted[start : start + 500]), events.c.stream_version == 1
+            )
+            for env in await self._read(partial(_envelopes, query=query)):
                 found[env.stream_id] = env
         return found
 
@@ -498,13 +437,6 @@ class SqlEventStore:
     ) -> list[Envelope]:
         """Everything that happened because of one workload, in order (``muster describe``),
         from after a position (a resumed watch)."""
-        if self._fast is not None:
-            sql = f"{_SELECT} WHERE correlation_id = ? AND position > ? ORDER BY position"
-            if limit is not None:
-                sql += f" LIMIT {int(limit)}"
-            return await self._file_read(
-                self._fast, lambda conn: _sqlite_envelopes(conn, sql, (correlation_id, after))
-            )
         query = (
             select(events)
             .where(events.c.correlation_id == correlation_id, events.c.position > after)
@@ -515,13 +447,6 @@ class SqlEventStore:
         return await self._read(lambda conn: _envelopes(conn, query))
 
     async def tracking_position(self, consumer: str) -> int:
-        if self._fast is not None:
-            sql = "SELECT position FROM tracking WHERE consumer = ?"
-            found = await self._file_read(
-                self._fast, lambda conn: conn.execute(sql, (consumer,)).fetchall()
-            )
-            return int(found[0][0]) if found else 0
-
         def run(conn: Connection) -> int:
             value = conn.execute(
                 select(tracking.c.position).where(tracking.c.consumer == consumer)
@@ -531,18 +456,11 @@ class SqlEventStore:
         return await self._read(run)
 
     async def load_snapshot(self, name: str) -> tuple[int, str, bytes] | None:
-        if self._fast is not None:
-            sql = "SELECT position, format, state FROM snapshots WHERE name = ?"
-            found = await self._file_read(
-                self._fast, lambda conn: conn.execute(sql, (name,)).fetchall()
-            )
-            return (int(found[0][0]), str(found[0][1]), bytes(found[0][2])) if found else None
-
         def run(conn: Connection) -> tuple[int, str, bytes] | None:
             row = conn.execute(select(snapshots).where(snapshots.c.name == name)).first()
             if row is None:
                 return None
-            return int(row.position), str(row.format), bytes(row.state)
+            return int(row[1]), str(row[2]), bytes(row[3])  # name, position, format, state
 
         return await self._read(run)
 
@@ -723,9 +641,6 @@ def _envelopes(conn: Connection, query: Any) -> list[Envelope]:
     return [envelope(tuple(row)) for row in conn.execute(query)]
 
 
-# A SQLite file's calls on apsw (``_file_read``/``_file_write``): the statements
-# SQLAlchemy compiles for PostgreSQL above, written out.
-_SELECT = f"SELECT {', '.join(COLUMNS)} FROM events"
 _HISTORY_INSERT = (
     "INSERT INTO snapshot_history (name, position, at, format, state) "
     "VALUES (:n, :p, :a, :f, :s) ON CONFLICT (name, position) DO UPDATE "
@@ -734,57 +649,11 @@ _HISTORY_INSERT = (
 )
 
 
-def _sqlite_envelopes(conn: Any, sql: str, args: Sequence[Any]) -> list[Envelope]:
-    return [envelope(row) for row in conn.execute(sql, tuple(args))]
+def _as_connection(fn: Callable[[Connection], T]) -> Callable[[Statements], T]:
+    """A store call written against SQLAlchemy's ``Connection``, run on a SQLite file's apsw
+    connection: ``Statements`` is the part of ``Connection`` those calls use."""
+    return cast(Callable[[Statements], T], fn)
 
 
-def _sqlite_history_snapshot(
-    conn: Any,
-    name: str,
-    position: int,
-    at: float,
-    fmt: str,
-    state: bytes,
-    keep: int,
-    spacing: int,
-) -> None:
-    """``save_history_snapshot``'s transaction on a SQLite file."""
-    if spacing:
-        near = conn.execute(
-            "SELECT position FROM snapshot_history WHERE name = ? AND format = ? "
-            "AND position > ? AND position < ? LIMIT 1",
-            (name, fmt, position - spacing, position + spacing),
-        ).fetchall()
-        if near:
-            return
-    conn.execute(_HISTORY_INSERT, {"n": name, "p": position, "a": at, "f": fmt, "s": state})
-    if keep:
-        conn.execute(
-            "DELETE FROM snapshot_history WHERE name = ? AND position < (SELECT position "
-            "FROM snapshot_history WHERE name = ? ORDER BY position DESC LIMIT 1 OFFSET ?)",
-            (name, name, keep - 1),
-        )
-
-
-def _sqlite_load_history(
-    conn: Any, name: str, fmt: str, position: int | None, at: float | None
-) -> tuple[int, bytes] | None:
-    """``load_history_snapshot``'s query on a SQLite file: the newest position first, then
-    that one row's state (why: the method's comment)."""
-    where: list[str] = ["name = ?", "format = ?"]
-    args: list[Any] = [name, fmt]
-    if position is not None:
-        where.append("position <= ?")
-        args.append(position)
-    if at is not None:
-        where.append("at <= ?")
-        args.append(at)
-    newest = (
-        f"SELECT position FROM snapshot_history WHERE {' AND '.join(where)} "
-        "ORDER BY position DESC LIMIT 1"
-    )
-    found = conn.execute(
-        f"SELECT position, state FROM snapshot_history WHERE name = ? AND position = ({newest})",
-        (name, *args),
-    ).fetchall()
-    return None if not found else (int(found[0][0]), bytes(found[0][1]))
+async def _on(pool: ThreadPoolExecutor, call: Callable[[], T]) -> T:
+    return await asyncio.get_running_loop().run_in_executor(pool, call)

@@ -20,7 +20,7 @@ step): a rebuild's rows cost ~40 % less CPU, a catch-up read ~33 % and an append
 fewer instructions (bench/README.md, wip-ap). NOMUTEX needs one thread at a time on a
 connection: the loop's reader and writer are used by the loop's thread alone, the waiting
 writer by the store's one writer thread alone, and each reader thread has a reader of its
-own (``pooled``); ``close`` runs once those threads are done.
+own (``_thread_reader``); ``close`` runs once those threads are done.
 
 Why every call on the file, not the hot path alone: apsw carries its own copy of SQLite, and
 two copies of SQLite in one process must not open the same file (POSIX locks are the
@@ -41,6 +41,7 @@ from typing import Any, TypeVar
 
 import apsw
 from sqlalchemy import exc as sa_exc
+from sqlalchemy.dialects import sqlite as sqlite_dialect
 
 from muster.core.events import StreamAppend
 from muster.store.bell import FileBell, Kinds, kinds_of
@@ -78,7 +79,7 @@ class LoopConnection:
         self._reader: apsw.Connection | None = None
         self._writer: apsw.Connection | None = None
         self._waiting: apsw.Connection | None = None
-        self._threads = threading.local()  # a reader thread's own reader (``pooled``)
+        self._threads = threading.local()  # a reader thread's own reader (``_thread_reader``)
         self._pooled: list[apsw.Connection] = []
         self._pooled_lock = threading.Lock()
 
@@ -108,26 +109,28 @@ class LoopConnection:
         self._pooled = []
         self.bell.close()
 
-    def pooled(self) -> apsw.Connection:
-        """The calling reader thread's own reader (the store's read pool: one thread at a
-        time on each connection, as NOMUTEX needs)."""
+    def write(self, fn: Callable[[Statements], T]) -> T:
+        """``fn`` in a write transaction, on the connection of the store's writer thread,
+        which waits for the write lock (the store's write pool: its one thread)."""
+        with _as_store_errors(f"a write on {self.path}"):
+            return in_transaction(self._waiting_conn(), lambda conn: fn(Statements(conn)))
+
+    def read(self, fn: Callable[[Statements], T]) -> T:
+        """``fn`` in a read transaction (one snapshot of the file), on the calling reader
+        thread's own connection (the store's read pool)."""
+        with _as_store_errors(f"a read on {self.path}"):
+            conn = self._thread_reader()
+            return in_transaction(conn, lambda conn: fn(Statements(conn)), begin="BEGIN")
+
+    def _thread_reader(self) -> apsw.Connection:
+        """The calling reader thread's own reader: one thread at a time on each connection,
+        as NOMUTEX needs."""
         conn: apsw.Connection | None = getattr(self._threads, "conn", None)
         if conn is None:
             conn = self._threads.conn = self._connect(READ_WAIT_MS, reading=True)
             with self._pooled_lock:
                 self._pooled.append(conn)
         return conn
-
-    def call(self, fn: Callable[[], T]) -> T:
-        """``fn`` (a worker thread's store call on this file) with the driver's errors as
-        SQLAlchemy's."""
-        with _as_store_errors(f"a store call on {self.path}"):
-            return fn()
-
-    def waiting(self) -> apsw.Connection:
-        """The writer thread's connection, which waits for the write lock (the store's
-        write pool, its one thread)."""
-        return self._waiting_conn()
 
     def head(self) -> int:
         """The last position committed (0: none), on the reader: one seek of the rowid."""
@@ -211,11 +214,11 @@ class LoopConnection:
             self._reader = self._connect(READ_WAIT_MS, reading=True)
         return self._reader
 
-    def track(self, consumer: str, position: int, *, wait: bool = False) -> None:
+    def track(self, consumer: str, position: int) -> None:
         """Move a consumer's tracking row forward; raises Busy (nothing done) when the
-        write lock is taken; ``wait``: on the writer thread's connection, which waits."""
+        write lock is taken."""
         with _as_store_errors(_TRACK):
-            _track(self._waiting_conn() if wait else self._writing(), consumer, position)
+            _track(self._writing(), consumer, position)
 
     def append(
         self,
@@ -258,10 +261,59 @@ class LoopConnection:
         return self._writer
 
 
-def in_transaction(conn: apsw.Connection, fn: Callable[[apsw.Connection], T]) -> T:
-    """``fn`` in one write transaction (apsw begins none by itself), rolled back if it
-    raises."""
-    conn.execute("BEGIN IMMEDIATE")
+class Statements:
+    """An apsw connection that runs the statements SQLAlchemy builds, compiled for SQLite
+    with their values bound in order: the store's calls off the hot path (snapshots, a
+    stream's events, tracking) keep one form for both databases (store/sql.py). The part of
+    SQLAlchemy's ``Connection`` those calls use: ``execute``, ``exec_driver_sql``,
+    ``dialect``, and results' ``first``, ``scalar``, ``scalar_one``, ``all``."""
+
+    dialect = sqlite_dialect.dialect()
+
+    def __init__(self, conn: apsw.Connection) -> None:
+        self.conn = conn
+
+    def execute(self, statement: Any, params: Mapping[str, Any] | None = None) -> Rows:
+        compiled = _compiled(statement)
+        values = compiled.construct_params(params)
+        return self.exec_driver_sql(
+            compiled.string, [values[name] for name in compiled.positiontup or ()]
+        )
+
+    def exec_driver_sql(self, sql: str, params: Sequence[Any] = ()) -> Rows:
+        return Rows(self.conn.execute(sql, tuple(params)).fetchall())
+
+
+def _compiled(statement: Any) -> Any:
+    # Expanding IN lists rendered into the string: their values are the statement's own.
+    return statement.compile(
+        dialect=Statements.dialect, compile_kwargs={"render_postcompile": True}
+    )
+
+
+class Rows(list[tuple[Any, ...]]):
+    """A statement's rows, read whole, as SQLAlchemy's results are asked for them."""
+
+    def first(self) -> tuple[Any, ...] | None:
+        return self[0] if self else None
+
+    def scalar(self) -> Any:
+        return self[0][0] if self else None
+
+    def scalar_one(self) -> Any:
+        (row,) = self
+        return row[0]
+
+    def all(self) -> list[tuple[Any, ...]]:
+        return list(self)
+
+
+def in_transaction(
+    conn: apsw.Connection, fn: Callable[[apsw.Connection], T], *, begin: str = "BEGIN IMMEDIATE"
+) -> T:
+    """``fn`` in one transaction (apsw begins none by itself; a write's takes the write lock
+    at once), rolled back if it raises."""
+    conn.execute(begin)
     try:
         result = fn(conn)
         conn.execute("COMMIT")
