@@ -221,6 +221,30 @@ async def test_a_rebuild_equals_the_fold_of_what_was_appended(store: SqlEventSto
     assert half.position == len(log) // 2
 
 
+@pytest.mark.parametrize("batch", [1, 7, 40])
+async def test_a_rebuild_read_in_small_batches_is_the_same_fold(
+    store: SqlEventStore, batch: int, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A rebuild reads ``REPLAY_BATCH`` rows at a time (small, for the cache): wherever a
+    batch ends (a bare run, a stream's events, a reservation and its admission split
+    across two reads), the state, position, versions and last event id are the fold's."""
+    log = scenario().log.envelopes
+    appended = await store.append(
+        [StreamAppend(env.stream_id, None, [as_new(env)]) for env in log],
+        producer="queue",
+        recorded_at=0.0,
+    )
+    assert len(appended) > 3 * batch  # several reads, the last one short
+    folded: DeciderRunner[Any] = DeciderRunner(QueueDecider())
+    folded.fold(appended)
+    monkeypatch.setattr(admin, "REPLAY_BATCH", batch)
+    rebuilt = await admin.rebuild(store, QueueDecider())
+    assert rebuilt.position == folded.position == len(log)
+    assert rebuilt.snapshot() == folded.snapshot()
+    cut = len(log) // 2 + 1
+    assert (await admin.rebuild(store, QueueDecider(), until_position=cut)).position == cut
+
+
 async def test_envelope_round_trips(store: SqlEventStore) -> None:
     new = NewEvent(
         stream_id="timer-q",

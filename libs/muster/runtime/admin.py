@@ -19,7 +19,13 @@ from muster.runtime.relay import relay_step
 from muster.store import SqlEventStore
 
 ADMIN = inputs.ADMIN
-REPLAY_BATCH = 10_000
+# Rows a rebuild reads, decodes, folds and frees at a time. Small enough that a batch's
+# rows, envelopes and events stay in the core's cache (1 MiB of L2 here) from decoding
+# through the fold to their freeing, and that the next batch reuses the memory just freed:
+# at 10,000 each of those walked ~10 MB gone cold, and a 1M rebuild took ~50 % more CPU for
+# the same instructions (bench/README.md, wip-rx). Past ~1,000 the cache no longer gains
+# and the per-read work starts to show (300: a little slower).
+REPLAY_BATCH = 1_000
 
 
 async def apply_events(

@@ -22,13 +22,12 @@ from muster.core.decider import Decider
 from muster.core.queueing.decider import QueueDecider
 from muster.core.runner import DeciderRunner
 from muster.core.timepoint import At
-from muster.runtime.admin import REPLAY_BATCH
 from muster.runtime.memory import collection_paused
 from muster.store import SqlEventStore
 
 # Events folded between two history snapshots this fold writes (and the queue service's
 # spacing): an explain --at folds fewer than this after its snapshot, ~0.2 s at 10,000
-# (bench/README.md, explain); a read batch (REPLAY_BATCH), so they land where asked.
+# (bench/README.md, explain); also its read batch, so they land where asked.
 SNAPSHOT_EVERY = 10_000
 KEEP = 500  # history snapshots kept per name (the oldest go first)
 
@@ -58,7 +57,7 @@ async def state_at(
     decider: Decider[Any] | None = None,
     snapshots: bool = True,
     every: int = SNAPSHOT_EVERY,
-    batch: int = REPLAY_BATCH,
+    batch: int = SNAPSHOT_EVERY,
     kept: DeciderRunner[Any] | None = None,
 ) -> Rebuilt:
     """``decider``'s state (the queue's by default) at ``at``: every event up to its
