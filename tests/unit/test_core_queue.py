@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import itertools
+import pickle
 from collections.abc import Iterable
 from typing import Any, TypeVar
 
@@ -15,6 +16,7 @@ from muster.core.events import queue as qev
 from muster.core.events import workload as wev
 from muster.core.model import parse
 from muster.core.model.queues import ClusterQueueSpec, ResourceFlavorSpec
+from muster.core.model.workload import ProvisioningRequestSpec
 from muster.core.queueing import quota as qt
 from muster.core.queueing.flavors import Assignment, Unassignable, assign
 from muster.core.queueing.state import QueueState, evolve, shape_of
@@ -596,3 +598,28 @@ def test_submissions_of_one_template_share_their_parts_and_shape() -> None:
     assert b.spec.failure_policy is a.spec.failure_policy
     assert b.shape is a.shape
     assert len({wls[n].shape for n in docs}) == 4  # a and b one; the three others apart
+
+
+def test_nodes_deleted_reports_gone_on_a_standalone_request_only() -> None:
+    """A standalone request's nodes removed: its status is Gone, with the reason; a
+    workload's own request's (every provisioned workload's end) changes nothing but the
+    clock."""
+
+    def fold(state: QueueState, position: int, event: Event) -> QueueState:
+        stream = f"provisioning-{position}"
+        return evolve(
+            state, FoldEnvelope(position, f"e{position}", stream, 1, event.TYPE, 5.0, event)
+        )
+
+    spec = ProvisioningRequestSpec(name="capacity", namespace="ml", provisioning_class="dws")
+    state = fold(QueueState(), 1, pev.ProvisioningRequested(request_id="ml/capacity", spec=spec))
+    before = pickle.dumps(state)
+    deleted = pev.NodesDeleted(request_id="w-1/prov/1", nodes=("n1",), reason="Done", message="m")
+    state = fold(state, 2, deleted)
+    assert pickle.dumps(state) == before  # the same clock: nothing else to change
+    gone = pev.NodesDeleted(
+        request_id="ml/capacity", nodes=("n2",), reason="Unneeded", message="idle"
+    )
+    state = fold(state, 3, gone)
+    req = state.requests["ml/capacity"]
+    assert (req.status, req.message) == ("Gone", "nodes removed (Unneeded): idle")

@@ -107,10 +107,8 @@ class DeciderRunner(Generic[S]):
             self.state = state
             if done:
                 folded = envelopes[:done] if done < len(envelopes) else envelopes
-                # Through a dict of the batch first: a read holds each stream ~5 times, and
-                # the small dict takes those in cache, the large one each stream once.
                 self.versions.update(
-                    dict(zip(map(_STREAM_ID, folded), map(_STREAM_VERSION, folded), strict=True))
+                    zip(map(_STREAM_ID, folded), map(_STREAM_VERSION, folded), strict=True)
                 )
                 self.position = folded[-1].position
                 self.last_event_id = folded[-1].event_id

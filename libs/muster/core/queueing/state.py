@@ -1184,7 +1184,8 @@ def _(event: pev.ProvisioningCapacityRevoked, state: QueueState) -> None:
 
 @_apply.register
 def _(event: pev.NodesDeleted, state: QueueState) -> None:
-    _report(state, event.request_id, "Gone", f"nodes removed ({event.reason}): {event.message}")
+    if event.request_id in state.requests:  # else a workload's request: nothing to report
+        _report(state, event.request_id, "Gone", f"nodes removed ({event.reason}): {event.message}")
 
 
 @_apply.register
