@@ -19,12 +19,11 @@ from muster.runtime.relay import relay_step
 from muster.store import SqlEventStore
 
 ADMIN = inputs.ADMIN
-# Rows a rebuild reads, decodes, folds and frees at a time. Small enough that a batch's
-# rows, envelopes and events stay in the core's cache (1 MiB of L2 here) from decoding
-# through the fold to their freeing, and that the next batch reuses the memory just freed:
-# at 10,000 each of those walked ~10 MB gone cold, and a 1M rebuild took ~50 % more CPU for
-# the same instructions (bench/README.md, wip-rx). Past ~1,000 the cache no longer gains
-# and the per-read work starts to show (300: a little slower).
+# Rows a rebuild reads, decodes, folds and frees at a time. Small, so that the fold and the
+# freeing find a read's rows, envelopes and events (and the next read the memory just
+# freed) while they are still in the caches: at 10,000 (10-13 MB of them) a 1M rebuild took
+# ~45 % more CPU for the same instructions (bench/README.md, wip-rx). 300-500: more reads,
+# a little slower.
 REPLAY_BATCH = 1_000
 
 
