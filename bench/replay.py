@@ -8,7 +8,8 @@ row for row into a fresh SQLite store (positions, versions, producers, causation
 kept). Then, in one process:
 
 * read:    the read loop ``admin.rebuild`` runs (``read_all`` by the queue's categories,
-           10,000 at a time), decoding every event, but not folding (the baseline);
+           ``admin.REPLAY_BATCH`` at a time), decoding every event, but not folding (the
+           baseline);
 * rebuild: ``admin.rebuild(store, QueueDecider())``, i.e. read + fold;
 * fold:    ``DeciderRunner(QueueDecider()).fold`` over the same envelopes, already in
            memory (read beforehand, untimed).
