@@ -81,8 +81,25 @@ def check(rows: Iterable[Row], accepted: Iterable[str]) -> Report:
         for n in r.payload.get("nodes", ())
     }
     gone = {r.payload["node"] for r in rows if r.type in ("node.removed", "node.lost")}
+    gone |= _deleted_idle(rows)
     report.nodes_left = sorted(registered - gone)
     return report
+
+
+def _deleted_idle(rows: list[Row]) -> set[str]:
+    """Nodes a deletion removed at once, having no pod (the node agent logs no
+    ``node.removed`` for them): deleted, and no event of the node after the deletion."""
+    deleted = {
+        n: r.position
+        for r in rows
+        if r.type == "provisioning.nodes_deleted"
+        for n in r.payload["nodes"]
+    }
+    last: dict[str, int] = {}
+    for r in rows:
+        if r.type.startswith("node.") and "node" in r.payload:
+            last[r.payload["node"]] = r.position
+    return {n for n, at in deleted.items() if last.get(n, 0) < at}
 
 
 def _nominal(rows: list[Row]) -> dict[str, dict[tuple[str, str], int]]:

@@ -98,6 +98,67 @@ def _registrations(
     return out
 
 
+def removals_apart(log: Iterable[Envelope]) -> list[Envelope]:
+    """The log as the node agent wrote it before a deletion removed the deleted nodes that
+    had no pod (``gone``): after the batch holding each NodesDeleted, the node agent's
+    ``node.removed`` of each such node, in node order (caused by the batch's last event, at
+    its time; positions renumbered). A node the log names again after its deletion (a pod
+    of it) is not one of them."""
+    envs = list(log)
+    later: dict[str, int] = {}  # node stream -> index of its last event
+    for i, env in enumerate(envs):
+        later[env.stream_id] = i
+    out: list[Envelope] = []
+    pending: list[tuple[Envelope, str, str]] = []  # (deletion, node, reason) after the batch
+    versions: dict[str, int] = {}  # stream -> its last version so far
+    now = 0.0  # the node agent's clock: the latest time folded
+    for i, env in enumerate(envs):
+        if pending and (env.producer, env.causation_id) != (
+            pending[0][0].producer,
+            pending[0][0].causation_id,
+        ):
+            out += _removals(pending, out[-1].event_id, now, versions)
+            pending = []
+        out.append(env)
+        versions[env.stream_id] = env.stream_version
+        now = max(now, env.occurred_at)
+        if isinstance(env.event, pev.NodesDeleted):
+            pending += [
+                (env, n, env.event.reason)
+                for n in env.event.nodes
+                if later.get(nev.stream(n), -1) < i  # no event of the node after it
+            ]
+    if pending:
+        out += _removals(pending, out[-1].event_id, now, versions)
+    return [msgspec.structs.replace(e, position=i + 1) for i, e in enumerate(out)]
+
+
+def _removals(
+    pending: list[tuple[Envelope, str, str]], cause: str, now: float, versions: dict[str, int]
+) -> list[Envelope]:
+    out = []
+    for deletion, node, reason in sorted(pending, key=lambda p: p[1]):
+        removed = nev.NodeRemoved(node=node, reason=reason)
+        stream = nev.stream(node)
+        versions[stream] = versions.get(stream, 0) + 1
+        out.append(
+            msgspec.structs.replace(
+                deletion,
+                event=removed,
+                type=removed.TYPE,
+                schema_version=removed.VERSION,
+                event_id=f"{deletion.event_id}-removed-{node}",
+                stream_id=stream,
+                stream_version=versions[stream],
+                causation_id=cause,
+                correlation_id=None,
+                occurred_at=now,
+                producer="node-agent",
+            )
+        )
+    return out
+
+
 def gpu_node_cluster(
     name: str,
     *,

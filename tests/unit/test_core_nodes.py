@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from collections import Counter
 from collections.abc import Iterable, Sequence
+from dataclasses import replace
 from typing import Any, TypeVar
 
 import pytest
@@ -157,18 +158,19 @@ def test_non_zero_exit_code_fails_the_pod_and_the_workload() -> None:
     assert fin.message == "pod w-0 failed: Error (exit code 3)"
     queue = h.runners[0]
     assert queue.state.status_of("bad") == "Finished"
-    # Its nodes go away like a success's.
-    assert len(of(h, nev.NodeRemoved)) == 2
+    # Its nodes go away like a success's: with their deletion, having no pods by then.
+    assert sum(len(ev.nodes) for _, ev in of(h, pev.NodesDeleted)) == 2
+    assert of(h, nev.NodeRemoved) == [] and len(h.runners[2].state.gone) == 2
 
 
 def test_nodes_are_removed_after_their_pods_end() -> None:
+    """Deleted once their pods ended, the nodes go with the deletion: no node.removed."""
     h = run([(0, workload_doc("job", count=2, duration=10))])
     ((d_env, deleted),) = of(h, pev.NodesDeleted)
-    removed = {ev.node: env for env, ev in of(h, nev.NodeRemoved)}
-    assert set(removed) == set(deleted.nodes)
     last_pod_end = max(env.position for env, _ in of(h, nev.PodSucceeded, "job"))
-    assert all(env.position > d_env.position > last_pod_end for env in removed.values())
+    assert d_env.position > last_pod_end and of(h, nev.NodeRemoved) == []
     assert h.runners[2].state.nodes == set()
+    assert sorted(h.runners[2].state.gone) == sorted(deleted.nodes)
 
 
 def test_cancel_stops_running_pods() -> None:
@@ -316,12 +318,47 @@ def test_a_deletion_wins_over_a_registration_in_either_order(deleted_first: bool
     ]
     events += [deleted, registered] if deleted_first else [registered, deleted]
     state = _fold(agent, events)
+    if not deleted_first:  # registered, without pods: its deletion removed it (``gone``)
+        assert agent.decide(state) == [] and not state.nodes and not state.doomed
+        assert state.gone == {"n-1": ("Cancelled", False)}
+        state = replace(state, nodes={"n-1"}, doomed={"n-1": "Cancelled"})  # as an older agent's
     decided = [e.event for e in agent.decide(state)]
     assert [(type(e).__name__, e.node) for e in decided] == [("NodeRemoved", "n-1")]
     assert isinstance(decided[0], nev.NodeRemoved) and decided[0].reason == "Cancelled"
     assert beating(state) == []
     state = _fold(agent, [*events, decided[0]])
     assert agent.decide(state) == [] and not state.nodes and not state.deleted
+
+
+def test_a_deletion_removes_a_node_without_pods_and_one_with_pods_once_they_stop() -> None:
+    """Deleted together, the node without pods goes with the deletion (``gone``: no
+    node.removed of its own; an older agent's, ``decided_before``, until it is folded) and
+    the one running a pod once the pod is stopped, in the same decision, as before."""
+    agent = NodeAgentDecider()
+    spec = pev.NodeSpec(name="n-1", pool="gpu", zone="z", machine_type="m", allocatable={GPU: 8})
+    idle = replace(spec, name="n-2")
+    events: list[Event] = [
+        pev.ProvisioningProvisioned(
+            request_id="req-1",
+            zone="z",
+            assignments={"p-0": "n-1"},
+            message="",
+            nodes=(spec, idle),
+            created=True,
+        ),
+        qev.WorkloadAdmitted(
+            workload_id="w", cluster_queue="cq", attempt=0, placements={"p-0": "n-1"}, message=""
+        ),
+        pev.NodesDeleted(request_id="req-1", nodes=("n-1", "n-2"), reason="Gone", message=""),
+    ]
+    state = _fold(agent, events)
+    assert state.gone == {"n-2": ("Gone", True)} and state.doomed == {"n-1": "Gone"}
+    now = [(type(n.event).__name__, n.event.node) for n in agent.decide(state)]
+    assert now == [("PodStopped", "n-1"), ("NodeRemoved", "n-1")]
+    before = [(type(n.event).__name__, n.event.node) for n in agent.decided_before(state)]
+    assert before == [("PodStopped", "n-1"), ("NodeRemoved", "n-1"), ("NodeRemoved", "n-2")]
+    state = _fold(agent, [*events, nev.NodeRemoved(node="n-2", reason="Gone")])
+    assert state.gone == {}
 
 
 # -- node-bound agents: a DaemonSet pod per node (MUSTER_NODE_NAME from spec.nodeName) ----

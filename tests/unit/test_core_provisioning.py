@@ -33,7 +33,7 @@ from muster.core.sim.harness import Harness, build
 from muster.core.sim.log import MemoryLog
 from muster.core.verify import verify_decisions
 from muster.core.views.workloads import WorkloadsView
-from tests.unit.harness_inputs import creations_apart, event_as, submissions
+from tests.unit.harness_inputs import creations_apart, event_as, removals_apart, submissions
 
 GPU = "nvidia.com/gpu"
 ZA, ZB = "us-central1-a", "us-central1-b"
@@ -306,8 +306,9 @@ def test_nodes_are_deleted_at_finish_and_capacity_is_reused_with_fresh_names() -
     # ... and never under a name an earlier request used.
     names = [n for _, _, ns in created.values() for n in ns]
     assert len(names) == len(set(names)) == 3
-    removed = [ev.node for _, ev in of(h, nev.NodeRemoved)]
-    assert sorted(removed) == sorted(names)
+    # Without pods by then, they went with their deletion (no node.removed: ``gone``).
+    agent = next(r for r in h.runners if isinstance(r.decider, NodeAgentDecider))
+    assert of(h, nev.NodeRemoved) == [] and sorted(agent.state.gone) == sorted(names)
 
 
 def test_cancel_while_waiting_for_capacity_cancels_the_request() -> None:
@@ -782,12 +783,52 @@ def test_a_log_with_node_creations_of_their_own_still_verifies_and_folds_alike()
                 assert _as_registered(now.state) == _as_registered(before.state), env
 
 
+def test_a_deletion_removes_nodes_without_pods_and_older_logs_still_verify() -> None:
+    """A deletion removes at once the deleted nodes that have no pod (``gone``): no
+    node.removed of theirs. Logs written before (each such node's node.removed after the
+    deletion's batch: ``removals_apart``) re-derive at 0 mismatches, and fold to the same
+    state in the queue, the provisioner and intake's view after every event, and in the
+    node agent but for the nodes it keeps for ``decided_before`` (``gone``)."""
+    h = run(
+        cluster_doc(max_nodes=6),
+        [(10 * (i // 2), workload_doc(f"j{i}", nodes=1 + i % 3, duration=25)) for i in range(8)],
+    )
+    new = _rows(h.log.envelopes)
+    old = _rows(removals_apart(h.log.envelopes))
+    deleted = [n for e in new if isinstance(e.event, pev.NodesDeleted) for n in e.event.nodes]
+    assert [e for e in new if isinstance(e.event, nev.NodeRemoved)] == []
+    assert len([e for e in old if isinstance(e.event, nev.NodeRemoved)]) == len(deleted)
+    assert len(deleted) == sum(1 + i % 3 for i in range(8))  # every node, once
+    for log in (new, old):
+        for decider in (ProvisionerDecider(), NodeAgentDecider(), QueueDecider()):
+            checked, mismatches = verify_decisions(log, decider)
+            assert checked > 0 and mismatches == [], (decider.name, mismatches[:1])
+    for decider in (ProvisionerDecider(), QueueDecider(), WorkloadsView()):
+        now: DeciderRunner[Any] = DeciderRunner(decider)
+        before: DeciderRunner[Any] = DeciderRunner(decider)
+        rest = iter(old)
+        for env in new:
+            now.fold([env])
+            for older in rest:
+                before.fold([older])
+                if older.event_id == env.event_id:
+                    break
+            assert pickle.dumps(now.state) == pickle.dumps(before.state), (decider.name, env)
+    agent: DeciderRunner[Any] = DeciderRunner(NodeAgentDecider())
+    older_agent: DeciderRunner[Any] = DeciderRunner(NodeAgentDecider())
+    agent.fold(new)
+    older_agent.fold(old)
+    assert sorted(agent.state.gone) == sorted(deleted) and older_agent.state.gone == {}
+    assert replace(agent.state, gone={}) == older_agent.state
+
+
 def _as_registered(state: Any) -> Any:
     """A state, whether its nodes registered by events or by the Provisioned that created
     them (a node agent's says which: ``implied``, ``registrant``), to compare by value (a
     node's labels are the event's own dict in one, a copy in the other)."""
-    if hasattr(state, "implied"):
-        return replace(state, implied={}, registrant={})
+    if hasattr(state, "implied"):  # and whether a node gone was registered by an event
+        gone = {n: (why, False) for n, (why, _) in state.gone.items()}
+        return replace(state, implied={}, registrant={}, gone=gone)
     return pickle.dumps(replace(state, nodes={})), state.nodes  # intake's view
 
 
@@ -857,8 +898,9 @@ def test_nodes_created_ready_are_registered_by_their_provisioned() -> None:
     the cluster. Nodes the simulated cloud creates Ready at once are registered by the
     Provisioned that names them (``created``): no node.registered of the node agent's for
     every service to store, fold and publish; the pods start on them in the agent's next
-    decision, intake's nodes view shows them Ready, and they are removed as before. Nodes
-    that boot first register with an event of their own (test_core_nodes)."""
+    decision, intake's nodes view shows them Ready, and they go with their deletion (no
+    node.removed either: ``gone``). Nodes that boot first register with an event of their
+    own (test_core_nodes)."""
     h = run(cluster_doc(), [(0, workload_doc("job", nodes=2, duration=30))])
     ((up_env, up),) = of(h, pev.ProvisioningProvisioned, "job.1")
     assert up.created and len(up.nodes) == 2
@@ -866,7 +908,9 @@ def test_nodes_created_ready_are_registered_by_their_provisioned() -> None:
     started = of(h, nev.PodStarted)
     assert {ev.node for _, ev in started} == {n.name for n in up.nodes}
     assert all(env.occurred_at == 0.0 and env.position > up_env.position for env, _ in started)
-    assert {ev.node for _, ev in of(h, nev.NodeRemoved)} == {n.name for n in up.nodes}
+    assert of(h, nev.NodeRemoved) == []
+    ((_, deleted),) = of(h, pev.NodesDeleted)
+    assert set(deleted.nodes) == {n.name for n in up.nodes}
     view = DeciderRunner(WorkloadsView())
     view.fold([e for e in h.log.envelopes if e.position <= up_env.position])
     assert {n: r.state for n, r in view.state.nodes.items()} == {

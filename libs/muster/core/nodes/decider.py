@@ -31,7 +31,7 @@ from muster.core.nodes.state import (
 
 class NodeAgentDecider:
     categories = frozenset({"cloud", "workload", "admission", "provisioning", "node", "timer"})
-    snapshot_format = "node-agent-state-v9"
+    snapshot_format = "node-agent-state-v10"
     clock_only = clock_only_types()  # folded without their payload (core/decider.py)
     # A workload's runtime and grace are kept for its admission, which wakes the loop itself.
     wakes_later = frozenset({wev.WorkloadSubmitted.TYPE})
@@ -117,21 +117,34 @@ class NodeAgentDecider:
         ]
 
     def decided_before(self, state: NodeAgentState) -> list[NewEvent]:
-        """What an older agent decided in ``state`` (``verify``): it registered the nodes a
-        Provisioned created Ready (``implied``) itself, so until its registration was folded
-        such a node was not registered but registering (its pods starting with it), and
-        one deleted meanwhile was not doomed (it went once its registration was folded)."""
-        if not state.implied:
-            return self.decide(state)
-        implied = state.implied
+        """What an older agent decided in ``state`` (``verify``). A deleted node without pods
+        (``gone``) stayed registered and doomed until its ``node.removed`` was folded. Before
+        that, the agent registered the nodes a Provisioned created Ready (``implied``)
+        itself, so until its registration was folded such a node was not registered but
+        registering (its pods starting with it), and one deleted meanwhile was not doomed
+        (it went once its registration was folded). A node gone with its registration
+        implied is of a log of the agent between the two, which registered none itself."""
+        gone = state.gone
+        older = state
+        if gone:
+            older = replace(
+                state,
+                nodes=state.nodes | gone.keys(),
+                doomed={**state.doomed, **{n: why for n, (why, _) in gone.items()}},
+            )
+            if any(implied for _, implied in gone.values()):
+                return self.decide(older)
+        if not older.implied:
+            return self.decide(older)
+        implied = older.implied
         older = replace(
-            state,
-            nodes=state.nodes - implied.keys(),
+            older,
+            nodes=older.nodes - implied.keys(),
             unregistered={
-                **state.unregistered,
-                **{n: r for n, r in implied.items() if n not in state.doomed},
+                **older.unregistered,
+                **{n: r for n, r in implied.items() if n not in older.doomed},
             },
-            doomed={n: why for n, why in state.doomed.items() if n not in implied},
+            doomed={n: why for n, why in older.doomed.items() if n not in implied},
         )
         return self.decide(older)
 

@@ -83,6 +83,11 @@ class NodeAgentState:
     # agent wrote) or the node goes: an older agent would still have registered them
     # (``NodeAgentDecider.decided_before``).
     implied: dict[str, Registration] = field(default_factory=dict)
+    # Nodes a deletion removed at once, having no pod (node -> (why, whether its
+    # registration was ``implied``)): an older agent logged their ``node.removed`` in its
+    # next decision (``NodeAgentDecider.decided_before``). Kept until that event is folded
+    # (a log an older agent wrote), the latest ``GONE_KEPT`` only.
+    gone: dict[str, tuple[str, bool]] = field(default_factory=dict)
     creating: dict[str, tuple[pev.NodeSpec, ...]] = field(default_factory=dict)  # request -> nodes
     pods: dict[tuple[str, int, str], Pod] = field(default_factory=dict)  # to start or running
     stopping: dict[tuple[str, int, str], str] = field(default_factory=dict)  # pod -> reason
@@ -282,6 +287,24 @@ def _(event: pev.NodesDeleted, state: NodeAgentState) -> None:
     for name in event.nodes:
         for key in sorted(state.by_node.get(name, ())):
             state.stopping[key] = f"node {name} removed"
+        if name in state.doomed and not state.by_node.get(name):
+            _gone(name, state)
+
+
+GONE_KEPT = 1024  # an older agent's node.removed came in its decision after the deletion
+
+
+def _gone(name: str, state: NodeAgentState) -> None:
+    """A deleted node without pods is removed by its deletion (``node.removed`` only for a
+    node whose pods end first): one event a provisioned node fewer for every service to
+    store, fold and publish. No later event names the node: the queue's and intake's folds
+    of its removal did nothing (the queue's book never held a request's node; intake's
+    nodes view drops it at the deletion)."""
+    state.gone[name] = (state.doomed.pop(name), state.implied.pop(name, None) is not None)
+    state.nodes.discard(name)
+    state.deleted.pop(name, None)
+    if len(state.gone) > GONE_KEPT:
+        del state.gone[next(iter(state.gone))]
 
 
 @_apply.register
@@ -300,6 +323,7 @@ def _(event: nev.NodeRegistered, state: NodeAgentState) -> None:
 
 @_apply.register
 def _(event: nev.NodeRemoved, state: NodeAgentState) -> None:
+    state.gone.pop(event.node, None)
     state.nodes.discard(event.node)
     state.implied.pop(event.node, None)
     state.doomed.pop(event.node, None)
