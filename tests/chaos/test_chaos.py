@@ -76,9 +76,15 @@ def _mutate(rows: list[Row], kind: str) -> list[Row]:
                 for r in rows
                 if not (r.type == "admission.finished" and r.payload["workload_id"] == wid)
             ]
-        case "node left":
-            node = first["node.removed"].payload["node"]
-            out = [r for r in rows if not (r.type == "node.removed" and r.payload["node"] == node)]
+        case "node left":  # a node never deleted nor removed: its request's deletion lost
+            deletion = first["provisioning.nodes_deleted"]
+            nodes = set(deletion.payload["nodes"])
+            out = [
+                r
+                for r in rows
+                if r is not deletion
+                and not (r.type == "node.removed" and r.payload["node"] in nodes)
+            ]
     return out
 
 
