@@ -82,19 +82,7 @@ def _registrations(
     for env, registered in pending:
         stream = nev.stream(registered.node)
         moved[stream] = moved.get(stream, 0) + 1
-        out.append(
-            msgspec.structs.replace(
-                env,
-                event=registered,
-                type=registered.TYPE,
-                schema_version=registered.VERSION,
-                event_id=f"{env.event_id}-registered-{registered.node}",
-                stream_id=stream,
-                stream_version=moved[stream],
-                causation_id=cause,
-                producer="node-agent",
-            )
-        )
+        out.append(_agents(env, registered, "registered", moved[stream], cause))
     return out
 
 
@@ -142,21 +130,40 @@ def _removals(
         stream = nev.stream(node)
         versions[stream] = versions.get(stream, 0) + 1
         out.append(
-            msgspec.structs.replace(
+            _agents(
                 deletion,
-                event=removed,
-                type=removed.TYPE,
-                schema_version=removed.VERSION,
-                event_id=f"{deletion.event_id}-removed-{node}",
-                stream_id=stream,
-                stream_version=versions[stream],
-                causation_id=cause,
+                removed,
+                "removed",
+                versions[stream],
+                cause,
                 correlation_id=None,
                 occurred_at=now,
-                producer="node-agent",
             )
         )
     return out
+
+
+def _agents(
+    template: Envelope,
+    event: nev.NodeRegistered | nev.NodeRemoved,
+    what: str,
+    version: int,
+    cause: str,
+    **more: Any,
+) -> Envelope:
+    """``event`` as the node agent logged it, on its node's stream, in ``template``'s place."""
+    return msgspec.structs.replace(
+        template,
+        event=event,
+        type=event.TYPE,
+        schema_version=event.VERSION,
+        event_id=f"{template.event_id}-{what}-{event.node}",
+        stream_id=nev.stream(event.node),
+        stream_version=version,
+        causation_id=cause,
+        producer="node-agent",
+        **more,
+    )
 
 
 def gpu_node_cluster(
