@@ -9,7 +9,8 @@ promises, whatever happened to its processes:
 * no ClusterQueue's usage exceeds its nominal quota at any log position (queues
   without a cohort: what the chaos cluster uses);
 * every workload reached an end (finished, cancelled or rejected);
-* every node registered was removed or lost by the end (the nodes of ended requests).
+* every node registered was removed or lost by the end (the nodes of ended requests), or
+  deleted with no pod running and nothing of it after (the agent logs no removal then).
 """
 
 from __future__ import annotations
@@ -26,6 +27,7 @@ from urllib.parse import urlsplit, urlunsplit
 
 RELEASES = ("admission.finished", "admission.cancelled", "admission.rejected", "admission.evicted")
 ENDS = ("admission.finished", "admission.cancelled", "admission.rejected")
+POD_ENDS = ("node.pod_succeeded", "node.pod_failed", "node.pod_stopped")
 
 
 @dataclass(frozen=True, slots=True)
@@ -87,18 +89,22 @@ def check(rows: Iterable[Row], accepted: Iterable[str]) -> Report:
 
 
 def _deleted_idle(rows: list[Row]) -> set[str]:
-    """Nodes a deletion removed at once, having no pod (the node agent logs no
-    ``node.removed`` for them): deleted, and no event of the node after the deletion."""
-    deleted = {
-        n: r.position
-        for r in rows
-        if r.type == "provisioning.nodes_deleted"
-        for n in r.payload["nodes"]
-    }
-    last: dict[str, int] = {}
+    """Nodes a deletion removed at once (the node agent logs no ``node.removed`` for them):
+    no pod of theirs running when deleted, and no event of theirs after it."""
+    running: dict[str, set[tuple[Any, ...]]] = {}  # node -> pods started, not yet ended
+    deleted: dict[str, int] = {}  # node -> position of its deletion, when idle then
+    last: dict[str, int] = {}  # node -> position of its last event
     for r in rows:
-        if r.type.startswith("node.") and "node" in r.payload:
-            last[r.payload["node"]] = r.position
+        node = r.payload.get("node") if r.type.startswith("node.") else None
+        if node is not None:
+            last[node] = r.position
+            pod = (r.payload.get("workload_id"), r.payload.get("attempt"), r.payload.get("pod"))
+            if r.type == "node.pod_started":
+                running.setdefault(node, set()).add(pod)
+            elif r.type in POD_ENDS:
+                running.get(node, set()).discard(pod)
+        elif r.type == "provisioning.nodes_deleted":
+            deleted |= {n: r.position for n in r.payload["nodes"] if not running.get(n)}
     return {n for n, at in deleted.items() if last.get(n, 0) < at}
 
 

@@ -108,6 +108,20 @@ def test_the_checker_catches_each_injected_fault(
     assert found in problems, problems
 
 
+@pytest.mark.parametrize(("ended", "left"), [(True, []), (False, ["n1"])])
+def test_a_deleted_node_counts_as_gone_only_when_idle(ended: bool, left: list[str]) -> None:
+    """A deleted node with no pod running goes with its deletion (no ``node.removed``); one
+    whose pod never ended and was never removed is left."""
+    pod = {"node": "n1", "workload_id": "w", "attempt": 1, "pod": "p0"}
+    rows = [
+        Row(1, "node.registered", {"node": "n1"}),
+        Row(2, "node.pod_started", {**pod, "finishes_at": 5.0}),
+        *([Row(3, "node.pod_succeeded", pod)] if ended else []),
+        Row(4, "provisioning.nodes_deleted", {"nodes": ["n1"]}),
+    ]
+    assert check(rows, []).nodes_left == left
+
+
 def test_a_short_chaos_run_keeps_every_promise(tmp_path: Path) -> None:
     if POSTGRES_URL:
         url, name = asyncio.run(fresh_postgres())
