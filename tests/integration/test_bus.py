@@ -5,13 +5,23 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import uuid
+from typing import Any
 
 import orjson
-from aiokafka import AIOKafkaConsumer
+from aiokafka import AIOKafkaConsumer, AIOKafkaProducer
 
 from muster.bus.broker import EmbeddedBroker
-from muster.bus.kafka import Doorbell, Publisher, decode, ensure_topics, topic, wire_of_row
-from muster.core.events import NewEvent, StreamAppend
+from muster.bus.kafka import (
+    BATCH_BYTES,
+    Doorbell,
+    Publisher,
+    decode,
+    ensure_topics,
+    topic,
+    wire_of_row,
+)
+from muster.core.events import NewEvent, StreamAppend, category_of
+from muster.core.events import node as nev
 from muster.core.events import timer as tev
 from muster.core.nodes.decider import NodeAgentDecider
 from muster.runtime.loop import DeciderLoop
@@ -141,3 +151,81 @@ async def test_a_relayed_row_is_the_message_its_envelope_would_be(
     assert [orjson.loads(wire_of_row(row)) for row in rows] == [
         orjson.loads(orjson.dumps(env.to_wire())) for env in envs
     ]
+
+
+async def _register(store: SqlEventStore, stream: str, n: int, pad: int) -> None:
+    version = await store.stream_version(stream)
+    news = [
+        NewEvent(
+            stream_id=stream,
+            event=nev.NodeRegistered(
+                node=stream, allocatable={"gpu": i}, labels={"pad": "x" * pad}
+            ),
+            occurred_at=float(i),
+        )
+        for i in range(n)
+    ]
+    await store.append(
+        [StreamAppend(stream, version, news)], producer="node-agent", recorded_at=0.0
+    )
+
+
+async def _partitions(bootstrap: str, prefix: str, want: int) -> dict[tuple[str, int], list[Any]]:
+    """Every message on ``prefix``'s category topics: (category, partition) -> (key, value)
+    in offset order."""
+    consumer = AIOKafkaConsumer(
+        *(topic(prefix, c) for c in ("node", "timer")),
+        bootstrap_servers=bootstrap,
+        group_id=None,
+        auto_offset_reset="earliest",
+    )
+    await consumer.start()
+    got: dict[tuple[str, int], list[Any]] = {}
+    try:
+        async with asyncio.timeout(30):
+            while sum(map(len, got.values())) < want:
+                for tp, msgs in (await consumer.getmany(timeout_ms=500)).items():
+                    where = (tp.topic.removeprefix(prefix), tp.partition)
+                    got.setdefault(where, []).extend((m.offset, m.key, m.value) for m in msgs)
+    finally:
+        await consumer.stop()
+    for messages in got.values():
+        assert [o for o, _, _ in messages] == list(range(len(messages)))
+    return {where: [(k, v) for _, k, v in messages] for where, messages in got.items()}
+
+
+async def test_batched_rows_are_the_messages_one_send_each_would_publish(
+    sqlite_store: SqlEventStore, broker: EmbeddedBroker
+) -> None:
+    """``publish_rows`` builds a partition's batches itself (a step's rows of a partition in
+    one batch, while it holds them): a consumer must read what aiokafka's own ``send`` of
+    each row, keyed by its stream, publishes: same keys, values, partitions and order."""
+    await _append(sqlite_store, "node-agent", 30)
+    for i in range(40):  # streams over every partition, interleaved with the timer's
+        await _register(sqlite_store, f"node-n{i}", 3, 50)
+        await _append(sqlite_store, "node-agent", 1)
+    await _register(sqlite_store, "node-big", 500, 1000)  # past a batch's bytes: three of them
+    rows = await sqlite_store.read_rows(0)
+    assert sum(len(wire_of_row(r)) for r in rows if r[2] == "node-big") > 2 * BATCH_BYTES
+    batched, sent = f"t{uuid.uuid4().hex[:6]}.", f"t{uuid.uuid4().hex[:6]}."
+    for prefix in (batched, sent):
+        await ensure_topics(broker.bootstrap, prefix)
+    publisher = Publisher(broker.bootstrap, batched)
+    await publisher.start()
+    try:
+        for step in (rows[:100], rows[100:700], rows[700:]):  # steps, as a relay's
+            await publisher.publish_rows(step)
+    finally:
+        await publisher.stop()
+    producer = AIOKafkaProducer(bootstrap_servers=broker.bootstrap, enable_idempotence=False)
+    await producer.start()
+    try:
+        for row in rows:
+            name = topic(sent, category_of(row[2]))
+            await producer.send(name, wire_of_row(row), key=row[2].encode())
+        await producer.flush()
+    finally:
+        await producer.stop()
+    got = await _partitions(broker.bootstrap, batched, len(rows))
+    assert len(got) > 3  # both topics, more than one partition each
+    assert got == await _partitions(broker.bootstrap, sent, len(rows))

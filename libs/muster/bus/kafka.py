@@ -29,7 +29,12 @@ log = structlog.get_logger("muster.bus")
 CATEGORIES = ("config", "cloud", "workload", "admission", "provisioning", "node", "timer")
 # Liveness, not history: heartbeats go to Kafka only, never to the store.
 HEARTBEAT = "heartbeat"
-KEYS_REMEMBERED = 100_000  # stream keys whose partition a publisher remembers
+KEYS_REMEMBERED = 100_000  # streams whose topic, partition and key a publisher remembers
+# A record batch's size: a relay step's rows of a partition in one batch (Kafka's 16 KiB
+# default made ~60 batches, in ~20 produce requests, of a step of 1,000 rows; each batch
+# and request costs the relay and the broker more than its rows), well under the 1 MiB a
+# Kafka broker takes by default (``message.max.bytes``).
+BATCH_BYTES = 256 * 1024
 
 
 def topic(prefix: str, category: str) -> str:
@@ -101,10 +106,12 @@ class Publisher:
             enable_idempotence=False,
             acks=1,
             linger_ms=2,
+            max_batch_size=BATCH_BYTES,
             request_timeout_ms=10_000,
         )
         self._partitions: dict[str, list[int]] = {}  # a topic's partitions (fixed once made)
-        self._keyed: dict[tuple[str, bytes], int] = {}
+        # stream id -> ((topic, partition), key): its category, so its topic, is its prefix
+        self._streams: dict[str, tuple[tuple[str, int], bytes]] = {}
 
     async def start(self) -> None:
         await self._producer.start()
@@ -119,35 +126,36 @@ class Publisher:
         more than the rest of a relay)."""
         batches: dict[tuple[str, int], Any] = {}
         futures = []
+        streams = self._streams
         for row in rows:
-            stream_id, category = row[2], row[3]
-            name = topic(self.prefix, category)
-            key = stream_id.encode()
-            where = (name, await self._partition(name, key))
+            found = streams.get(row[2])  # the stream id
+            if found is None:
+                found = await self._place(row[2], row[3])
+            where, key = found
             batch = batches.get(where)
             if batch is None:
                 batch = batches[where] = self._producer.create_batch()
             value = wire_of_row(row)
             if batch.append(key=key, value=value, timestamp=None) is None:  # full: send it
-                futures.append(await self._producer.send_batch(batch, name, partition=where[1]))
+                futures.append(await self._producer.send_batch(batch, where[0], partition=where[1]))
                 batch = batches[where] = self._producer.create_batch()
                 batch.append(key=key, value=value, timestamp=None)
         for (name, partition), batch in batches.items():
             futures.append(await self._producer.send_batch(batch, name, partition=partition))
         await asyncio.gather(*futures)
 
-    async def _partition(self, name: str, key: bytes) -> int:
-        # murmur2 is Python (partition.py), and a stream's events share its key: remembered.
-        found = self._keyed.get((name, key))
-        if found is not None:
-            return found
+    async def _place(self, stream_id: str, category: str) -> tuple[tuple[str, int], bytes]:
+        """A stream's topic, partition and key, remembered: murmur2 is Python (partition.py)
+        and a stream's events share its key."""
+        name = topic(self.prefix, category)
         partitions = self._partitions.get(name)
         if partitions is None:
             partitions = sorted(await self._producer.partitions_for(name))
             self._partitions[name] = partitions
-        if len(self._keyed) >= KEYS_REMEMBERED:
-            self._keyed.clear()
-        found = self._keyed[(name, key)] = partition_of(key, partitions)
+        if len(self._streams) >= KEYS_REMEMBERED:
+            self._streams.clear()
+        key = stream_id.encode()
+        found = self._streams[stream_id] = ((name, partition_of(key, partitions)), key)
         return found
 
     async def heartbeats(
