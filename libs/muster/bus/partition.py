@@ -2,11 +2,12 @@
 client's, and aiokafka's ``DefaultPartitioner``): murmur2 of the key, its sign bit
 cleared, modulo the number of partitions.
 
-aiokafka's murmur2 reads the key a byte at a time in Python (~4.5 us for a 25-byte stream
-id); this one reads it four bytes at a time with ``struct`` and masks once per step
-(~2.4 us), with the same result for every key (a property test holds it equal). Every
-relay computes it once per new stream (intake for every submission; on the provisioning
-path the provisioner and the node agent for every request and node too)."""
+aiokafka's murmur2 reads the key a byte at a time in Python (~3.0 us for a 25-byte stream
+id, 2026-11-27); this one reads it four bytes at a time with ``struct`` and masks twice a
+step (~1.5 us; 1.65 with three masks), with the same result for every key (a property
+test holds it equal). Every relay computes it once per new stream (intake for every
+submission; on the provisioning path the provisioner and the node agent for every request
+and node too)."""
 
 from __future__ import annotations
 
@@ -25,8 +26,8 @@ def murmur2(data: bytes) -> int:
     h = _SEED ^ length
     for k in struct.unpack_from(f"<{length >> 2}I", data):
         k = (k * _M) & _MASK
-        k = ((k ^ (k >> 24)) * _M) & _MASK
-        h = ((h * _M) & _MASK) ^ k
+        # (a & mask) ^ (b & mask) == (a ^ b) & mask (xor is bitwise): one mask for both
+        h = ((h * _M) ^ ((k ^ (k >> 24)) * _M)) & _MASK
     if length & 3:  # the last one to three bytes, little-endian
         h ^= int.from_bytes(data[length & ~3 :], "little")
         h = (h * _M) & _MASK
