@@ -56,8 +56,10 @@ class NodeAgentState:
     # A node-bound agent (MUSTER_NODE_NAME: a DaemonSet pod on that node) acts for this node
     # only; "" spreads the nodes over the shards by hash (the embedded, simulated agents).
     node: str = ""
-    # node -> the agent that registered it: an agent on a GPU host registers its own node
-    # (NVML), whatever the hash says; other nodes go by the hash.
+    # node -> the agent that registered it, where that overrides the hash (``mine``): an
+    # agent on a GPU host registers its own node (NVML), whatever the hash says; other
+    # nodes go by the hash. Not kept where it says what the hash says (the embedded
+    # agents: every node), nor once the node is gone: it grew with every node provisioned.
     registrant: dict[str, str] = field(default_factory=dict)
     now: float = 0.0
     runtimes: dict[str, Runtime] = field(default_factory=dict)  # workload -> runtime
@@ -301,6 +303,7 @@ def _gone(name: str, state: NodeAgentState) -> None:
     of its removal did nothing (the queue's book never held a request's node; intake's
     nodes view drops it at the deletion)."""
     state.gone[name] = (state.doomed.pop(name), state.implied.pop(name, None) is not None)
+    state.registrant.pop(name, None)
     state.nodes.discard(name)
     state.deleted.pop(name, None)
     if len(state.gone) > GONE_KEPT:
@@ -310,7 +313,7 @@ def _gone(name: str, state: NodeAgentState) -> None:
 @_apply.register
 def _(event: nev.NodeRegistered, state: NodeAgentState) -> None:
     if event.agent:
-        state.registrant[event.node] = event.agent
+        _registered_by(event.node, event.agent, state)
     if mine(event.node, state):
         state.unregistered.pop(event.node, None)
         state.implied.pop(event.node, None)
@@ -321,9 +324,18 @@ def _(event: nev.NodeRegistered, state: NodeAgentState) -> None:
             state.doomed[event.node] = late
 
 
+def _registered_by(node: str, agent: str, state: NodeAgentState) -> None:
+    """Keep who registered ``node`` only where ``mine`` would say otherwise without it."""
+    if not state.node and (agent == state.agent) != owns(node, state.shard, state.shards):
+        state.registrant[node] = agent
+    else:
+        state.registrant.pop(node, None)
+
+
 @_apply.register
 def _(event: nev.NodeRemoved, state: NodeAgentState) -> None:
     state.gone.pop(event.node, None)
+    state.registrant.pop(event.node, None)
     state.nodes.discard(event.node)
     state.implied.pop(event.node, None)
     state.doomed.pop(event.node, None)
