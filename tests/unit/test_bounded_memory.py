@@ -72,8 +72,8 @@ def test_twice_the_workloads_grow_no_structure(low_bounds: None) -> None:
     n = 40
     once, twice = _run(n), _run(2 * n)
     queue = twice.runners[0].state
-    assert sum(queue.ended_counts.values()) == 2 * n  # all counted, the latest 4 kept
-    assert len(queue.ended) == 4 and not queue.workloads
+    assert sum(queue.ended_counts.values()) == 2 * n  # all counted, the latest 4-8 kept
+    assert 4 <= len(queue.ended) <= 8 and not queue.workloads
     small, large = _sizes(once), _sizes(twice)
     versions = {k for k in large if k.endswith(".versions")}  # between 8 and 16, by turns
     grew = {k: (small[k], large[k]) for k in small.keys() - versions if large[k] > small[k]}

@@ -10,12 +10,12 @@ it, so any decision can be re-derived from the log prefix ending there
 
 from __future__ import annotations
 
-import itertools
 import pickle
 from collections.abc import Iterable, Sequence
 from operator import attrgetter
 from typing import Any, Generic, TypeVar
 
+from muster.core.bounded import keep_latest
 from muster.core.decider import Decider, bare_fold
 from muster.core.events import BareEnvelope, Folded, NewEvent, StreamAppend, category_of
 from muster.core.events import timer as tev
@@ -25,11 +25,12 @@ S = TypeVar("S")
 _STREAM_ID = attrgetter("stream_id")
 _STREAM_VERSION = attrgetter("stream_version")
 
-# The stream versions a runner keeps: at most twice this many, those first folded last.
-# They only guard its appends, and a stream it let go of is appended to as of its position
-# (``StreamAppend.folded_to``), which the store refuses exactly when it would refuse the
-# version: when the stream moved since. Kept all, they grew with every workload ever seen
-# (~4 streams each: 21,000 on a 5,000-workload log), in memory and in every snapshot.
+# The stream versions a runner keeps: at most twice this many, those first folded last
+# (``keep_latest``). They only guard its appends, and a stream it let go of is appended to
+# as of its position (``StreamAppend.folded_to``), which the store refuses exactly when it
+# would refuse the version: when the stream moved since. Kept all, they grew with every
+# workload ever seen (~4 streams each: 21,000 on a 5,000-workload log), in memory and in
+# every snapshot.
 VERSIONS_KEPT = 2048
 
 
@@ -129,12 +130,7 @@ class DeciderRunner(Generic[S]):
         return done
 
     def _let_go(self) -> None:
-        """Keep the ``versions_kept`` streams first folded last, once twice as many are
-        kept (a copy, not deletions: a dict never shrinks its table)."""
-        versions = self.versions
-        if len(versions) > 2 * self.versions_kept:
-            excess = len(versions) - self.versions_kept
-            self.versions = dict(itertools.islice(versions.items(), excess, None))
+        keep_latest(self.versions, self.versions_kept)
 
     def decide(self) -> list[NewEvent]:
         """The decider's events, stamped with what caused them."""

@@ -11,6 +11,7 @@ from typing import Any, Literal, NamedTuple, TypeVar
 
 import msgspec
 
+from muster.core.bounded import keep_latest
 from muster.core.decider import advance
 from muster.core.events import BareEnvelope, Event, Folded, registered_types
 from muster.core.events import node as nev
@@ -224,7 +225,8 @@ class Sharding:
     groups: tuple[int, dict[str, str]] = (-1, {})
 
 
-# Ended workloads the queue keeps (``QueueState.ended``): an eviction or a shrink folded
+# Ended workloads the queue keeps (``QueueState.ended``, between this many and twice as
+# many: ``keep_latest``): an eviction or a shrink folded
 # after its preemptor ended names it (one that ended an instant before); ``explain`` of
 # one let go of folds its own events. Kept all, they grew with every workload ever run.
 ENDED_KEPT = 1024
@@ -255,8 +257,8 @@ class QueueState:
     provisioning_configs: dict[str, ProvisioningRequestConfigSpec] = field(default_factory=dict)
     requests: dict[str, StandaloneRequest] = field(default_factory=dict)  # standalone
     # The workloads not ended yet; the ended ones move to ``ended``, the latest
-    # ``ENDED_KEPT`` only, and are counted in ``ended_counts`` (unless ``keep_ended``:
-    # intake's read model keeps them whole for its pages).
+    # ``ENDED_KEPT`` (to twice as many) only, and are counted in ``ended_counts``
+    # (unless ``keep_ended``: intake's read model keeps them whole for its pages).
     workloads: dict[str, WorkloadEntry] = field(default_factory=dict)
     ended: dict[str, Ended] = field(default_factory=dict)
     ended_counts: dict[Status, int] = field(default_factory=dict)  # every ended, by status
@@ -1325,8 +1327,7 @@ def _end(state: QueueState, workload_id: str, status: Status) -> None:
     del state.workloads[workload_id]
     state.ended[workload_id] = Ended(status, wl.local_queue, wl.spec.name)
     state.ended_counts[status] = state.ended_counts.get(status, 0) + 1
-    if len(state.ended) > ENDED_KEPT:
-        del state.ended[next(iter(state.ended))]
+    keep_latest(state.ended, ENDED_KEPT)
 
 
 def _unbind(state: QueueState, wl: WorkloadEntry) -> None:
