@@ -117,7 +117,8 @@ def mine(node: str, state: NodeAgentState) -> bool:
     who = state.registrant.get(node)
     if who:
         return who == state.agent
-    return owns(node, state.shard, state.shards)
+    # One agent owns every node (no hash: asked of every pod event's node).
+    return state.shards == 1 or owns(node, state.shard, state.shards)
 
 
 def beating(state: NodeAgentState) -> list[str]:
@@ -326,7 +327,8 @@ def _(event: nev.NodeRegistered, state: NodeAgentState) -> None:
 
 def _registered_by(node: str, agent: str, state: NodeAgentState) -> None:
     """Keep who registered ``node`` only where ``mine`` would say otherwise without it."""
-    if not state.node and (agent == state.agent) != owns(node, state.shard, state.shards):
+    by_hash = state.shards == 1 or owns(node, state.shard, state.shards)  # as ``mine``
+    if not state.node and (agent == state.agent) != by_hash:
         state.registrant[node] = agent
     else:
         state.registrant.pop(node, None)
