@@ -8,6 +8,7 @@ from functools import singledispatch
 
 from sortedcontainers import SortedList
 
+from muster.core.bounded import keep_latest
 from muster.core.decider import advance, unhandled_types
 from muster.core.events import Event, Folded
 from muster.core.events import node as nev
@@ -88,7 +89,7 @@ class NodeAgentState:
     # Nodes a deletion removed at once, having no pod (node -> (why, whether its
     # registration was ``implied``)): an older agent logged their ``node.removed`` in its
     # next decision (``NodeAgentDecider.decided_before``). Kept until that event is folded
-    # (a log an older agent wrote), the latest ``GONE_KEPT`` only.
+    # (a log an older agent wrote), the latest ``GONE_KEPT`` (to twice as many) only.
     gone: dict[str, tuple[str, bool]] = field(default_factory=dict)
     creating: dict[str, tuple[pev.NodeSpec, ...]] = field(default_factory=dict)  # request -> nodes
     pods: dict[tuple[str, int, str], Pod] = field(default_factory=dict)  # to start or running
@@ -307,8 +308,7 @@ def _gone(name: str, state: NodeAgentState) -> None:
     state.registrant.pop(name, None)
     state.nodes.discard(name)
     state.deleted.pop(name, None)
-    if len(state.gone) > GONE_KEPT:
-        del state.gone[next(iter(state.gone))]
+    keep_latest(state.gone, GONE_KEPT)
 
 
 @_apply.register
