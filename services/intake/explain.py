@@ -55,8 +55,14 @@ class Explain:
             position = rebuilt.runner.position
             events = await self._history(queued)
             # The dry run over a state of its own: off the event loop, as the fold was.
+            # Named from intake's own state: the queue's keeps the latest ended only.
             found = await asyncio.to_thread(
-                explain.explain, rebuilt.runner.state, queued, events, position
+                explain.explain,
+                rebuilt.runner.state,
+                queued,
+                events,
+                position,
+                names=self.ctx.state.queue,
             )
         return _member(found.to_json(), view)
 

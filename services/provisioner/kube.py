@@ -22,7 +22,7 @@ import asyncio
 import contextlib
 import json
 import time
-from collections.abc import Awaitable, Callable, Iterable
+from collections.abc import Awaitable, Callable, Container, Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -39,7 +39,7 @@ from kubernetes_asyncio.client.exceptions import ApiException
 from muster.core.events import Event, NewEvent, StreamAppend
 from muster.core.events import provisioning as pev
 from muster.core.provisioning import kube
-from muster.core.provisioning.state import correlation_id
+from muster.core.provisioning.state import ProvisionerState, correlation_id
 from muster.runtime.kube import Backoff, Cursor, Reconciler, connect, object_key
 from muster.runtime.loop import DeciderLoop
 from muster.runtime.settings import Settings
@@ -239,7 +239,9 @@ class KubeBackend(Reconciler):
             return kube.Actions()
         state = self.loop.runner.state
         self._forget(state)
-        actions = kube.plan_actions(state, self.observed(), self.options, self.loop.runner.versions)
+        observed = self.observed()
+        streams = await self._folded_streams(state, observed)
+        actions = kube.plan_actions(state, observed, self.options, streams)
         if actions.events:
             # Built before any await: the versions are those the plan was made from.
             await self._append(self._appends(actions.events))
@@ -273,6 +275,18 @@ class KubeBackend(Reconciler):
             raise
         except Exception as exc:
             log.warning(f"{what} failed; will retry", request=rid, error=repr(exc))
+
+    async def _folded_streams(
+        self, state: ProvisionerState, observed: kube.Observed
+    ) -> Container[str]:
+        """The streams folded, of those ``should_delete`` asks about: the runner's versions,
+        and the store's as of its position for those it let go of (``VERSIONS_KEPT``)."""
+        runner = self.loop.runner
+        asked = [s for s in kube.streams_asked(state, observed) if s not in runner.versions]
+        if not asked:
+            return runner.versions
+        found = await self.loop.store.stream_versions(asked, at=runner.position)
+        return runner.versions.keys() | found.keys()
 
     def _appends(self, events: tuple[tuple[str, Event], ...]) -> list[StreamAppend]:
         runner = self.loop.runner

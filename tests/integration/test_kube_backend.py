@@ -223,7 +223,8 @@ async def test_failed(env: Env) -> None:
     _, failed = await env.recorded(backend, 2)
     assert isinstance(failed, pev.ProvisioningFailed)
     assert (failed.reason, failed.message, failed.retryable) == ("OutOfResources", "stockout", True)
-    assert status(backend) == "Failed"
+    # Over (no nodes): forgotten at once, counted as Failed.
+    assert status(backend) is None and backend.loop.runner.state.over == {"Failed": 1}
     await backend.wait_until(gone(env.api, "ProvisioningRequest", PR))  # it serves nothing now
 
 
@@ -280,7 +281,7 @@ async def test_released_while_accepted_is_deleted_then_cancelled(env: Env) -> No
     assert isinstance(cancelled, pev.ProvisioningCancelled)
     assert env.api.get("ProvisioningRequest", PR, NS) is None
     assert env.api.get("PodTemplate", TEMPLATE, NS) is None
-    assert status(backend) == "Cancelled"
+    assert status(backend) is None and backend.loop.runner.state.over == {"Cancelled": 1}
     assert not backend.vanished  # deleted by muster: not "deleted outside muster"
 
 

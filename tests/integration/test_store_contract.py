@@ -34,8 +34,8 @@ from muster.runtime import admin
 from muster.store import ConcurrencyConflict, SqlEventStore, Tracking
 from muster.store.migrate import alembic_config, upgrade_async
 from muster.store.rows import fold_items
-from muster.store.sql import _PG_VERSIONS, _rows_query, plan_for_these_values, switch_to_wal
-from muster.store.sqlite_fast import _versions
+from muster.store.sql import _pg_versions, _rows_query, plan_for_these_values, switch_to_wal
+from muster.store.sqlite_fast import PER_STREAM, stream_versions
 from tests.unit.test_core_runner import scenario
 
 
@@ -294,31 +294,39 @@ async def test_versions_are_checked_per_stream_across_many_streams(store: SqlEve
     assert await store.head() == head
 
 
+@pytest.mark.parametrize("of", sorted(PER_STREAM))
 async def test_an_append_reads_a_streams_version_in_steps_its_length_does_not_grow(
-    sqlite_store: SqlEventStore,
+    sqlite_store: SqlEventStore, of: str
 ) -> None:
     """The version check seeks each stream's last entry: the queue's admission stream holds
     ~2 events a workload, and a read of all of them (``GROUP BY`` with ``max``) grew every
-    queue append with the log (bench/README.md, wip-qa)."""
+    queue append with the log (bench/README.md, wip-qa). So do the reads of its last
+    event's position (``folded_to``) and of its version as of a position (a few events
+    back)."""
     await put(sqlite_store, "timer-short", 0, 2)
     await put(sqlite_store, "timer-long", 0, 3000)
+    await put(sqlite_store, "timer-short", 2, 1)  # 3 events on: at 3001 version 2 of each
     assert sqlite_store._fast is not None
     conn = apsw.Connection(sqlite_store._fast.path)  # the store's copy of SQLite, as it must
     steps = 0
+    at = 3001 if of == "version_at" else None
+    expected = {
+        "version": {"timer-short": 3, "timer-long": 3000},
+        "end": {"timer-short": 3003, "timer-long": 3002},
+        "version_at": {"timer-short": 2, "timer-long": 2999},
+    }[of]
 
     def count() -> int:
         nonlocal steps
         steps += 1
         return 0
 
-    _versions(conn, [StreamAppend("timer-short", None, [])])  # the statement prepared
+    stream_versions(conn, ["timer-short"], of, at)  # the statement prepared
     conn.set_progress_handler(count, 1)  # counts SQLite's VM steps
     try:
         for stream in ("timer-short", "timer-long"):
             steps = 0
-            assert _versions(conn, [StreamAppend(stream, None, [])]) == {
-                stream: 2 if stream == "timer-short" else 3000
-            }
+            assert stream_versions(conn, [stream], of, at) == {stream: expected[stream]}
             if stream == "timer-short":
                 short = steps
         assert steps <= short + 5, (short, steps)
@@ -326,7 +334,47 @@ async def test_an_append_reads_a_streams_version_in_steps_its_length_does_not_gr
         conn.close()
 
 
-async def test_postgres_reads_a_streams_version_from_one_index_entry(postgres_url: str) -> None:
+async def test_an_append_as_of_a_position_is_refused_once_the_stream_moved_past_it(
+    store: SqlEventStore,
+) -> None:
+    """``folded_to`` (a decider that let go of a stream's version): refused, with nothing
+    appended, exactly when the stream has an event past the position; a new stream, or one
+    unmoved since, takes it; ``stream_versions(at=)`` reads what was folded through there."""
+    await put(store, "timer-a", 0, 2)  # 1, 2
+    await put(store, "timer-b", 0)  # 3
+    assert await store.stream_versions(["timer-a", "timer-b", "timer-c"], at=2) == {"timer-a": 2}
+    head = await store.head()
+    with pytest.raises(ConcurrencyConflict) as info:
+        await store.append(
+            [
+                StreamAppend("timer-c", None, [timer("timer-c")], folded_to=2),  # new
+                StreamAppend("timer-b", None, [timer("timer-b")], folded_to=2),  # moved at 3
+            ],
+            producer="test",
+            recorded_at=0.0,
+        )
+    assert (info.value.stream_id, info.value.expected, info.value.actual) == ("timer-b", None, 1)
+    assert await store.head() == head and await store.read_stream("timer-c") == []
+    envs = await store.append(
+        [
+            StreamAppend("timer-c", None, [timer("timer-c")], folded_to=2),
+            StreamAppend("timer-b", None, [timer("timer-b")], folded_to=3),
+            StreamAppend("timer-a", None, [timer("timer-a")], folded_to=3),
+        ],
+        producer="test",
+        recorded_at=0.0,
+    )
+    assert [(e.stream_id, e.stream_version) for e in envs] == [
+        ("timer-c", 1),
+        ("timer-b", 2),
+        ("timer-a", 3),
+    ]
+
+
+@pytest.mark.parametrize("of", sorted(PER_STREAM))
+async def test_postgres_reads_a_streams_version_from_one_index_entry(
+    postgres_url: str, of: str
+) -> None:
     """PostgreSQL answers the version check from each stream's last index entry (``GROUP BY``
     with ``max`` scanned every entry: 94 ms at 200,000, the queue's admission stream of a
     1M log). The executed plan reads one row per stream, however long the stream."""
@@ -337,8 +385,9 @@ async def test_postgres_reads_a_streams_version_from_one_index_entry(postgres_ur
 
         def plan(conn: Any) -> Any:
             conn.execute(text("ANALYZE events"))
-            sql = "EXPLAIN (ANALYZE, FORMAT JSON) " + str(_PG_VERSIONS)
-            return conn.execute(text(sql), {"ids": ["timer-long", "timer-short"]}).scalar_one()
+            sql = "EXPLAIN (ANALYZE, FORMAT JSON) " + str(_pg_versions(of))
+            bound = {"ids": ["timer-long", "timer-short"], "at": 2001}
+            return conn.execute(text(sql), bound).scalar_one()
 
         def scanned(node: dict[str, Any]) -> int:
             own = node["Actual Rows"] * node["Actual Loops"] if "Scan" in node["Node Type"] else 0

@@ -293,6 +293,35 @@ def test_each_replacement_is_the_next_run_even_when_the_last_never_started() -> 
     assert runs == [1, 2]
 
 
+def test_an_agent_keeps_who_registered_a_node_only_where_the_hash_says_otherwise() -> None:
+    """``registrant`` only where it changes ``mine`` (a GPU host's agent registered a node
+    the hash gives another shard, or this shard's node went to a GPU host's agent), and
+    not once the node is removed: the embedded agents registered every node ever
+    provisioned, and kept each for good."""
+    decider = NodeAgentDecider(shard=0, shards=2)
+    ours = next(f"n{i}" for i in range(99) if owns(f"n{i}", 0, 2))
+    theirs = next(f"n{i}" for i in range(99) if not owns(f"n{i}", 0, 2))
+    host = "node-agent-gpu-host"
+
+    def registered(node: str, agent: str) -> nev.NodeRegistered:
+        return nev.NodeRegistered(node=node, allocatable={GPU: 8}, agent=agent)
+
+    state = _fold(decider, [registered(ours, decider.name), registered(theirs, "node-agent-1")])
+    assert state.registrant == {} and state.nodes == {ours}
+    state = _fold(decider, [registered(ours, host), registered(theirs, decider.name)])
+    assert state.registrant == {ours: host, theirs: decider.name} and state.nodes == {theirs}
+    state = _fold(
+        decider,
+        [
+            registered(ours, host),
+            registered(theirs, decider.name),
+            nev.NodeRemoved(node=ours, reason="Deleted"),
+            registered(theirs, "node-agent-1"),  # back to what the hash says
+        ],
+    )
+    assert state.registrant == {}
+
+
 def _fold(decider: NodeAgentDecider, events: Sequence[Event]) -> Any:
     state = decider.initial()
     for i, ev in enumerate(events, 1):

@@ -269,7 +269,9 @@ def test_decisions_carry_the_last_folded_event_as_causation(log: list[Envelope])
     news = runner.decide()
     assert news and all(n.causation_id == log[submitted].event_id for n in news)
     (append,) = runner.appends(news)
-    assert append.stream_id == qev.ADMISSION_STREAM and append.expected_version == 0
+    # A stream of its categories it holds no version of: as of its position (new: none).
+    assert append.stream_id == qev.ADMISSION_STREAM
+    assert (append.expected_version, append.folded_to) == (None, runner.position)
 
 
 # -- snapshots ------------------------------------------------------------------------
@@ -369,6 +371,65 @@ def test_memory_log_raises_on_a_version_conflict_and_appends_nothing() -> None:
         [StreamAppend("workload-a", None, [_new("workload-a")])], producer="p", recorded_at=0.0
     )
     assert mlog.versions == {"workload-a": 3}
+
+
+def test_memory_log_refuses_an_append_as_of_a_position_the_stream_moved_past() -> None:
+    mlog = MemoryLog()
+    for stream in ("workload-a", "workload-b", "workload-a"):
+        mlog.append([StreamAppend(stream, None, [_new(stream)])], producer="p", recorded_at=0.0)
+    with pytest.raises(VersionConflict, match="workload-a: moved at 3, past 2"):
+        mlog.append(
+            [
+                StreamAppend("workload-b", None, [_new("workload-b")], folded_to=2),
+                StreamAppend("workload-a", None, [_new("workload-a")], folded_to=2),
+            ],
+            producer="p",
+            recorded_at=0.0,
+        )
+    assert mlog.head == 3
+    mlog.append(
+        [
+            StreamAppend("workload-a", None, [_new("workload-a")], folded_to=3),
+            StreamAppend("workload-c", None, [_new("workload-c")], folded_to=0),  # new
+        ],
+        producer="p",
+        recorded_at=0.0,
+    )
+    assert mlog.versions == {"workload-a": 3, "workload-b": 1, "workload-c": 1}
+
+
+@pytest.mark.parametrize("decider", deciders(), ids=lambda d: d.name)
+def test_a_runner_keeps_the_latest_versions_and_appends_as_of_its_position_to_the_others(
+    log: list[Envelope], decider: Decider[Any]
+) -> None:
+    """A runner lets go of the versions of the streams first folded longest ago, beyond
+    ``versions_kept``: those it keeps are those it folded; an append to one it let go of
+    (or never folded) of its categories is as of its position, which the log refuses once
+    the stream moved past it; one of a category it does not fold is to a new stream."""
+    whole: DeciderRunner[Any] = DeciderRunner(decider)
+    whole.fold(log)
+    kept: DeciderRunner[Any] = DeciderRunner(decider)
+    kept.versions_kept = 2
+    for env in log:  # one at a time (a live service) as a batch (a replay): both bounded
+        kept.fold([env])
+        assert len(kept.versions) <= 4
+    read: DeciderRunner[Any] = DeciderRunner(decider)
+    read.versions_kept = 2
+    read.fold([e for e in log if e.category in decider.categories], ours=True)
+    assert len(read.versions) <= 4 and read.position == kept.position == whole.position
+    # Which it keeps depends on when it let go (every fold's end); what it keeps is right.
+    assert kept.versions.items() <= whole.versions.items() >= read.versions.items()
+    let_go = next(s for s in whole.versions if s not in kept.versions)
+    (item,) = kept.appends([_new(let_go)])
+    assert (item.expected_version, item.folded_to) == (None, kept.position)
+    (other,) = kept.appends([_new("intake-x")])  # a category no decider folds
+    assert (other.expected_version, other.folded_to) == (0, None)
+    mlog = MemoryLog()
+    mlog.envelopes, mlog.ends = list(log), {e.stream_id: e.position for e in log}
+    mlog.versions = {e.stream_id: e.stream_version for e in log}
+    mlog.append([item], producer="p", recorded_at=0.0)  # nothing came since its position
+    with pytest.raises(VersionConflict):
+        mlog.append([item], producer="p", recorded_at=0.0)  # the stream moved past it
 
 
 def test_two_runners_deciding_on_the_same_version_conflict(log: list[Envelope]) -> None:

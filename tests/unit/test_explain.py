@@ -18,6 +18,7 @@ from muster.core.events import queue as qev
 from muster.core.explain import Explanation, explain
 from muster.core.model import parse
 from muster.core.model.fields import InvalidInput
+from muster.core.queueing import state as qs
 from muster.core.queueing.decider import QueueDecider
 from muster.core.queueing.state import QueueState, evolve
 from muster.core.runner import DeciderRunner
@@ -170,6 +171,33 @@ def test_an_ended_workload_is_explained_as_when_the_queue_kept_its_entry() -> No
     done = at(h, "low", h.log.envelopes[-1].position)
     assert done.status == "Succeeded" and done.flavors == {"w": {GPU: "gpu"}} and done.nodes
     assert [e.preemptor_name for e in done.evictions] == ["team/high"]
+
+
+def test_an_ended_workload_the_queue_let_go_of_is_explained_all_the_same(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The queue keeps the latest ended workloads only (``ENDED_KEPT``): one it let go of is
+    explained from its own events as well, its preemptor named from intake's state (which
+    keeps every workload: ``names``)."""
+    cluster = gpu_node_cluster(
+        "c", nodes=1, gpus=8, nominal=8, preemption={"withinClusterQueue": "LowerPriority"}
+    )
+    h = run(cluster, [gpu_job("low", 0, 1, 8, 100), gpu_job("high", 5, 1, 8, 10, priority=10)])
+    kept = QueueState(keep_ended=True)
+    for env in h.log.envelopes:
+        evolve(kept, env)
+    monkeypatch.setattr(qs, "ENDED_KEPT", 0)
+    pruned: DeciderRunner[Any] = DeciderRunner(QueueDecider())
+    pruned.fold(h.log.envelopes)
+    assert pruned.state.ended == {} and pruned.state.ended_counts == {"Finished": 2}
+    position = h.log.envelopes[-1].position
+    for wid in ("low", "high"):
+        history = [e for e in h.log.envelopes if e.correlation_id == wid]
+        got = explain(pruned.state, wid, history, position, names=kept).to_json()
+        assert got == explain(kept, wid, history, position).to_json()
+    low = [e for e in h.log.envelopes if e.correlation_id == "low"]
+    alone = explain(pruned.state, "low", low, position)
+    assert alone.status == "Succeeded" and [e.preemptor for e in alone.evictions] == ["high"]
 
 
 def test_provisioning_waiting_for_regional_quota_shows_the_check() -> None:

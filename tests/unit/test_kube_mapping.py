@@ -409,7 +409,11 @@ def test_failed_before_and_after_acceptance() -> None:
     state = reserved()
     both = observed(seen(cond("Accepted"), cond("Failed", reason="Timeout")))
     assert types(settle(state, both)) == ["ProvisioningAccepted", "ProvisioningFailed"]
-    assert state.requests[RID].status == "Failed"
+    # It had no nodes: over at once (forgotten, counted as Failed); its ProvisioningRequest
+    # is deleted (its stream, folded, tells it from one this replica has not heard of yet).
+    assert RID not in state.requests and state.over == {"Failed": 1}
+    actions = kube.plan_actions(state, both, OPTIONS, streams={pev.request_stream(RID)})
+    assert [o.request_id for o in actions.delete] == [RID] and actions.events == ()
 
 
 @pytest.mark.parametrize(
@@ -451,7 +455,7 @@ def test_release_while_accepted_deletes_then_cancels() -> None:
     assert [o.name for o in actions.delete] == [PR_NAME] and actions.events == ()
     (cancelled,) = settle(state, observed())  # once it is gone
     assert isinstance(cancelled, pev.ProvisioningCancelled)
-    assert state.requests[RID].status == "Cancelled" and not state.released
+    assert RID not in state.requests and state.over == {"Cancelled": 1} and not state.released
 
 
 def test_a_finished_workloads_provisioned_request_deletes_its_nodes() -> None:

@@ -141,13 +141,15 @@ def explain(
     history: Iterable[Envelope],
     position: int,
     item: PendingItem | None = None,
+    names: QueueState | None = None,
 ) -> Explanation:
     """``wid`` as the state folded to ``position`` shows it; ``history``: its events (those
     past ``position`` are left out). ``item``: the dry run's item when the caller has it
-    (intake caches the dry run); computed here otherwise."""
+    (intake caches the dry run); computed here otherwise. ``names``: a state that knows
+    the preemptors ``state`` let go of (``ENDED_KEPT``): intake's, which keeps them all."""
     events = [e for e in history if e.position <= position]
     wl = state.workloads.get(wid)
-    if wl is None and wid in state.ended:
+    if wl is None and (wid in state.ended or events):  # ended (the latest kept: ENDED_KEPT)
         wl = ended_entry(state, wid, events)
     if wl is None:
         return Explanation(
@@ -178,7 +180,7 @@ def explain(
         conditions=tuple(conds.ordered()),
         checks=tuple(admission_checks(wl)),
         provisioning=request,
-        evictions=tuple(_evictions(state, events)),
+        evictions=tuple(_evictions(state, events, names)),
     )  # fmt: skip
     if item is not None:
         return _pending(state, base, wl, item)
@@ -311,7 +313,12 @@ def _held(base: Explanation, wl: WorkloadEntry) -> Explanation:
     return replace(base, flavors=dict(wl.run.flavors), nodes=dict(wl.run.placements or {}))
 
 
-def _evictions(state: QueueState, events: list[Envelope]) -> list[Eviction]:
+def _evictions(
+    state: QueueState, events: list[Envelope], names: QueueState | None
+) -> list[Eviction]:
+    def name(wid: str | None) -> str | None:
+        return _name(state, wid) or (_name(names, wid) if names is not None else None)
+
     out = []
     for env in events:
         ev = env.event
@@ -323,7 +330,7 @@ def _evictions(state: QueueState, events: list[Envelope]) -> list[Eviction]:
                     ev.reason,
                     ev.message,
                     ev.preemptor,
-                    _name(state, ev.preemptor),
+                    name(ev.preemptor),
                     ev.preemption_reason,
                 )
             )
@@ -335,7 +342,7 @@ def _evictions(state: QueueState, events: list[Envelope]) -> list[Eviction]:
                     "Preempted",
                     ev.message,
                     ev.preemptor,
-                    _name(state, ev.preemptor),
+                    name(ev.preemptor),
                     ev.preemption_reason,
                 )
             )

@@ -11,12 +11,13 @@ it, so any decision can be re-derived from the log prefix ending there
 from __future__ import annotations
 
 import pickle
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from operator import attrgetter
 from typing import Any, Generic, TypeVar
 
+from muster.core.bounded import keep_latest
 from muster.core.decider import Decider, bare_fold
-from muster.core.events import BareEnvelope, Folded, NewEvent, StreamAppend
+from muster.core.events import BareEnvelope, Folded, NewEvent, StreamAppend, category_of
 from muster.core.events import timer as tev
 
 S = TypeVar("S")
@@ -24,13 +25,24 @@ S = TypeVar("S")
 _STREAM_ID = attrgetter("stream_id")
 _STREAM_VERSION = attrgetter("stream_version")
 
+# The stream versions a runner keeps: at most twice this many, those first folded last
+# (``keep_latest``). They only guard its appends, and a stream it let go of is appended to
+# as of its position (``StreamAppend.folded_to``), which the store refuses exactly when it
+# would refuse the version: when the stream moved since. Kept all, they grew with every
+# workload ever seen (~4 streams each: 21,000 on a 5,000-workload log), in memory and in
+# every snapshot.
+VERSIONS_KEPT = 2048
+
 
 class DeciderRunner(Generic[S]):
+    versions_kept = VERSIONS_KEPT
+
     def __init__(self, decider: Decider[S]) -> None:
         self.decider = decider
         self.state: S = decider.initial()
         self.position = 0  # global position folded up to (events of other categories skipped)
-        self.versions: dict[str, int] = {}  # stream -> version, for the streams folded
+        # stream -> version, for the streams folded (the latest ``versions_kept`` or more)
+        self.versions: dict[str, int] = {}
         self.last_event_id: str | None = None
         # Whether decide could say anything new: it said nothing, and nothing was folded
         # since. decide is a function of the state, so asking again would say nothing again.
@@ -73,6 +85,7 @@ class DeciderRunner(Generic[S]):
                 position = env.position
         finally:
             self.state, self.position, self.last_event_id = state, position, last
+            self._let_go()
         if applied:
             self.quiet = False
         return applied
@@ -113,7 +126,11 @@ class DeciderRunner(Generic[S]):
                 self.position = folded[-1].position
                 self.last_event_id = folded[-1].event_id
                 self.quiet = False
+                self._let_go()
         return done
+
+    def _let_go(self) -> None:
+        keep_latest(self.versions, self.versions_kept)
 
     def decide(self) -> list[NewEvent]:
         """The decider's events, stamped with what caused them."""
@@ -140,10 +157,18 @@ class DeciderRunner(Generic[S]):
         by_stream: dict[str, list[NewEvent]] = {}
         for new in news:
             by_stream.setdefault(new.stream_id, []).append(new)
-        return [
-            StreamAppend(stream, self.versions.get(stream, 0), events)
-            for stream, events in by_stream.items()
-        ]
+        return [self.guarded(stream, events) for stream, events in by_stream.items()]
+
+    def guarded(self, stream: str, events: Sequence[NewEvent]) -> StreamAppend:
+        """``events`` appended to ``stream`` unless it moved past what this runner folded."""
+        version = self.versions.get(stream)
+        if version is not None:
+            return StreamAppend(stream, version, events)
+        if category_of(stream) in self.decider.categories:
+            # Never folded or let go of (``VERSIONS_KEPT``): nothing of it past the position
+            # (a new stream: none at all, as version 0 says).
+            return StreamAppend(stream, None, events, folded_to=self.position)
+        return StreamAppend(stream, 0, events)  # a category it does not fold: a new stream
 
     def next_deadline(self) -> float | None:
         return self.decider.next_deadline(self.state)

@@ -135,8 +135,7 @@ async def check_once(loop: DeciderLoop, watch: Watch, now: float) -> list[str]:
             f"no heartbeat for {silent:.0f}s (grace {watch.grace:g}s)",
             last_heartbeat_at=last,
         )
-        stream = nev.stream(node)
-        item = StreamAppend(stream, loop.runner.versions.get(stream, 0), [new])
+        item = loop.runner.guarded(nev.stream(node), [new])
         news.append((node, silent, item))
     lost: list[tuple[str, float]] = []
     try:

@@ -15,7 +15,8 @@ class ConcurrencyConflict(StoreError):
 
     retriable = True
 
-    def __init__(self, stream_id: str, expected: int, actual: int) -> None:
+    def __init__(self, stream_id: str, expected: int | None, actual: int) -> None:
+        # expected None: appended as of a position (``StreamAppend.folded_to``) it moved past
         super().__init__(f"stream {stream_id}: expected version {expected}, found {actual}")
         self.stream_id = stream_id
         self.expected = expected

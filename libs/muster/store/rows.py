@@ -88,21 +88,36 @@ def planned_rows(
     versions: dict[str, int],
     producer: str,
     recorded_at: float,
+    ends: Mapping[str, int] | None = None,
 ) -> list[dict[str, Any]]:
     """Rows to insert after the store's ``head``, once every stream's expected version is
-    checked against ``versions`` (a stream's current version; absent: new)."""
+    checked against ``versions`` (a stream's current version; absent: new), and every
+    ``folded_to`` against ``ends`` (the position of the last event of each stream
+    ``guarded`` names)."""
     versions = dict(versions)
     rows: list[dict[str, Any]] = []
     for item in batch:
         version = versions.get(item.stream_id, 0)
         if item.expected_version is not None and item.expected_version != version:
             raise ConcurrencyConflict(item.stream_id, item.expected_version, version)
+        if item.folded_to is not None and ends and ends.get(item.stream_id, 0) > item.folded_to:
+            raise ConcurrencyConflict(item.stream_id, None, version)
         for new in item.events:
             version += 1
             head += 1
             rows.append(_row(new, item.stream_id, version, head, producer, recorded_at))
         versions[item.stream_id] = version  # a stream may appear twice in one batch
     return rows
+
+
+def guarded(batch: Sequence[StreamAppend], versions: Mapping[str, int]) -> list[str]:
+    """The streams whose last event's position ``planned_rows`` checks: those appended
+    ``folded_to`` a position that have events (a new stream has nothing past it)."""
+    return [
+        item.stream_id
+        for item in batch
+        if item.folded_to is not None and versions.get(item.stream_id, 0)
+    ]
 
 
 def _row(

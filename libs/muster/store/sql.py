@@ -49,9 +49,16 @@ from muster.core.events import (
 )
 from muster.store.bell import CHANNEL, FileBell, bell_path, kinds_of, notification
 from muster.store.errors import ReadOnlyStore
-from muster.store.rows import FOLD_COLUMNS, envelope, fold_items, planned_rows, values_of
+from muster.store.rows import (
+    FOLD_COLUMNS,
+    envelope,
+    fold_items,
+    guarded,
+    planned_rows,
+    values_of,
+)
 from muster.store.schema import events, snapshot_history, snapshots, tracking
-from muster.store.sqlite_fast import Busy, LoopConnection, Statements, versions_sql
+from muster.store.sqlite_fast import PER_STREAM, Busy, LoopConnection, Statements, versions_sql
 
 T = TypeVar("T")
 # busy_timeout first: the others may meet a lock, and must wait for it, not fail.
@@ -295,7 +302,16 @@ class SqlEventStore:
         return await self._read(_head)
 
     async def stream_version(self, stream_id: str) -> int:
-        return await self._read(lambda conn: _stream_versions(conn, [stream_id]).get(stream_id, 0))
+        return (await self.stream_versions([stream_id])).get(stream_id, 0)
+
+    async def stream_versions(
+        self, stream_ids: Collection[str], *, at: int | None = None
+    ) -> dict[str, int]:
+        """The streams' versions (absent: none), as of position ``at`` if given: what a
+        decider folded through there."""
+        ids = list(stream_ids)
+        of = "version" if at is None else "version_at"
+        return await self._read(lambda conn: _stream_versions(conn, ids, of, at))
 
     async def read_stream(self, stream_id: str, after_version: int = 0) -> list[Envelope]:
         query = (
@@ -518,7 +534,9 @@ def _rows(
 ) -> list[dict[str, Any]]:
     """Rows to insert, after checking every stream's expected version."""
     versions = _stream_versions(conn, [item.stream_id for item in batch])
-    return planned_rows(batch, _head(conn), versions, producer, recorded_at)
+    guard = guarded(batch, versions)
+    ends = _stream_versions(conn, guard, "end") if guard else None
+    return planned_rows(batch, _head(conn), versions, producer, recorded_at, ends)
 
 
 def _track(conn: Connection, row: Tracking) -> None:
@@ -537,8 +555,11 @@ def _head(conn: Connection) -> int:
     return int(conn.execute(select(func.coalesce(func.max(events.c.position), 0))).scalar_one())
 
 
-def _stream_versions(conn: Connection, stream_ids: list[str]) -> dict[str, int]:
-    """Every stream's version in one query, by one index seek per stream (a correlated
+def _stream_versions(
+    conn: Connection, stream_ids: list[str], of: str = "version", at: int | None = None
+) -> dict[str, int]:
+    """Every stream's version (``of``: or what else ``PER_STREAM`` names; ``at``: the
+    position it is as of) in one query, by one index seek per stream (a correlated
     ``max``, which both databases answer from the (stream, version) index's last entry):
     ``GROUP BY`` with ``max`` reads every entry of each stream, and the queue's admission
     stream grows with the log (PostgreSQL 15, 200,000 entries: 94 ms against 0.09 ms)."""
@@ -547,17 +568,19 @@ def _stream_versions(conn: Connection, stream_ids: list[str]) -> dict[str, int]:
     for i in range(0, len(unique), 500):  # stay under SQLite's bound-parameter limit
         chunk = unique[i : i + 500]
         if conn.dialect.name == "sqlite":
-            result = conn.exec_driver_sql(versions_sql(len(chunk)), tuple(chunk))
+            params = tuple(chunk) if at is None else (*chunk, at)
+            result = conn.exec_driver_sql(versions_sql(len(chunk), of), params)
         else:
-            result = conn.execute(_PG_VERSIONS, {"ids": chunk})
+            bound = {"ids": chunk} if at is None else {"ids": chunk, "at": at}
+            result = conn.execute(_pg_versions(of), bound)
         found.update({row[0]: int(row[1]) for row in result if row[1] is not None})
     return found
 
 
-_PG_VERSIONS = text(
-    "SELECT ids.stream, (SELECT max(e.stream_version) FROM events e "
-    "WHERE e.stream_id = ids.stream) FROM unnest(CAST(:ids AS text[])) AS ids(stream)"
-)
+@functools.lru_cache(maxsize=8)
+def _pg_versions(of: str) -> Any:
+    each = PER_STREAM[of].format(at=":at")
+    return text(f"SELECT ids.stream, ({each}) FROM unnest(CAST(:ids AS text[])) AS ids(stream)")
 
 
 @functools.lru_cache(maxsize=64)

@@ -46,7 +46,7 @@ from sqlalchemy.dialects import sqlite as sqlite_dialect
 from muster.core.events import StreamAppend
 from muster.store.bell import FileBell, Kinds, kinds_of
 from muster.store.errors import ReadOnlyStore
-from muster.store.rows import COLUMNS, FOLD_COLUMNS, planned_rows, values_of
+from muster.store.rows import COLUMNS, FOLD_COLUMNS, guarded, planned_rows, values_of
 
 T = TypeVar("T")
 
@@ -342,7 +342,10 @@ def _append(
     except _BUSY as exc:
         raise Busy from exc
     try:
-        rows = planned_rows(batch, _head(conn), _versions(conn, batch), producer, recorded_at)
+        versions = _versions(conn, batch)
+        guard = guarded(batch, versions)
+        ends = stream_versions(conn, guard, "end") if guard else None
+        rows = planned_rows(batch, _head(conn), versions, producer, recorded_at, ends)
         conn.executemany(_INSERT, [values_of(row) for row in rows])
         if tracking is not None:
             conn.execute(_TRACK, tracking)
@@ -391,29 +394,47 @@ def _versions(conn: apsw.Connection, batch: Sequence[StreamAppend]) -> dict[str,
     return stream_versions(conn, [item.stream_id for item in batch])
 
 
-def stream_versions(conn: apsw.Connection, stream_ids: Iterable[str]) -> dict[str, int]:
+def stream_versions(
+    conn: apsw.Connection, stream_ids: Iterable[str], of: str = "version", at: int | None = None
+) -> dict[str, int]:
     """Each stream's version (absent: none yet), by one seek per stream: ``max`` alone over
     the (stream, version) index reads its last entry, where ``GROUP BY stream_id`` with
     ``max`` reads every entry of each stream. The queue's admission stream grows with the
     log (~2 events a workload; 216,000 in the 1M log), so that read grew with it: ~0.1 ms
-    an append in a 3,000-workload run, 22 ms on the 1M log (bench/README.md, wip-qa)."""
+    an append in a 3,000-workload run, 22 ms on the 1M log (bench/README.md, wip-qa).
+    ``of``: what of each stream (``PER_STREAM``); ``at``: the position "version_at" is as of."""
     unique = sorted(set(stream_ids))
     found: dict[str, int] = {}
     for i in range(0, len(unique), 500):  # under SQLite's bound-parameter limit
         chunk = unique[i : i + 500]
         found.update(
-            (stream, version)
-            for stream, version in conn.execute(versions_sql(len(chunk)), chunk)
-            if version is not None
+            (stream, value)
+            for stream, value in conn.execute(
+                versions_sql(len(chunk), of), chunk if at is None else [*chunk, at]
+            )
+            if value is not None
         )
     return found
 
 
+# One seek per stream in the (stream, version) index, for each of what the store asks of
+# a stream: its version; the position of its last event (``StreamAppend.folded_to``);
+# its version as of a position (walking the index back from its last entry: it stops at
+# the first at or before the position, and few came after it).
+PER_STREAM = {
+    "version": "SELECT max(e.stream_version) FROM events e WHERE e.stream_id = ids.stream",
+    "end": "SELECT e.position FROM events e WHERE e.stream_id = ids.stream "
+    "ORDER BY e.stream_version DESC LIMIT 1",
+    "version_at": "SELECT e.stream_version FROM events e "
+    "WHERE e.stream_id = ids.stream AND e.position <= {at} "
+    "ORDER BY e.stream_version DESC LIMIT 1",
+}
+
+
 @functools.lru_cache(maxsize=64)
-def versions_sql(count: int) -> str:
-    """The versions query for ``count`` streams: a correlated ``max`` for each."""
+def versions_sql(count: int, of: str = "version") -> str:
+    """The query of ``of`` (``PER_STREAM``) for ``count`` streams, a correlated subquery
+    for each, ``at`` its last parameter."""
     ids = ", ".join(["(?)"] * count)
-    return (
-        f"WITH ids(stream) AS (VALUES {ids}) SELECT ids.stream, "
-        "(SELECT max(e.stream_version) FROM events e WHERE e.stream_id = ids.stream) FROM ids"
-    )
+    each = PER_STREAM[of].format(at="?")
+    return f"WITH ids(stream) AS (VALUES {ids}) SELECT ids.stream, ({each}) FROM ids"

@@ -147,11 +147,15 @@ class NewEvent:
 
 @dataclass(frozen=True, slots=True)
 class StreamAppend:
-    """Events for one stream; ``expected_version`` is its current version (0: new), None: any."""
+    """Events for one stream; ``expected_version`` is its current version (0: new), None: any.
+    ``folded_to``: refused as well if the stream has an event past this position (a decider
+    that let go of the stream's version, ``DeciderRunner.versions``: the version it folded
+    is the current one exactly when nothing came after what it folded)."""
 
     stream_id: str
     expected_version: int | None
     events: Sequence[NewEvent]
+    folded_to: int | None = None
 
 
 class Envelope(msgspec.Struct, frozen=True, kw_only=True):

@@ -31,7 +31,7 @@ from muster.core.nodes.state import (
 
 class NodeAgentDecider:
     categories = frozenset({"cloud", "workload", "admission", "provisioning", "node", "timer"})
-    snapshot_format = "node-agent-state-v10"
+    snapshot_format = "node-agent-state-v11"
     clock_only = clock_only_types()  # folded without their payload (core/decider.py)
     # A workload's runtime and grace are kept for its admission, which wakes the loop itself.
     wakes_later = frozenset({wev.WorkloadSubmitted.TYPE})

@@ -8,6 +8,7 @@ from functools import singledispatch
 
 from sortedcontainers import SortedList
 
+from muster.core.bounded import keep_latest
 from muster.core.decider import advance, unhandled_types
 from muster.core.events import Event, Folded
 from muster.core.events import node as nev
@@ -56,8 +57,10 @@ class NodeAgentState:
     # A node-bound agent (MUSTER_NODE_NAME: a DaemonSet pod on that node) acts for this node
     # only; "" spreads the nodes over the shards by hash (the embedded, simulated agents).
     node: str = ""
-    # node -> the agent that registered it: an agent on a GPU host registers its own node
-    # (NVML), whatever the hash says; other nodes go by the hash.
+    # node -> the agent that registered it, where that overrides the hash (``mine``): an
+    # agent on a GPU host registers its own node (NVML), whatever the hash says; other
+    # nodes go by the hash. Not kept where it says what the hash says (the embedded
+    # agents: every node), nor once the node is gone: it grew with every node provisioned.
     registrant: dict[str, str] = field(default_factory=dict)
     now: float = 0.0
     runtimes: dict[str, Runtime] = field(default_factory=dict)  # workload -> runtime
@@ -86,7 +89,7 @@ class NodeAgentState:
     # Nodes a deletion removed at once, having no pod (node -> (why, whether its
     # registration was ``implied``)): an older agent logged their ``node.removed`` in its
     # next decision (``NodeAgentDecider.decided_before``). Kept until that event is folded
-    # (a log an older agent wrote), the latest ``GONE_KEPT`` only.
+    # (a log an older agent wrote), the latest ``GONE_KEPT`` (to twice as many) only.
     gone: dict[str, tuple[str, bool]] = field(default_factory=dict)
     creating: dict[str, tuple[pev.NodeSpec, ...]] = field(default_factory=dict)  # request -> nodes
     pods: dict[tuple[str, int, str], Pod] = field(default_factory=dict)  # to start or running
@@ -115,7 +118,8 @@ def mine(node: str, state: NodeAgentState) -> bool:
     who = state.registrant.get(node)
     if who:
         return who == state.agent
-    return owns(node, state.shard, state.shards)
+    # One agent owns every node (no hash: asked of every pod event's node).
+    return state.shards == 1 or owns(node, state.shard, state.shards)
 
 
 def beating(state: NodeAgentState) -> list[str]:
@@ -301,16 +305,16 @@ def _gone(name: str, state: NodeAgentState) -> None:
     of its removal did nothing (the queue's book never held a request's node; intake's
     nodes view drops it at the deletion)."""
     state.gone[name] = (state.doomed.pop(name), state.implied.pop(name, None) is not None)
+    state.registrant.pop(name, None)
     state.nodes.discard(name)
     state.deleted.pop(name, None)
-    if len(state.gone) > GONE_KEPT:
-        del state.gone[next(iter(state.gone))]
+    keep_latest(state.gone, GONE_KEPT)
 
 
 @_apply.register
 def _(event: nev.NodeRegistered, state: NodeAgentState) -> None:
     if event.agent:
-        state.registrant[event.node] = event.agent
+        _registered_by(event.node, event.agent, state)
     if mine(event.node, state):
         state.unregistered.pop(event.node, None)
         state.implied.pop(event.node, None)
@@ -321,9 +325,19 @@ def _(event: nev.NodeRegistered, state: NodeAgentState) -> None:
             state.doomed[event.node] = late
 
 
+def _registered_by(node: str, agent: str, state: NodeAgentState) -> None:
+    """Keep who registered ``node`` only where ``mine`` would say otherwise without it."""
+    by_hash = state.shards == 1 or owns(node, state.shard, state.shards)  # as ``mine``
+    if not state.node and (agent == state.agent) != by_hash:
+        state.registrant[node] = agent
+    else:
+        state.registrant.pop(node, None)
+
+
 @_apply.register
 def _(event: nev.NodeRemoved, state: NodeAgentState) -> None:
     state.gone.pop(event.node, None)
+    state.registrant.pop(event.node, None)
     state.nodes.discard(event.node)
     state.implied.pop(event.node, None)
     state.doomed.pop(event.node, None)

@@ -37,7 +37,7 @@ class ProvisionerDecider:
 
     name = "provisioner"
     categories = frozenset({"cloud", "workload", "admission", "provisioning", "timer"})
-    snapshot_format = "provisioner-state-v6"
+    snapshot_format = "provisioner-state-v7"
     clock_only = clock_only_types()  # folded without their payload (core/decider.py)
     # A workload's spec is kept for its quota reservation, which wakes the loop itself.
     wakes_later = frozenset({wev.WorkloadSubmitted.TYPE})

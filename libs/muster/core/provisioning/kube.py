@@ -399,6 +399,18 @@ def plan_actions(
     return Actions(create=tuple(create), delete=tuple(delete), events=tuple(events))
 
 
+def streams_asked(state: ProvisionerState, observed: Observed) -> list[str]:
+    """The request streams ``should_delete`` asks about: of the requests seen that the
+    state holds nothing of."""
+    return [
+        pev.request_stream(rid)
+        for rid in observed.requests
+        if rid not in state.requests
+        and rid not in state.wanted
+        and pev.split_request_id(rid) is not None
+    ]
+
+
 def _should_create(state: ProvisionerState, rid: str, observed: Observed) -> bool:
     return rid in state.wanted and rid not in state.released and rid not in observed.rejected
 

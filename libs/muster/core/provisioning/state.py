@@ -362,7 +362,7 @@ def _(event: pev.ProvisioningFailed, state: ProvisionerState) -> None:
     wanted = state.wanted.pop(event.request_id, None)
     req = state.requests.get(event.request_id)
     if req is None and wanted is not None:
-        # Failed before Accepted: kept, so that a later delete still finds it.
+        # Failed before Accepted: counted as Failed (``_over_without_nodes``).
         req = state.requests[event.request_id] = Request(
             id=event.request_id, workload_id=wanted.workload_id, pod_sets=(), accepted_at=state.now
         )
@@ -373,6 +373,7 @@ def _(event: pev.ProvisioningFailed, state: ProvisionerState) -> None:
         _redate(state, req)
     state.released.discard(event.request_id)
     state.open.pop(event.request_id, None)
+    _over_without_nodes(state, req)
 
 
 @_apply.register
@@ -384,6 +385,17 @@ def _(event: pev.ProvisioningCancelled, state: ProvisionerState) -> None:
         _redate(state, req)
     state.released.discard(event.request_id)
     state.open.pop(event.request_id, None)
+    _over_without_nodes(state, req)
+
+
+def _over_without_nodes(state: ProvisionerState, req: Request | None) -> None:
+    """A workload's request that failed or was cancelled before it had nodes is over: no
+    deletion of its nodes comes to forget it (``_forget``), and it stayed for good (~600 on
+    the 1M log). A later delete of its ProvisioningRequest finds it by its stream (the
+    kube backend's ``should_delete``)."""
+    if req is None or req.standalone or req.nodes or req.held or req.id in state.deadlines:
+        return
+    _forget(state, req)
 
 
 @_apply.register

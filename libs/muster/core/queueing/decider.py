@@ -19,7 +19,7 @@ class QueueDecider:
     categories = frozenset(
         {"config", "cloud", "workload", "admission", "provisioning", "node", "timer"}
     )
-    snapshot_format = "queue-state-v25"
+    snapshot_format = "queue-state-v26"
     clock_only = qs.clock_only_types()  # replay reads these without payload (core/decider.py)
     clock_only_when = qs.CLOCK_ONLY_WHEN  # and these, when the field is set
     fold_bare = staticmethod(qs.fold_bare)  # how it folds them (core/decider.py bare_fold)

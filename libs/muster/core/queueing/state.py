@@ -11,6 +11,7 @@ from typing import Any, Literal, NamedTuple, TypeVar
 
 import msgspec
 
+from muster.core.bounded import keep_latest
 from muster.core.decider import advance
 from muster.core.events import BareEnvelope, Event, Folded, registered_types
 from muster.core.events import node as nev
@@ -224,6 +225,13 @@ class Sharding:
     groups: tuple[int, dict[str, str]] = (-1, {})
 
 
+# Ended workloads the queue keeps (``QueueState.ended``, between this many and twice as
+# many: ``keep_latest``): an eviction or a shrink folded
+# after its preemptor ended names it (one that ended an instant before); ``explain`` of
+# one let go of folds its own events. Kept all, they grew with every workload ever run.
+ENDED_KEPT = 1024
+
+
 class Ended(NamedTuple):
     """What the queue keeps of a workload once it ended (its full entry is dropped: the
     log and intake's read model keep its story): how it ended, and what names it in a
@@ -248,10 +256,12 @@ class QueueState:
     admission_checks: dict[str, AdmissionCheckSpec] = field(default_factory=dict)
     provisioning_configs: dict[str, ProvisioningRequestConfigSpec] = field(default_factory=dict)
     requests: dict[str, StandaloneRequest] = field(default_factory=dict)  # standalone
-    # The workloads not ended yet; the ended ones move to ``ended`` (unless
-    # ``keep_ended``: intake's read model keeps them whole for its pages).
+    # The workloads not ended yet; the ended ones move to ``ended``, the latest
+    # ``ENDED_KEPT`` (to twice as many) only, and are counted in ``ended_counts``
+    # (unless ``keep_ended``: intake's read model keeps them whole for its pages).
     workloads: dict[str, WorkloadEntry] = field(default_factory=dict)
     ended: dict[str, Ended] = field(default_factory=dict)
+    ended_counts: dict[Status, int] = field(default_factory=dict)  # every ended, by status
     keep_ended: bool = False
     next_order: int = 0  # queue-order timestamps: submissions, and requeues that reset it
     pending: set[str] = field(default_factory=set)  # waiting for quota
@@ -647,7 +657,9 @@ def _(event: wev.WorkloadSubmitted, state: QueueState) -> None:
         queued_at=state.now,
     )
     state.workloads[wl.id] = wl
-    state.ended.pop(wl.id, None)
+    again = state.ended.pop(wl.id, None)
+    if again is not None:
+        state.ended_counts[again.status] -= 1
     state.next_order += 1
     if problem is None and event.spec.consumes is None:
         enqueue(state, wl)
@@ -1314,6 +1326,8 @@ def _end(state: QueueState, workload_id: str, status: Status) -> None:
     state.notes.regrow(workload_id)
     del state.workloads[workload_id]
     state.ended[workload_id] = Ended(status, wl.local_queue, wl.spec.name)
+    state.ended_counts[status] = state.ended_counts.get(status, 0) + 1
+    keep_latest(state.ended, ENDED_KEPT)
 
 
 def _unbind(state: QueueState, wl: WorkloadEntry) -> None:
@@ -1388,6 +1402,7 @@ def status_counts(state: QueueState) -> dict[str, int]:
     counts: dict[str, int] = {}
     for wl in state.workloads.values():
         counts[wl.status] = counts.get(wl.status, 0) + 1
-    for gone in state.ended.values():
-        counts[gone.status] = counts.get(gone.status, 0) + 1
+    for status, count in state.ended_counts.items():
+        if count:
+            counts[status] = counts.get(status, 0) + count
     return counts

@@ -16,6 +16,7 @@ class MemoryLog:
     def __init__(self) -> None:
         self.envelopes: list[Envelope] = []
         self.versions: dict[str, int] = {}
+        self.ends: dict[str, int] = {}  # stream -> position of its last event
 
     @property
     def head(self) -> int:
@@ -33,12 +34,15 @@ class MemoryLog:
                 raise VersionConflict(
                     f"{item.stream_id}: expected {item.expected_version}, at {current}"
                 )
+            end = self.ends.get(item.stream_id, 0)
+            if item.folded_to is not None and end > item.folded_to:
+                raise VersionConflict(f"{item.stream_id}: moved at {end}, past {item.folded_to}")
         out = []
         for item in batch:
             for new in item.events:
                 version = self.versions.get(item.stream_id, 0) + 1
                 self.versions[item.stream_id] = version
-                position = len(self.envelopes) + 1
+                position = self.ends[item.stream_id] = len(self.envelopes) + 1
                 # Round-trip the payload, as the store does, so the harness sees what services see.
                 event = round_trip(new.event)
                 env = Envelope(
