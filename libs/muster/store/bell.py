@@ -34,6 +34,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import fcntl
+import functools
 import os
 import struct
 import zlib
@@ -93,12 +94,11 @@ def _slot(prefix: str, name: str) -> int:
     return zlib.crc32(f"{prefix}:{name}".encode()) % SLOTS
 
 
-def _slots_of(kinds: Kinds) -> set[int]:
-    found: set[int] = set()
-    for category, wire_type in kinds:
-        found.add(1 + _slot("c", category))
-        found.add(1 + _slot("t", wire_type))
-    return found
+@functools.lru_cache(maxsize=4096)
+def _kind_slots(category: str, wire_type: str) -> tuple[int, int]:
+    """The bell file's two values a commit of this kind raises (1 + each slot): every
+    commit rings its kinds, a few dozen in all."""
+    return 1 + _slot("c", category), 1 + _slot("t", wire_type)
 
 
 async def rings(url: str, interest: Interest | None = None) -> AsyncIterator[int]:
@@ -134,15 +134,17 @@ class FileBell:
         """``head``: the commit's last position; ``kinds``: what it holds."""
         if self._fd is None:
             self._fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o644)
+        slots = {0}.union(*(_kind_slots(c, t) for c, t in kinds))
         fcntl.lockf(self._fd, fcntl.LOCK_EX)
         try:
             # Commits in two processes may ring out of order: every value only grows.
-            values = list(_values_in(self._fd))
-            before = values.copy()
-            for i in (0, *_slots_of(kinds)):
-                values[i] = max(values[i], head)
-            if values != before:
-                os.pwrite(self._fd, _FILE.pack(*values), 0)
+            values = _values_in(self._fd)
+            raised = [i for i in slots if values[i] < head]
+            if raised:
+                grown = list(values)
+                for i in raised:
+                    grown[i] = head
+                os.pwrite(self._fd, _FILE.pack(*grown), 0)
         finally:
             fcntl.lockf(self._fd, fcntl.LOCK_UN)
 
