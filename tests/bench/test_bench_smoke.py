@@ -9,6 +9,7 @@ otherwise). Those that start the stack (broker and services as processes) are ma
 
 from __future__ import annotations
 
+import asyncio
 import subprocess
 import sys
 from pathlib import Path
@@ -16,6 +17,10 @@ from pathlib import Path
 import pytest
 
 from bench.traces import ITP, PHILLY, TRACES
+from muster.core.events import NewEvent, StreamAppend
+from muster.core.events import timer as tev
+from muster.store import SqlEventStore
+from muster.store.migrate import upgrade_async
 
 ROOT = Path(__file__).resolve().parents[2]
 PASSED = "outcome check passed"
@@ -46,6 +51,29 @@ def test_store_appends() -> None:
         "store_appends",
         *("--single", "50", "--batched", "500", "--batch-size", "50", "--warmup", "5"),
     )
+
+
+def test_append_cost(tmp_path: Path) -> None:
+    # A store whose history is 200 timer events; two processes append onto a copy of it.
+    db = tmp_path / "history.db"
+    asyncio.run(timer_history(f"sqlite:///{db}", 200))
+    out = run_bench(
+        "append_cost", "--db", str(db), "--processes", "2", "--commits", "12", "--pace-ms", "1"
+    )
+    assert "us a commit" in out
+
+
+async def timer_history(url: str, count: int) -> None:
+    await upgrade_async(url)
+    store = SqlEventStore(url)
+    try:
+        for i in range(count):
+            new = NewEvent(stream_id=tev.stream(f"h{i}"), occurred_at=0.0,
+                           event=tev.TimerFired(owner=f"h{i}", deadline=0.0))
+            await store.append([StreamAppend(new.stream_id, 0, [new])], producer="queue",
+                               recorded_at=0.0)
+    finally:
+        await store.close()
 
 
 def test_long_log() -> None:

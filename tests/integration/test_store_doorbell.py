@@ -105,6 +105,27 @@ async def _listening(url: str) -> AsyncIterator[tuple[DeciderLoop, SqlEventStore
         await writer.close()
 
 
+async def test_a_burst_of_rings_is_heard_at_its_highest_head(tmp_path: Path) -> None:
+    """Rings that come while the reader is busy are one wake-up, of the last head: none
+    is lost, however many the reader's one read of the inotify descriptor takes in."""
+    path = tmp_path / "muster.db.bell"
+    rings = bell._file_rings(path, None)
+    ringer = FileBell(path)
+    try:
+        assert await _next(rings) == 0
+        for head in range(1, 501):
+            ringer.ring(head)
+        heard = [await _next(rings)]
+        while heard[-1] < 500:
+            heard.append(await _next(rings))
+        assert heard == sorted(heard) and len(heard) <= 2  # read as they came, then the rest
+        ringer.ring(501)
+        assert await _next(rings) == 501
+    finally:
+        await rings.aclose()  # type: ignore[attr-defined]
+        ringer.close()
+
+
 def test_rings_out_of_order_leave_the_highest_head(tmp_path: Path) -> None:
     path = tmp_path / "muster.db.bell"
     first, second = FileBell(path), FileBell(path)  # two processes' appenders
