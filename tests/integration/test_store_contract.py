@@ -33,7 +33,7 @@ from muster.core.runner import DeciderRunner
 from muster.runtime import admin
 from muster.store import ConcurrencyConflict, SqlEventStore, Tracking
 from muster.store.migrate import alembic_config, upgrade_async
-from muster.store.rows import fold_items
+from muster.store.rows import COLUMNS, fold_items
 from muster.store.sql import _pg_versions, _rows_query, plan_for_these_values, switch_to_wal
 from muster.store.sqlite_fast import PER_STREAM, stream_versions
 from tests.unit.test_core_runner import scenario
@@ -261,6 +261,52 @@ async def test_envelope_round_trips(store: SqlEventStore) -> None:
     assert read.event == tev.TimerFired(owner="queue", deadline=12.5)
     assert (read.causation_id, read.correlation_id, read.producer) == ("c-1", "w-1", "queue")
     assert (read.occurred_at, read.recorded_at, read.schema_version) == (12.5, 99.0, 1)
+
+
+async def test_appended_rows_are_stored_column_by_column_as_planned(
+    store: SqlEventStore, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The rows an append stores, every column's value and (SQLite) storage class, for
+    streams of two categories, one named twice in a batch, ids absent and present; and the
+    envelopes it returns are what a read of those rows gives."""
+    ids = iter(f"e-{i}" for i in range(1, 100))
+    monkeypatch.setattr("muster.store.rows.new_event_id", lambda: next(ids))
+    lost = NewEvent(
+        stream_id="node-n1",
+        event=nev.NodeRemoved(node="n1", reason="gone"),
+        occurred_at=7.25,
+        causation_id="c-9",
+    )
+    batch = [
+        StreamAppend("timer-a", 0, [timer("timer-a", 1.0, "w-1"), timer("timer-a", 2.5)]),
+        StreamAppend("node-n1", None, [lost]),
+        StreamAppend("timer-a", None, [timer("timer-a", 3.0)]),
+    ]
+    appended = await store.append(batch, producer="queue", recorded_at=99.5)
+    timer_json = '{{"owner":"t","deadline":{}}}'
+    assert await _stored_rows(store) == [
+        (1, "e-1", "timer-a", "timer", 1, "timer.fired", 1, 1.0, 99.5, None, "w-1", "queue",
+         timer_json.format(1.0)),
+        (2, "e-2", "timer-a", "timer", 2, "timer.fired", 1, 2.5, 99.5, None, None, "queue",
+         timer_json.format(2.5)),
+        (3, "e-3", "node-n1", "node", 1, "node.removed", 1, 7.25, 99.5, "c-9", None, "queue",
+         '{"node":"n1","reason":"gone"}'),
+        (4, "e-4", "timer-a", "timer", 3, "timer.fired", 1, 3.0, 99.5, None, None, "queue",
+         timer_json.format(3.0)),
+    ]  # fmt: skip
+    if store.is_sqlite:
+        head = ("integer", "text", "text", "text", "integer", "text", "integer", "real", "real")
+        assert await _stored_rows(store, "typeof") == [
+            (*head, "text" if i == 3 else "null", "text" if i == 1 else "null", "text", "text")
+            for i in range(1, 5)
+        ]
+    assert await store.read_all(0) == appended
+
+
+async def _stored_rows(store: SqlEventStore, fn: str = "") -> list[tuple[Any, ...]]:
+    columns = ", ".join(f"{fn}({c})" for c in COLUMNS)
+    query = text(f"SELECT {columns} FROM events ORDER BY position")
+    return await store._read(lambda conn: [tuple(row) for row in conn.execute(query)])
 
 
 async def test_batched_append_spans_streams_in_one_transaction(store: SqlEventStore) -> None:

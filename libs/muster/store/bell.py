@@ -38,7 +38,7 @@ import functools
 import os
 import struct
 import zlib
-from collections.abc import AsyncIterator, Iterable, Mapping
+from collections.abc import AsyncIterator, Iterable, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -85,9 +85,10 @@ class Interest:
         )
 
 
-def kinds_of(rows: Iterable[Mapping[str, Any]]) -> set[tuple[str, str]]:
-    """The (category, type) pairs of a commit's rows (``store/rows.py``)."""
-    return {(row["category"], row["type"]) for row in rows}
+def kinds_of(rows: Iterable[Sequence[Any]]) -> set[tuple[str, str]]:
+    """The (category, type) pairs of a commit's rows (``store/rows.py``: values in
+    ``COLUMNS`` order, category fourth and type sixth)."""
+    return {(row[3], row[5]) for row in rows}
 
 
 def _slot(prefix: str, name: str) -> int:

@@ -4,7 +4,6 @@ them)."""
 
 from __future__ import annotations
 
-import operator
 import os
 import uuid
 from collections.abc import Callable, Iterable, Mapping, Sequence
@@ -17,7 +16,6 @@ from muster.core.events import (
     Envelope,
     Event,
     FoldEnvelope,
-    NewEvent,
     StreamAppend,
     category_of,
     decode_json,
@@ -41,6 +39,8 @@ COLUMNS = (
     "producer",
     "payload",
 )
+
+Row = tuple[Any, ...]  # a row's values in ``COLUMNS`` order
 
 # What a fold reads of a row (``read_folding``, a ``FoldEnvelope``), the payload last.
 FOLD_COLUMNS = (
@@ -89,24 +89,45 @@ def planned_rows(
     producer: str,
     recorded_at: float,
     ends: Mapping[str, int] | None = None,
-) -> list[dict[str, Any]]:
-    """Rows to insert after the store's ``head``, once every stream's expected version is
-    checked against ``versions`` (a stream's current version; absent: new), and every
-    ``folded_to`` against ``ends`` (the position of the last event of each stream
-    ``guarded`` names)."""
+) -> list[Row]:
+    """Rows to insert after the store's ``head``, each its values in ``COLUMNS`` order (as
+    the driver stores and returns them: no dict a row to read back), once every stream's
+    expected version is checked against ``versions`` (a stream's current version; absent:
+    new), and every ``folded_to`` against ``ends`` (the position of the last event of each
+    stream ``guarded`` names)."""
     versions = dict(versions)
-    rows: list[dict[str, Any]] = []
+    rows: list[Row] = []
+    append = rows.append
     for item in batch:
-        version = versions.get(item.stream_id, 0)
+        stream_id = item.stream_id
+        version = versions.get(stream_id, 0)
         if item.expected_version is not None and item.expected_version != version:
-            raise ConcurrencyConflict(item.stream_id, item.expected_version, version)
-        if item.folded_to is not None and ends and ends.get(item.stream_id, 0) > item.folded_to:
-            raise ConcurrencyConflict(item.stream_id, None, version)
+            raise ConcurrencyConflict(stream_id, item.expected_version, version)
+        if item.folded_to is not None and ends and ends.get(stream_id, 0) > item.folded_to:
+            raise ConcurrencyConflict(stream_id, None, version)
+        category = category_of(stream_id)  # once a stream, not a row
         for new in item.events:
             version += 1
             head += 1
-            rows.append(_row(new, item.stream_id, version, head, producer, recorded_at))
-        versions[item.stream_id] = version  # a stream may appear twice in one batch
+            event = new.event
+            append(
+                (
+                    head,
+                    new_event_id(),
+                    stream_id,
+                    category,
+                    version,
+                    event.TYPE,
+                    event.VERSION,
+                    new.occurred_at,
+                    recorded_at,
+                    new.causation_id,
+                    new.correlation_id,
+                    producer,
+                    encode_json(event).decode(),
+                )
+            )
+        versions[stream_id] = version  # a stream may appear twice in one batch
     return rows
 
 
@@ -120,55 +141,66 @@ def guarded(batch: Sequence[StreamAppend], versions: Mapping[str, int]) -> list[
     ]
 
 
-def _row(
-    new: NewEvent, stream_id: str, version: int, position: int, producer: str, recorded_at: float
-) -> dict[str, Any]:
-    return {
-        "position": position,
-        "event_id": new_event_id(),
-        "stream_id": stream_id,
-        "category": category_of(stream_id),
-        "stream_version": version,
-        "type": new.event.TYPE,
-        "schema_version": new.event.VERSION,
-        "occurred_at": new.occurred_at,
-        "recorded_at": recorded_at,
-        "causation_id": new.causation_id,
-        "correlation_id": new.correlation_id,
-        "producer": producer,
-        "payload": encode_json(new.event).decode(),
-    }
-
-
-_VALUES = operator.itemgetter(*COLUMNS)
-
-
-def values_of(row: Mapping[str, Any]) -> tuple[Any, ...]:
-    """A planned row as the driver stores and returns it: its values in ``COLUMNS`` order."""
-    values: tuple[Any, ...] = _VALUES(row)
-    return values
+def as_mappings(rows: Iterable[Row]) -> list[dict[str, Any]]:
+    """Planned rows as SQLAlchemy's insert takes them (PostgreSQL, and an in-memory
+    SQLite): each a dict by column name."""
+    return [dict(zip(COLUMNS, row, strict=True)) for row in rows]
 
 
 def envelope(values: Sequence[Any]) -> Envelope:
-    """From a row's values in ``COLUMNS`` order. Appended rows are decoded from their JSON
-    too: what a service folds from its own append is exactly what a replay reads back."""
-    position, event_id, stream_id, _, stream_version, wire_type, schema_version = values[:7]
-    occurred_at, recorded_at, causation_id, correlation_id, producer, payload = values[7:]
-    event = decode_json(wire_type, schema_version, payload)
-    return Envelope(
-        position=position,
-        event_id=event_id,
-        stream_id=stream_id,
-        stream_version=stream_version,
-        type=wire_type,
-        schema_version=event.VERSION,
-        occurred_at=occurred_at,
-        recorded_at=recorded_at,
-        causation_id=causation_id,
-        correlation_id=correlation_id,
-        producer=producer,
-        event=event,
-    )
+    """From a row's values in ``COLUMNS`` order (``envelopes``, for one row)."""
+    return envelopes((values,))[0]
+
+
+def envelopes(rows: Iterable[Sequence[Any]]) -> list[Envelope]:
+    """From rows' values in ``COLUMNS`` order, each type's decoder looked up once a call
+    (``fold_items``). Appended rows are decoded from their JSON too: what a service folds
+    from its own append is exactly what a replay reads back."""
+    out: list[Envelope] = []
+    append = out.append
+    decoders: dict[str, tuple[int, Callable[[bytes | str], Event]]] = {}
+    for (
+        position,
+        event_id,
+        stream_id,
+        _,
+        stream_version,
+        wire_type,
+        version,
+        occurred_at,
+        recorded_at,
+        causation_id,
+        correlation_id,
+        producer,
+        payload,
+    ) in rows:
+        typed = decoders.get(wire_type)
+        if typed is None:
+            typed = decoders[wire_type] = typed_decoder(wire_type)
+        if version == typed[0]:
+            try:
+                event = typed[1](payload)
+            except msgspec.ValidationError:
+                event = decode_json(wire_type, version, payload)
+        else:
+            event = decode_json(wire_type, version, payload)
+        append(
+            Envelope(
+                position=position,
+                event_id=event_id,
+                stream_id=stream_id,
+                stream_version=stream_version,
+                type=wire_type,
+                schema_version=event.VERSION,
+                occurred_at=occurred_at,
+                recorded_at=recorded_at,
+                causation_id=causation_id,
+                correlation_id=correlation_id,
+                producer=producer,
+                event=event,
+            )
+        )
+    return out
 
 
 def fold_items(rows: Iterable[Sequence[Any]]) -> list[FoldEnvelope | BareEnvelope]:

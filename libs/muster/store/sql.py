@@ -51,11 +51,12 @@ from muster.store.bell import CHANNEL, FileBell, bell_path, kinds_of, notificati
 from muster.store.errors import ReadOnlyStore
 from muster.store.rows import (
     FOLD_COLUMNS,
-    envelope,
+    Row,
+    as_mappings,
+    envelopes,
     fold_items,
     guarded,
     planned_rows,
-    values_of,
 )
 from muster.store.schema import events, snapshot_history, snapshots, tracking
 from muster.store.sqlite_fast import PER_STREAM, Busy, LoopConnection, Statements, versions_sql
@@ -174,7 +175,7 @@ class SqlEventStore:
                     self._write_pool,
                     lambda: fast.append(batch, producer, recorded_at, track, wait=True, ring=ring),
                 )
-            return [envelope(values_of(row)) for row in rows]
+            return envelopes(rows)
         pg = not self.is_sqlite
 
         def run(conn: Connection) -> list[Envelope]:
@@ -182,18 +183,18 @@ class SqlEventStore:
                 conn.execute(text("LOCK TABLE events IN EXCLUSIVE MODE"))
             rows = _rows(conn, batch, producer, recorded_at)
             if rows:
-                conn.execute(events.insert(), rows)
+                conn.execute(events.insert(), as_mappings(rows))
                 if pg:  # delivered on commit to every LISTEN (store/bell.py)
                     conn.execute(
                         text("SELECT pg_notify(:channel, :ring)"),
                         {
                             "channel": CHANNEL,
-                            "ring": notification(rows[-1]["position"], kinds_of(rows)),
+                            "ring": notification(rows[-1][0], kinds_of(rows)),
                         },
                     )
             if tracking_row is not None:
                 _track(conn, tracking_row)
-            return [envelope(values_of(row)) for row in rows]
+            return envelopes(rows)
 
         return await self._write(run)
 
@@ -346,7 +347,7 @@ class SqlEventStore:
         found = await self.read_rows(
             after, limit=limit, until=until, categories=categories, producer=producer
         )
-        return [envelope(values) for values in found]
+        return envelopes(found)
 
     async def read_rows(
         self,
@@ -531,7 +532,7 @@ async def _in_thread(pool: ThreadPoolExecutor, engine: Engine, fn: Callable[[Con
 
 def _rows(
     conn: Connection, batch: Sequence[StreamAppend], producer: str, recorded_at: float
-) -> list[dict[str, Any]]:
+) -> list[Row]:
     """Rows to insert, after checking every stream's expected version."""
     versions = _stream_versions(conn, [item.stream_id for item in batch])
     guard = guarded(batch, versions)
@@ -661,7 +662,7 @@ def plan_for_these_values(conn: Connection) -> None:
 
 
 def _envelopes(conn: Connection, query: Any) -> list[Envelope]:
-    return [envelope(tuple(row)) for row in conn.execute(query)]
+    return envelopes(tuple(row) for row in conn.execute(query))
 
 
 _HISTORY_INSERT = (

@@ -46,7 +46,7 @@ from sqlalchemy.dialects import sqlite as sqlite_dialect
 from muster.core.events import StreamAppend
 from muster.store.bell import FileBell, Kinds, kinds_of
 from muster.store.errors import ReadOnlyStore
-from muster.store.rows import COLUMNS, FOLD_COLUMNS, guarded, planned_rows, values_of
+from muster.store.rows import COLUMNS, FOLD_COLUMNS, Row, guarded, planned_rows
 
 T = TypeVar("T")
 
@@ -229,7 +229,7 @@ class LoopConnection:
         *,
         wait: bool = False,
         ring: bool = True,
-    ) -> list[dict[str, Any]]:
+    ) -> list[Row]:
         """The rows appended, in one transaction; raises ConcurrencyConflict when a stream
         moved. On the loop's connection a write lock held elsewhere raises Busy (nothing
         done); ``wait``: the writer thread's connection, which waits for the lock.
@@ -243,7 +243,7 @@ class LoopConnection:
                 tracking,
             )
         if ring and rows:
-            self.ring(rows[-1]["position"], kinds_of(rows))
+            self.ring(rows[-1][0], kinds_of(rows))
         return rows
 
     def ring(self, head: int, kinds: Kinds) -> None:
@@ -336,7 +336,7 @@ def _append(
     producer: str,
     recorded_at: float,
     tracking: tuple[str, int] | None,
-) -> list[dict[str, Any]]:
+) -> list[Row]:
     try:
         conn.execute("BEGIN IMMEDIATE")
     except _BUSY as exc:
@@ -346,7 +346,7 @@ def _append(
         guard = guarded(batch, versions)
         ends = stream_versions(conn, guard, "end") if guard else None
         rows = planned_rows(batch, _head(conn), versions, producer, recorded_at, ends)
-        conn.executemany(_INSERT, [values_of(row) for row in rows])
+        conn.executemany(_INSERT, rows)
         if tracking is not None:
             conn.execute(_TRACK, tracking)
         conn.execute("COMMIT")
