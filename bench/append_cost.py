@@ -41,7 +41,7 @@ import apsw
 
 from muster.core.events import NewEvent, StreamAppend
 from muster.store import SqlEventStore, bell, sqlite_fast
-from muster.store.rows import COLUMNS, envelope
+from muster.store.rows import COLUMNS, envelopes
 
 PRODUCERS = ("queue", "provisioner", "node-agent", "queue")
 
@@ -60,19 +60,16 @@ def source_events(db: str, producer: str, count: int) -> list[NewEvent]:
         conn.close()
     if not rows:
         raise SystemExit(f"FAILED: {db} holds no events")
-    out = []
-    for values in reversed(rows):
-        env = envelope(values)
-        out.append(
-            NewEvent(
-                stream_id=env.stream_id,
-                event=env.event,
-                occurred_at=env.occurred_at,
-                causation_id=env.causation_id,
-                correlation_id=env.correlation_id,
-            )
+    return [
+        NewEvent(
+            stream_id=env.stream_id,
+            event=env.event,
+            occurred_at=env.occurred_at,
+            causation_id=env.causation_id,
+            correlation_id=env.correlation_id,
         )
-    return out
+        for env in envelopes(reversed(rows))
+    ]
 
 
 def commits(

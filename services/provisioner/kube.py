@@ -237,10 +237,11 @@ class KubeBackend(Reconciler):
         await self.loop.step()
         if not (self.requests.synced and self.nodes.synced):
             return kube.Actions()
+        observed = self.observed()
+        streams = await self._folded_streams(self.loop.runner.state, observed)
+        # The state after that await: the plan and its appends' versions are of one fold.
         state = self.loop.runner.state
         self._forget(state)
-        observed = self.observed()
-        streams = await self._folded_streams(state, observed)
         actions = kube.plan_actions(state, observed, self.options, streams)
         if actions.events:
             # Built before any await: the versions are those the plan was made from.

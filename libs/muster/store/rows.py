@@ -147,18 +147,13 @@ def as_mappings(rows: Iterable[Row]) -> list[dict[str, Any]]:
     return [dict(zip(COLUMNS, row, strict=True)) for row in rows]
 
 
-def envelope(values: Sequence[Any]) -> Envelope:
-    """From a row's values in ``COLUMNS`` order (``envelopes``, for one row)."""
-    return envelopes((values,))[0]
-
-
 def envelopes(rows: Iterable[Sequence[Any]]) -> list[Envelope]:
     """From rows' values in ``COLUMNS`` order, each type's decoder looked up once a call
     (``fold_items``). Appended rows are decoded from their JSON too: what a service folds
     from its own append is exactly what a replay reads back."""
     out: list[Envelope] = []
     append = out.append
-    decoders: dict[str, tuple[int, Callable[[bytes | str], Event]]] = {}
+    decoded = _decoding()
     for (
         position,
         event_id,
@@ -174,16 +169,7 @@ def envelopes(rows: Iterable[Sequence[Any]]) -> list[Envelope]:
         producer,
         payload,
     ) in rows:
-        typed = decoders.get(wire_type)
-        if typed is None:
-            typed = decoders[wire_type] = typed_decoder(wire_type)
-        if version == typed[0]:
-            try:
-                event = typed[1](payload)
-            except msgspec.ValidationError:
-                event = decode_json(wire_type, version, payload)
-        else:
-            event = decode_json(wire_type, version, payload)
+        event = decoded(wire_type, version, payload)
         append(
             Envelope(
                 position=position,
@@ -210,20 +196,32 @@ def fold_items(rows: Iterable[Sequence[Any]]) -> list[FoldEnvelope | BareEnvelop
     it refuses, is decoded by ``decode_json`` (upcast, or the error names the field)."""
     out: list[FoldEnvelope | BareEnvelope] = []
     append = out.append
-    decoders: dict[str, tuple[int, Callable[[bytes | str], Event]]] = {}
+    decoded = _decoding()
     for position, event_id, stream_id, stream_version, wire_type, version, at, payload in rows:
         if payload is None:
             append(BareEnvelope(position, event_id, stream_id, stream_version, wire_type, at))
             continue
+        event = decoded(wire_type, version, payload)
+        append(FoldEnvelope(position, event_id, stream_id, stream_version, wire_type, at, event))
+    return out
+
+
+def _decoding() -> Callable[[str, int, bytes | str], Event]:
+    """A payload's event, each type's typed decoder (``typed_decoder``) looked up once in a
+    call of ``envelopes`` or ``fold_items``; a row of another schema version, or one the
+    typed decoder refuses, goes through ``decode_json`` (upcast, or the error names the
+    field)."""
+    decoders: dict[str, tuple[int, Callable[[bytes | str], Event]]] = {}
+
+    def decoded(wire_type: str, version: int, payload: bytes | str) -> Event:
         typed = decoders.get(wire_type)
         if typed is None:
             typed = decoders[wire_type] = typed_decoder(wire_type)
         if version == typed[0]:
             try:
-                event = typed[1](payload)
+                return typed[1](payload)
             except msgspec.ValidationError:
-                event = decode_json(wire_type, version, payload)
-        else:
-            event = decode_json(wire_type, version, payload)
-        append(FoldEnvelope(position, event_id, stream_id, stream_version, wire_type, at, event))
-    return out
+                pass
+        return decode_json(wire_type, version, payload)
+
+    return decoded
