@@ -8,7 +8,9 @@ and quota than the run needs (so nothing waits for capacity). First it submits
 admission committed), then measures each process's CPU while nothing happens. Then it
 submits N one-pod, one-GPU workloads (runtime 0.5 s) to intake with C concurrent
 keep-alive clients, one workload a request (or, with --batch B, B a request through
-``POST /v1/workloads:batch``, all of a batch committed together). A 201 means the
+``POST /v1/workloads:batch``, all of a batch committed together; ``bench.http_load``: each
+request encoded before the clock starts, each answer parsed by httptools, so the client
+takes little of the cores the stack runs on; its CPU a request is printed). A 201 means the
 WorkloadSubmitted events are committed, so the rate is of durable submissions. Once
 every workload has finished (or was given up on), the log gives each one's submit ->
 admitted latency:
@@ -48,6 +50,7 @@ import aiohttp
 import orjson
 
 from bench import machine, per_second, ratio, workload_body, workload_spec
+from bench.http_load import Answer, Request, post_all
 from muster.core import inputs
 from muster.core.events import StreamAppend
 from muster.core.events import queue as qev
@@ -151,80 +154,56 @@ async def direct_appends(url: str, n: int, clients: int, duration: float) -> dic
 
 
 async def submit_all(base: str, n: int, clients: int, duration: float, batch: int = 0
-                     ) -> tuple[list[str], list[float], dict[int, int], float]:
-    """POST every workload; (ids, per-request seconds, statuses, wall seconds). ``batch``:
-    that many workloads a request through ``POST /v1/workloads:batch`` (each item with
-    its own idempotency key), not one a request."""
+                     ) -> tuple[list[str], list[float], dict[int, int], float, float]:
+    """POST every workload; (ids, per-request seconds, statuses, wall seconds, the client's
+    CPU seconds). ``batch``: that many workloads a request through
+    ``POST /v1/workloads:batch`` (each item with its own idempotency key), not one a
+    request. Every request is encoded before the clock starts (``bench.http_load``)."""
+    run = f"{time.time():.0f}"
     if batch:
-        return await _submit_batches(base, n, clients, duration, batch)
+        requests = [
+            Request("/v1/workloads:batch", orjson.dumps({"items": [
+                {**workload_body(i, duration=duration), "idempotencyKey": f"bench-{run}-{i}"}
+                for i in range(start, min(n, start + batch))
+            ]}))
+            for start in range(0, n, batch)
+        ]
+    else:
+        requests = [
+            Request("/v1/workloads", orjson.dumps(workload_body(i, duration=duration)),
+                    (("Idempotency-Key", f"bench-{run}-{i}"),))
+            for i in range(n)
+        ]
+    cpu = time.process_time()
+    answers, took = await post_all(base, requests, clients)
+    read = _read_batch if batch else _read_one
     ids: list[str] = []
-    latencies: list[float] = []
     statuses: dict[int, int] = {}
-    bodies = [orjson.dumps(workload_body(i, duration=duration)) for i in range(n)]
-    run = f"{time.time():.0f}"
-    todo = iter(range(n))
-    connector = aiohttp.TCPConnector(limit=clients)  # keep-alive: connections are reused
-    async with aiohttp.ClientSession(connector=connector) as session:
-
-        async def client() -> None:
-            for i in todo:
-                headers = {"Content-Type": "application/json",
-                           "Idempotency-Key": f"bench-{run}-{i}"}
-                sent = time.perf_counter()
-                async with session.post(f"{base}/v1/workloads", data=bodies[i],
-                                        headers=headers) as resp:
-                    payload = await resp.read()
-                latencies.append(time.perf_counter() - sent)
-                statuses[resp.status] = statuses.get(resp.status, 0) + 1
-                if resp.status in (200, 201):
-                    ids.append(orjson.loads(payload)["id"])
-
-        started = time.perf_counter()
-        await asyncio.gather(*(client() for _ in range(clients)))
-        took = time.perf_counter() - started
-    return ids, latencies, statuses, took
+    for request, answer in zip(requests, answers, strict=True):
+        read(request, answer, ids, statuses)
+    return ids, [a.seconds for a in answers], statuses, took, time.process_time() - cpu
 
 
-async def _submit_batches(base: str, n: int, clients: int, duration: float, size: int
-                          ) -> tuple[list[str], list[float], dict[int, int], float]:
-    """Batched submission (Armada-style): ``size`` workloads a request. Statuses count
-    workloads, not requests (a batch is all or nothing), so the outcome check reads alike;
-    an item answered ``created: false`` (a repeat) counts as 200."""
-    ids: list[str] = []
-    latencies: list[float] = []
-    statuses: dict[int, int] = {}
-    run = f"{time.time():.0f}"
-    bodies = [
-        orjson.dumps({"items": [
-            {**workload_body(i, duration=duration), "idempotencyKey": f"bench-{run}-{i}"}
-            for i in range(start, min(n, start + size))
-        ]})
-        for start in range(0, n, size)
-    ]
-    todo = iter(bodies)
-    connector = aiohttp.TCPConnector(limit=clients)
-    async with aiohttp.ClientSession(connector=connector) as session:
+def _read_one(request: Request, answer: Answer, ids: list[str], statuses: dict[int, int]
+              ) -> None:
+    statuses[answer.status] = statuses.get(answer.status, 0) + 1
+    if answer.status in (200, 201):
+        ids.append(orjson.loads(answer.body)["id"])
 
-        async def client() -> None:
-            for body in todo:
-                sent = time.perf_counter()
-                async with session.post(f"{base}/v1/workloads:batch", data=body,
-                                        headers={"Content-Type": "application/json"}) as resp:
-                    payload = await resp.read()
-                latencies.append(time.perf_counter() - sent)
-                if resp.status not in (200, 201):
-                    items = len(orjson.loads(body)["items"])
-                    statuses[resp.status] = statuses.get(resp.status, 0) + items
-                    continue
-                for item in orjson.loads(payload)["items"]:
-                    status = 201 if item["created"] else 200
-                    statuses[status] = statuses.get(status, 0) + 1
-                    ids.append(item["workload"]["id"])
 
-        started = time.perf_counter()
-        await asyncio.gather(*(client() for _ in range(clients)))
-        took = time.perf_counter() - started
-    return ids, latencies, statuses, took
+def _read_batch(request: Request, answer: Answer, ids: list[str], statuses: dict[int, int]
+                ) -> None:
+    """Batched submission (Armada-style): statuses count workloads, not requests (a batch
+    is all or nothing), so the outcome check reads alike; an item answered
+    ``created: false`` (a repeat) counts as 200."""
+    if answer.status not in (200, 201):
+        items = len(orjson.loads(request.body)["items"])
+        statuses[answer.status] = statuses.get(answer.status, 0) + items
+        return
+    for item in orjson.loads(answer.body)["items"]:
+        status = 201 if item["created"] else 200
+        statuses[status] = statuses.get(status, 0) + 1
+        ids.append(item["workload"]["id"])
 
 
 async def wait_done(store: SqlEventStore, ids: set[str], timeout: float) -> dict[str, Any]:
@@ -337,7 +316,7 @@ async def through_stack(stack: Stack, args: argparse.Namespace) -> dict[str, Any
         cpu = await idle_cpu(stack, args.idle_seconds)
         pids = stack_pids(stack)
         cpu_before = cpu_seconds(pids)
-        ids, latencies, statuses, took = await submit_all(
+        ids, latencies, statuses, took, client_cpu = await submit_all(
             stack.url(), args.workloads, args.clients, args.duration, args.batch)
         done = await wait_done(store, set(ids), args.timeout)
         cpu_after = cpu_seconds(pids)
@@ -360,6 +339,7 @@ async def through_stack(stack: Stack, args: argparse.Namespace) -> dict[str, Any
     return {"burst_cpu": burst_cpu, "after_cpu": after, "idle": idle,
             "idle_problems": idle_problems, "idle_cpu": cpu,
             "ids": ids, "latencies": latencies, "statuses": statuses, "took": took,
+            "client_cpu": client_cpu,
             "admitted": len(admitted), "gave_up": len(done["gave_up"]),
             "finished": len(finished), "failed": failed, "waited": done["waited"],
             "logical": logical, "wall": wall, "span": last - first, "head": head}
@@ -389,6 +369,8 @@ def main(argv: list[str] | None = None) -> None:
           f"submissions/s; statuses {dict(sorted(r['statuses'].items()))}")
     print(f"  request latency ({'per batch' if args.batch else 'per request'}): "
           f"{summary(r['latencies'])}")
+    print(f"  the benchmark's client (bench.http_load), on the same cores: "
+          f"{r['client_cpu'] / max(1, len(r['latencies'])) * 1000:.3f} ms of CPU a request")
     print(f"direct appends (same process, no HTTP): sequential {base['sequential']:,.0f}/s, "
           f"{clients} tasks {base['concurrent']:,.0f}/s")
     print(f"  HTTP/direct: {ratio(http_rate, base['sequential'])} of sequential, "
