@@ -5,10 +5,13 @@ fails the run."""
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import AsyncIterator
 
+import aiohttp
 import pytest
 from aiohttp import web
+from aiohttp.http import SERVER_SOFTWARE
 
 from bench.http_load import Request, encode, post_all
 
@@ -87,5 +90,31 @@ def test_the_request_on_the_wire() -> None:
     wire = encode("h:1", Request("/p", b'{"a": 1}', (("Idempotency-Key", "x"),)))
     assert wire == (
         b"POST /p HTTP/1.1\r\nHost: h:1\r\nContent-Type: application/json\r\n"
-        b'Content-Length: 8\r\nIdempotency-Key: x\r\n\r\n{"a": 1}'
+        b"Idempotency-Key: x\r\nAccept: */*\r\nAccept-Encoding: gzip, deflate\r\n"
+        b"User-Agent: " + SERVER_SOFTWARE.encode() + b"\r\n"
+        b'Content-Length: 8\r\n\r\n{"a": 1}'
     )
+
+
+async def test_the_request_is_the_one_aiohttp_sends() -> None:
+    """The server's work is the same for either client: the same bytes arrive."""
+    got: list[bytes] = []
+
+    async def handle(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        got.append(await reader.readuntil(b'"a": 1}'))
+        writer.write(b"HTTP/1.1 201 Created\r\nContent-Length: 2\r\n\r\n{}")
+        await writer.drain()
+        writer.close()
+
+    server = await asyncio.start_server(handle, "127.0.0.1", 0)
+    base = f"http://127.0.0.1:{server.sockets[0].getsockname()[1]}"
+    request = Request("/v1/workloads", b'{"a": 1}', (("Idempotency-Key", "k"),))
+    headers = {"Content-Type": "application/json", "Idempotency-Key": "k"}
+    async with (
+        aiohttp.ClientSession() as session,
+        session.post(f"{base}{request.path}", data=request.body, headers=headers) as resp,
+    ):
+        await resp.read()
+    await post_all(base, [request], clients=1)
+    server.close()
+    assert got[0] == got[1]
