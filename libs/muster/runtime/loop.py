@@ -131,7 +131,7 @@ class DeciderLoop:
                 )
             # A read of the decider's categories, in position order: folded as a replay
             # folds a read (``ours``: no category looked up per event, the bookkeeping
-            # taken per batch), ~2 us a workload less in every service.
+            # taken per batch): 1-2 us a workload less in each service.
             folded += self.runner.fold(envs, ours=True)
             if len(envs) < READ_BATCH:
                 break
