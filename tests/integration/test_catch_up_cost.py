@@ -4,19 +4,25 @@ scanning them again (issue 16, store queries whose cost grows with the log)."""
 
 from __future__ import annotations
 
+import pickle
 from pathlib import Path
 
+import pytest
+
 from muster.core import inputs
-from muster.core.events import NewEvent, StreamAppend
+from muster.core.events import NewEvent, StreamAppend, category_of
 from muster.core.events import timer as tev
 from muster.core.model import parse
 from muster.core.queueing.decider import QueueDecider
+from muster.core.runner import DeciderRunner
+from muster.core.views.workloads import WorkloadsView
+from muster.runtime import loop as loop_module
 from muster.runtime.loop import DeciderLoop
 from muster.runtime.metrics import ServiceMetrics
 from muster.runtime.settings import load
 from muster.store import SqlEventStore
 from muster.store.migrate import upgrade_async
-from tests.unit.harness_inputs import gpu_node_cluster
+from tests.unit.harness_inputs import gpu_job, gpu_node_cluster
 
 
 def _elsewhere(i: int) -> NewEvent:
@@ -76,3 +82,41 @@ async def test_a_step_does_not_scan_again_what_it_does_not_fold(tmp_path: Path) 
     long, position, head = await _steps_of_a_quiet_catch_up(tmp_path, 3000)
     assert position == head
     assert long <= short + 5, (short, long)
+
+
+async def test_a_catch_up_in_several_reads_folds_as_a_replay(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A catch-up folds each read as a replay folds its reads (``fold(ours=True)``): over
+    reads of 3 events, with events of a category neither decider folds between theirs, the
+    queue's and intake's view end with the state, position, stream versions and last event
+    id of a replay of the whole log."""
+    monkeypatch.setattr(loop_module, "READ_BATCH", 3)
+    url = f"sqlite:///{tmp_path / 'muster.db'}"
+    await upgrade_async(url)
+    store = SqlEventStore(url)
+    try:
+        config = inputs.configuration(
+            parse.cluster(gpu_node_cluster("one", nodes=1, gpus=8, nominal=8)), 1.0
+        )
+        news: list[NewEvent] = list(config)
+        for i in range(5):
+            _, wid, spec = gpu_job(f"j{i}", 0, 1, 1, 600)
+            news += [inputs.submission(wid, spec, 2.0 + i), _elsewhere(i)]
+        for new in news:
+            await store.append(
+                [StreamAppend(new.stream_id, None, [new])], producer="test", recorded_at=1.0
+            )
+        settings = load({}, store_url=url, kafka_bootstrap="unused:9092", poll_seconds=300)
+        for decider in (QueueDecider(), WorkloadsView()):
+            loop = DeciderLoop(decider, store, settings, ServiceMetrics())
+            folded = await loop.catch_up()
+            replay = DeciderRunner(decider)
+            replay.fold(await store.read_all(0))
+            assert folded == len([n for n in news if category_of(n.stream_id) != "elsewhere"])
+            assert loop.runner.position == await store.head()
+            assert pickle.dumps(loop.runner.state) == pickle.dumps(replay.state)
+            assert loop.runner.versions == replay.versions
+            assert loop.runner.last_event_id == replay.last_event_id
+    finally:
+        await store.close()

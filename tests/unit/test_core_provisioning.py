@@ -918,3 +918,20 @@ def test_nodes_created_ready_are_registered_by_their_provisioned() -> None:
     }
     agent = next(r for r in h.runners if r.decider.name == "node-agent").state
     assert not agent.nodes and not agent.implied  # removed: nothing left of them
+
+
+def test_a_provisioned_event_stands_for_its_acceptance_then_its_node_creation() -> None:
+    """``stands_for``, each of its four cases: nothing, the acceptance, the node creation (at
+    the time it is folded at), both in that order."""
+    node = pev.NodeSpec(name="n1", pool="p", zone="z", machine_type="m", allocatable={GPU: 8})
+    accepted = pev.ProvisioningAccepted(
+        request_id="w.1", workload_id="w", attempt=1, pod_sets=(), message="accepted"
+    )
+    up = pev.ProvisioningProvisioned(
+        request_id="w.1", zone="z", assignments={"w-0": "n1"}, message="up", nodes=(node,)
+    )
+    creating = pev.NodesCreating(request_id="w.1", zone="z", nodes=(node,), ready_at=5.0)
+    assert up.stands_for(5.0) == ()
+    assert replace(up, accepted=accepted).stands_for(5.0) == (accepted,)
+    assert replace(up, created=True).stands_for(5.0) == (creating,)
+    assert replace(up, created=True, accepted=accepted).stands_for(5.0) == (accepted, creating)

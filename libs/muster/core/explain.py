@@ -168,7 +168,7 @@ def explain(
     status, reason, message = _status(wl, conds, item, latest)
     if item is not None:
         # One source: the pending reason is the dry run's, in the condition too.
-        cond.set_condition(conds, "QuotaReserved", "False", reason, message, state.now)
+        cond.put(conds.by_type, "QuotaReserved", "False", reason, message, state.now)
     base = Explanation(
         wid, position, state.now, status, reason, message,
         name=wl.spec.name,

@@ -168,9 +168,12 @@ class ProvisioningProvisioned(Event):
         """The events before it that this one stands for, in their order (the acceptance,
         then the node creation), at ``now``. A fold applies them first, so a log of
         either form folds to the same state."""
+        # Four cases spelled out, not a filter over both: every service folds every
+        # provisioned event through this (intake three times: its queue, requests and nodes).
         creating = self.creating(now)
-        found = (self.accepted, creating)
-        return tuple(ev for ev in found if ev is not None)
+        if self.accepted is None:
+            return () if creating is None else (creating,)
+        return (self.accepted,) if creating is None else (self.accepted, creating)
 
     def alone(self) -> ProvisioningProvisioned:
         """This event as it is logged after the events it ``stands_for``."""

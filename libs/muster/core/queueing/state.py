@@ -339,7 +339,7 @@ def evolve(state: QueueState, envelope: Folded) -> QueueState:
     event = envelope.event
     handler = _HANDLERS.get(type(event))
     if handler is None:
-        handler = _HANDLERS[type(event)] = _apply.dispatch(type(event))
+        handler = _handler(type(event))
     handler(event, state)
     wid = getattr(event, "workload_id", None)
     if wid is not None:
@@ -538,6 +538,13 @@ def _apply(event: Event, state: QueueState) -> None:
 # ``_apply``'s handler per event class, looked up once: singledispatch's own lookup (a
 # weak-keyed cache behind a wrapper) cost ~0.5 us of every event a replay folds.
 _HANDLERS: dict[type, Callable[[Any, QueueState], None]] = {}
+
+
+def _handler(kind: type) -> Callable[[Any, QueueState], None]:
+    found = _HANDLERS.get(kind)
+    if found is None:
+        found = _HANDLERS[kind] = _apply.dispatch(kind)
+    return found
 
 
 def clock_only_types() -> frozenset[str]:
@@ -1134,7 +1141,7 @@ def _(event: pev.ProvisioningCancelled, state: QueueState) -> None:
 @_apply.register
 def _(event: pev.ProvisioningProvisioned, state: QueueState) -> None:
     for before in event.stands_for(state.now):  # what it stands for, first, as ``evolve``
-        _apply(before, state)
+        _handler(type(before))(before, state)
         wid = getattr(before, "workload_id", None)
         if wid is not None and (wl := state.workloads.get(wid)) is not None:
             _touched(state, wl)

@@ -24,7 +24,7 @@ from muster.core.events import workload as wev
 from muster.core.model.times import rfc3339
 from muster.core.pickling import compact
 
-__all__ = ["Condition", "Conditions", "fold", "put", "rfc3339", "set_condition"]
+__all__ = ["Condition", "Conditions", "fold", "put", "rfc3339"]
 
 ORDER = ("QuotaReserved", "Admitted", "PodsReady", "Evicted", "Preempted", "Finished")
 
@@ -79,19 +79,6 @@ def put(
     by_type[type_] = Condition(type_, status, reason, message, at)
 
 
-def set_condition(
-    conds: Conditions, type_: str, status: str, reason: str, message: str, now: float
-) -> None:
-    put(conds.by_type, type_, status, reason, message, now)
-
-
-def _previously(conds: Conditions, type_: str, now: float) -> None:
-    """A condition that held turns False on a new reservation, keeping what it said."""
-    old = conds.by_type.get(type_)
-    if old is not None and old.status == "True":
-        set_condition(conds, type_, "False", "QuotaReserved", f"Previously: {old.message}", now)
-
-
 def fold(conds: Conditions, event: Event, now: float) -> None:
     """``event`` of this workload, at logical time ``now``."""
     _apply(event, conds, now)
@@ -109,33 +96,42 @@ def _apply(event: Event, conds: Conditions, now: float) -> None:
     pass
 
 
+# The handlers ``put`` into ``conds.by_type`` themselves: intake's view folds every
+# workload event here, a call a condition fewer.
+
+
 @_apply.register
 def _(event: wev.WorkloadSubmitted, conds: Conditions, now: float) -> None:
     conds.pods = event.spec.pod_count
-    set_condition(conds, "QuotaReserved", "False", "Pending", "waiting for the queue", now)
+    put(conds.by_type, "QuotaReserved", "False", "Pending", "waiting for the queue", now)
 
 
 @_apply.register
 def _(event: qev.WorkloadPending, conds: Conditions, now: float) -> None:
-    set_condition(conds, "QuotaReserved", "False", event.reason, event.message, now)
+    put(conds.by_type, "QuotaReserved", "False", event.reason, event.message, now)
 
 
 @_apply.register
 def _(event: qev.QuotaReserved, conds: Conditions, now: float) -> None:
-    set_condition(conds, "QuotaReserved", "True", "QuotaReserved", event.message, now)
+    by_type = conds.by_type
+    put(by_type, "QuotaReserved", "True", "QuotaReserved", event.message, now)
     for type_ in ("Evicted", "Preempted"):
-        _previously(conds, type_, now)
+        # One that held turns False on a new reservation, keeping what it said.
+        old = by_type.get(type_)
+        if old is not None and old.status == "True":
+            put(by_type, type_, "False", "QuotaReserved", f"Previously: {old.message}", now)
     if event.pod_counts:
         conds.pods = sum(event.pod_counts.values())
 
 
 @_apply.register
 def _(event: qev.WorkloadAdmitted, conds: Conditions, now: float) -> None:
-    set_condition(conds, "Admitted", "True", "Admitted", event.message, now)
+    by_type = conds.by_type
+    put(by_type, "Admitted", "True", "Admitted", event.message, now)
     conds.attempt, conds.started = event.attempt, 0
     if event.placements:
         conds.pods = len(event.placements)
-    set_condition(conds, "PodsReady", "False", "PodsReady", "waiting for the pods to start", now)
+    put(by_type, "PodsReady", "False", "PodsReady", "waiting for the pods to start", now)
 
 
 @_apply.register
@@ -144,9 +140,8 @@ def _(event: nev.PodStarted, conds: Conditions, now: float) -> None:
         return  # a late report of an earlier attempt's pod
     conds.started += 1
     if conds.started >= conds.pods:
-        set_condition(
-            conds, "PodsReady", "True", "PodsReady", f"all {conds.pods} pods running", now
-        )
+        message = f"all {conds.pods} pods running"
+        put(conds.by_type, "PodsReady", "True", "PodsReady", message, now)
 
 
 @_apply.register
@@ -163,27 +158,27 @@ def _(event: qev.WorkloadShrunk, conds: Conditions, now: float) -> None:
 
 @_apply.register
 def _(event: qev.WorkloadEvicted, conds: Conditions, now: float) -> None:
-    set_condition(conds, "Evicted", "True", event.reason, event.message, now)
+    by_type, reason, message = conds.by_type, event.reason, event.message
+    put(by_type, "Evicted", "True", reason, message, now)
     if event.preemptor is not None:
-        reason = event.preemption_reason or event.reason
-        set_condition(conds, "Preempted", "True", reason, event.message, now)
-    set_condition(conds, "QuotaReserved", "False", event.reason, event.message, now)
+        put(by_type, "Preempted", "True", event.preemption_reason or reason, message, now)
+    put(by_type, "QuotaReserved", "False", reason, message, now)
     for type_ in ("Admitted", "PodsReady"):
-        if type_ in conds.by_type:
-            set_condition(conds, type_, "False", event.reason, event.message, now)
+        if type_ in by_type:
+            put(by_type, type_, "False", reason, message, now)
 
 
 @_apply.register
 def _(event: qev.WorkloadFinished, conds: Conditions, now: float) -> None:
     conds.outcome = event.outcome
-    set_condition(conds, "Finished", "True", event.reason or event.outcome, event.message, now)
+    put(conds.by_type, "Finished", "True", event.reason or event.outcome, event.message, now)
 
 
 @_apply.register
 def _(event: qev.WorkloadCancelled, conds: Conditions, now: float) -> None:
-    set_condition(conds, "Finished", "True", "Cancelled", event.message, now)
+    put(conds.by_type, "Finished", "True", "Cancelled", event.message, now)
 
 
 @_apply.register
 def _(event: qev.WorkloadRejected, conds: Conditions, now: float) -> None:
-    set_condition(conds, "Finished", "True", event.reason, event.message, now)
+    put(conds.by_type, "Finished", "True", event.reason, event.message, now)

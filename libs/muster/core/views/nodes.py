@@ -47,16 +47,24 @@ def fold(nodes: dict[str, NodeRecord], event: Event, now: float) -> None:
     _apply(event, nodes, now)
 
 
-def handler(kind: type[Event]) -> Callable[[Any, dict[str, NodeRecord], float], None] | None:
+def handler(kind: type[Event]) -> _Fold | None:
     """``fold``'s handler for events of ``kind``, or None if it ignores them: a caller
     folding many events looks it up once a type (intake's view, on every event)."""
-    found = _apply.dispatch(kind)
-    return None if found is _apply.dispatch(Event) else found
+    try:
+        return _HANDLERS[kind]
+    except KeyError:
+        found = _apply.dispatch(kind)
+        _HANDLERS[kind] = None if found is _apply.dispatch(Event) else found
+        return _HANDLERS[kind]
 
 
 @singledispatch
 def _apply(event: Event, nodes: dict[str, NodeRecord], now: float) -> None:
     pass
+
+
+_Fold = Callable[[Any, dict[str, NodeRecord], float], None]
+_HANDLERS: dict[type, _Fold | None] = {}  # ``handler``'s, looked up once a type
 
 
 @_apply.register
@@ -86,7 +94,9 @@ def _(event: pev.NodesCreating, nodes: dict[str, NodeRecord], now: float) -> Non
 @_apply.register
 def _(event: pev.ProvisioningProvisioned, nodes: dict[str, NodeRecord], now: float) -> None:
     for before in event.stands_for(now):  # what it stands for
-        _apply(before, nodes, now)
+        apply = handler(type(before))
+        if apply is not None:
+            apply(before, nodes, now)
     if event.created:  # created Ready: registered by this event (no node.registered)
         for spec in event.nodes:
             record = nodes.get(spec.name)

@@ -76,11 +76,15 @@ def fold(views: dict[str, RequestView], event: Event, now: float) -> None:
     _apply(event, views, now)
 
 
-def handler(kind: type[Event]) -> Callable[[Any, dict[str, RequestView], float], None] | None:
+def handler(kind: type[Event]) -> _Fold | None:
     """``fold``'s handler for events of ``kind``, or None if it ignores them: a caller
     folding many events looks it up once a type (intake's view, on every event)."""
-    found = _apply.dispatch(kind)
-    return None if found is _apply.dispatch(Event) else found
+    try:
+        return _HANDLERS[kind]
+    except KeyError:
+        found = _apply.dispatch(kind)
+        _HANDLERS[kind] = None if found is _apply.dispatch(Event) else found
+        return _HANDLERS[kind]
 
 
 def _set(view: RequestView, kind: str, status: str, reason: str, message: str, now: float) -> None:
@@ -90,6 +94,10 @@ def _set(view: RequestView, kind: str, status: str, reason: str, message: str, n
 @singledispatch
 def _apply(event: Event, views: dict[str, RequestView], now: float) -> None:
     pass
+
+
+_Fold = Callable[[Any, dict[str, RequestView], float], None]
+_HANDLERS: dict[type, _Fold | None] = {}  # ``handler``'s, looked up once a type
 
 
 @_apply.register
@@ -128,7 +136,9 @@ def _(event: pev.NodesCreating, views: dict[str, RequestView], now: float) -> No
 @_apply.register
 def _(event: pev.ProvisioningProvisioned, views: dict[str, RequestView], now: float) -> None:
     for before in event.stands_for(now):  # what it stands for, first
-        _apply(before, views, now)
+        apply = handler(type(before))
+        if apply is not None:
+            apply(before, views, now)
     if event.request_id in views:
         view = views[event.request_id]
         view.zone = event.zone

@@ -8,7 +8,6 @@ from dataclasses import dataclass, field
 from functools import singledispatch
 from typing import Any
 
-from muster.core.decider import advance
 from muster.core.events import Event, Folded, NewEvent
 from muster.core.events import node as nev
 from muster.core.events import queue as qev
@@ -171,7 +170,8 @@ class WorkloadsState:
 
 
 def evolve(state: WorkloadsState, envelope: Folded) -> WorkloadsState:
-    advance(state, envelope)
+    if envelope.occurred_at > state.now:  # ``advance``, inline: intake folds every event
+        state.now = envelope.occurred_at
     qs.evolve(state.queue, envelope)
     event = envelope.event
     plan = _PLANS.get(type(event))
@@ -383,8 +383,8 @@ class WorkloadsView:
     def initial(self) -> WorkloadsState:
         return WorkloadsState()
 
-    def evolve(self, state: WorkloadsState, envelope: Folded) -> WorkloadsState:
-        return evolve(state, envelope)
+    # The fold itself, not a method calling it: a call fewer on every event intake folds.
+    evolve = staticmethod(evolve)
 
     def decide(self, state: WorkloadsState) -> list[NewEvent]:
         return []
