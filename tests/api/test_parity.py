@@ -3,6 +3,7 @@ and field, equivalent answers, and no event left behind by any refusal."""
 
 from __future__ import annotations
 
+import math
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -620,7 +621,10 @@ async def seed(api: Api) -> dict[str, str]:
     first = (await api.store.read_correlated(ids["seed"]))[0]
     ids["seed-position"] = str(first.position)
     await _reserve(api, ids["checked"], "approval")
-    ids["until"] = f"{time.time():.3f}"  # a report up to here charges the same over both
+    # A report up to here charges the same over both: rounded down to the millisecond, never
+    # ahead of either call's clock (rounded up, a call within that half millisecond charged
+    # the reservation up to its own clock, the other up to ``until``).
+    ids["until"] = f"{math.floor(time.time() * 1000) / 1000:.3f}"
     return ids
 
 
