@@ -80,9 +80,28 @@ def unhandled_types(apply: Callable[..., Any]) -> frozenset[str]:
     """Wire types a ``singledispatch`` fold (``apply(event, state)``) has no handler of
     their own for: where a decider's ``evolve`` is ``advance`` then ``apply``, its
     ``clock_only`` (a service's catch-up and a replay read them without their payload)."""
+    handler = own_handlers(apply)
+    return frozenset(t for t, cls in registered_types().items() if handler(cls) is None)
+
+
+def own_handlers(apply: Callable[..., Any]) -> Callable[[type], Callable[..., None] | None]:
+    """A lookup of a ``singledispatch`` fold's own handler for an event type, None where it
+    has none (its default for ``Event``), each type's looked up once: a caller folding
+    many events (intake's view, on every event) skips singledispatch's lookup and the
+    folds that ignore the type. Every handler is registered at import, before any lookup."""
     dispatch: Callable[[type], Any] = apply.dispatch  # type: ignore[attr-defined]
     default = dispatch(Event)
-    return frozenset(t for t, cls in registered_types().items() if dispatch(cls) is default)
+    found: dict[type, Callable[..., None] | None] = {}
+
+    def handler(kind: type) -> Callable[..., None] | None:
+        try:
+            return found[kind]
+        except KeyError:
+            own = dispatch(kind)
+            found[kind] = None if own is default else own
+            return found[kind]
+
+    return handler
 
 
 def advance(state: Clocked, envelope: Folded | BareEnvelope) -> None:

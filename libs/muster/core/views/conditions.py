@@ -12,11 +12,11 @@ Preempted False ("Previously: ...") instead of dropping them.
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from dataclasses import dataclass, field
 from functools import singledispatch
 from typing import Any
 
+from muster.core.decider import own_handlers
 from muster.core.events import Event
 from muster.core.events import node as nev
 from muster.core.events import queue as qev
@@ -84,16 +84,14 @@ def fold(conds: Conditions, event: Event, now: float) -> None:
     _apply(event, conds, now)
 
 
-def handler(kind: type[Event]) -> Callable[[Any, Conditions, float], None] | None:
-    """``fold``'s handler for events of ``kind``, or None if it ignores them: a caller
-    folding many events looks it up once a type (intake's view, on every event)."""
-    found = _apply.dispatch(kind)
-    return None if found is _apply.dispatch(Event) else found
-
 
 @singledispatch
 def _apply(event: Event, conds: Conditions, now: float) -> None:
     pass
+
+
+# ``fold``'s handler for an event type, or None if it ignores them, looked up once a type.
+handler = own_handlers(_apply)
 
 
 # The handlers ``put`` into ``conds.by_type`` themselves: intake's view folds every

@@ -10,11 +10,12 @@ on it.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from functools import singledispatch
 from typing import Any
 
+from muster.core.decider import own_handlers
 from muster.core.events import Event
 from muster.core.events import node as nev
 from muster.core.events import provisioning as pev
@@ -47,24 +48,14 @@ def fold(nodes: dict[str, NodeRecord], event: Event, now: float) -> None:
     _apply(event, nodes, now)
 
 
-def handler(kind: type[Event]) -> _Fold | None:
-    """``fold``'s handler for events of ``kind``, or None if it ignores them: a caller
-    folding many events looks it up once a type (intake's view, on every event)."""
-    try:
-        return _HANDLERS[kind]
-    except KeyError:
-        found = _apply.dispatch(kind)
-        _HANDLERS[kind] = None if found is _apply.dispatch(Event) else found
-        return _HANDLERS[kind]
-
 
 @singledispatch
 def _apply(event: Event, nodes: dict[str, NodeRecord], now: float) -> None:
     pass
 
 
-_Fold = Callable[[Any, dict[str, NodeRecord], float], None]
-_HANDLERS: dict[type, _Fold | None] = {}  # ``handler``'s, looked up once a type
+# ``fold``'s handler for an event type, or None if it ignores them, looked up once a type.
+handler = own_handlers(_apply)
 
 
 @_apply.register

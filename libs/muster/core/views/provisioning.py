@@ -6,11 +6,11 @@ A read model folded from ``provisioning-*`` events, for every request: standalon
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from dataclasses import dataclass, field
 from functools import singledispatch
 from typing import Any
 
+from muster.core.decider import own_handlers
 from muster.core.events import Event
 from muster.core.events import provisioning as pev
 from muster.core.model.times import rfc3339
@@ -76,16 +76,6 @@ def fold(views: dict[str, RequestView], event: Event, now: float) -> None:
     _apply(event, views, now)
 
 
-def handler(kind: type[Event]) -> _Fold | None:
-    """``fold``'s handler for events of ``kind``, or None if it ignores them: a caller
-    folding many events looks it up once a type (intake's view, on every event)."""
-    try:
-        return _HANDLERS[kind]
-    except KeyError:
-        found = _apply.dispatch(kind)
-        _HANDLERS[kind] = None if found is _apply.dispatch(Event) else found
-        return _HANDLERS[kind]
-
 
 def _set(view: RequestView, kind: str, status: str, reason: str, message: str, now: float) -> None:
     put(view.conditions, kind, status, reason, message, now)
@@ -96,8 +86,8 @@ def _apply(event: Event, views: dict[str, RequestView], now: float) -> None:
     pass
 
 
-_Fold = Callable[[Any, dict[str, RequestView], float], None]
-_HANDLERS: dict[type, _Fold | None] = {}  # ``handler``'s, looked up once a type
+# ``fold``'s handler for an event type, or None if it ignores them, looked up once a type.
+handler = own_handlers(_apply)
 
 
 @_apply.register

@@ -8,6 +8,7 @@ from dataclasses import dataclass, field
 from functools import singledispatch
 from typing import Any
 
+from muster.core.decider import own_handlers
 from muster.core.events import Event, Folded, NewEvent
 from muster.core.events import node as nev
 from muster.core.events import queue as qev
@@ -210,12 +211,11 @@ _PLANS: dict[type, _Plan] = {}
 
 
 def _plan(kind: type[Event]) -> _Plan:
-    own = _apply.dispatch(kind)
     return (
         provisioning.handler(kind),
         node_view.handler(kind),
         accounting.handler(kind),
-        None if own is _apply.dispatch(Event) else own,
+        _own(kind),
         cond.handler(kind),
     )
 
@@ -263,6 +263,9 @@ def _set(state: WorkloadsState, wid: str, status: str, reason: str, message: str
 @singledispatch
 def _apply(event: Event, state: WorkloadsState) -> None:
     pass
+
+
+_own = own_handlers(_apply)  # the view's own handler for a type, None if it has none
 
 
 @_apply.register
