@@ -8,11 +8,12 @@ over rejected or unfinished work is not a rate. Shared helpers live here.
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import os
 import platform
 import uuid
-from collections.abc import AsyncIterator, Sequence
+from collections.abc import AsyncIterator, Iterator, Sequence
 from typing import Any
 
 from sqlalchemy.engine import make_url
@@ -65,25 +66,48 @@ async def scratch_postgres(server_url: str) -> AsyncIterator[str]:
     Only the server is taken from the URL (its database is the one we connect to to
     issue CREATE/DROP DATABASE); nothing else on it is read or written.
     """
-    import asyncpg
+    name = await _create_database(server_url)
+    try:
+        yield make_url(server_url).set(database=name).render_as_string(hide_password=False)
+    finally:
+        await _drop_database(server_url, name)
 
-    base = make_url(server_url)
-    dsn = base.set(drivername="postgresql").render_as_string(hide_password=False)
+
+@contextlib.contextmanager
+def scratch_postgres_sync(server_url: str) -> Iterator[str]:
+    """``scratch_postgres`` for a caller outside an event loop (a ``Stack`` is entered
+    outside one): each of the two statements runs in a loop of its own."""
+    name = asyncio.run(_create_database(server_url))
+    try:
+        yield make_url(server_url).set(database=name).render_as_string(hide_password=False)
+    finally:
+        asyncio.run(_drop_database(server_url, name))
+
+
+async def _create_database(server_url: str) -> str:
     name = f"muster_bench_{uuid.uuid4().hex[:12]}"
-    conn = await asyncpg.connect(dsn)
+    conn = await _server(server_url)
     try:
         await conn.execute(f'CREATE DATABASE "{name}"')
     finally:
         await conn.close()
+    return name
+
+
+async def _drop_database(server_url: str, name: str) -> None:
+    conn = await _server(server_url)
     try:
-        yield base.set(database=name).render_as_string(hide_password=False)
+        force = " WITH (FORCE)" if conn.get_server_version().major >= 13 else ""
+        await conn.execute(f'DROP DATABASE IF EXISTS "{name}"{force}')
     finally:
-        conn = await asyncpg.connect(dsn)
-        try:
-            force = " WITH (FORCE)" if conn.get_server_version().major >= 13 else ""
-            await conn.execute(f'DROP DATABASE IF EXISTS "{name}"{force}')
-        finally:
-            await conn.close()
+        await conn.close()
+
+
+async def _server(server_url: str) -> Any:
+    import asyncpg
+
+    dsn = make_url(server_url).set(drivername="postgresql").render_as_string(hide_password=False)
+    return await asyncpg.connect(dsn)
 
 
 def redact(url: str) -> str:

@@ -25,6 +25,12 @@ Baseline, in the same process before the stack starts: the same N submission
 appends straight into a fresh SQLite store (no HTTP, no services), one after
 another and from C concurrent tasks, so the HTTP + service overhead shows as a ratio.
 
+With ``--postgres`` the store (and the baseline's) is a scratch database on the
+PostgreSQL server of ``$MUSTER_TEST_POSTGRES_URL``, dropped after the run: the services
+then wake through ``LISTEN/NOTIFY``, as past one machine. The server's CPU is counted
+with the stack's when it runs on this machine (``postgres``: every ``postgres``
+process's, and what ended backends used).
+
 The CPU a workload is every process's CPU from the first submission to the last finish;
 then, over ``--settle`` seconds (2), what the processes do after it above their idle rate
 (the last events folded, published and decided on: work the burst caused), printed apart
@@ -34,6 +40,7 @@ The run fails (FAILED, non-zero exit) unless every workload was accepted once, a
 and finished Succeeded.
 
     python -m bench.e2e_submit [--workloads 1000] [--clients 32] [--idle 50] [--batch 100]
+                               [--existing-nodes 256] [--postgres]
 """
 
 from __future__ import annotations
@@ -43,13 +50,24 @@ import asyncio
 import os
 import tempfile
 import time
+from contextlib import ExitStack
 from pathlib import Path
 from typing import Any
 
 import aiohttp
 import orjson
 
-from bench import machine, per_second, ratio, workload_body, workload_spec
+from bench import (
+    POSTGRES_ENV,
+    machine,
+    per_second,
+    postgres_url,
+    ratio,
+    redact,
+    scratch_postgres_sync,
+    workload_body,
+    workload_spec,
+)
 from bench.http_load import Answer, Request, post_all
 from muster.core import inputs
 from muster.core.events import StreamAppend
@@ -288,6 +306,28 @@ def cpu_seconds(pids: dict[str, int]) -> dict[str, float]:
     return found
 
 
+def postgres_cpu() -> float | None:
+    """CPU seconds this machine's PostgreSQL server has used so far (None: no server here):
+    every ``postgres`` process's own, and the postmaster's ended children's (a backend that
+    exited is counted in its parent once reaped)."""
+    procs: dict[int, tuple[int, int, int]] = {}  # pid -> (parent, own ticks, ended children's)
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        try:
+            text = stat.read_text()
+        except OSError:  # ended while we looked
+            continue
+        if text[text.index("(") + 1:text.rindex(")")] != "postgres":
+            continue
+        fields = text.rsplit(")", 1)[1].split()
+        procs[int(stat.parent.name)] = (
+            int(fields[1]), int(fields[11]) + int(fields[12]), int(fields[13]) + int(fields[14]))
+    if not procs:
+        return None
+    ticks = sum(own + (ended if parent not in procs else 0)
+                for parent, own, ended in procs.values())
+    return ticks / os.sysconf("SC_CLK_TCK")
+
+
 def stack_pids(stack: Stack) -> dict[str, int]:
     pids = {name: proc.pid for name, proc in stack.processes.items()}
     if stack.broker.process is not None:
@@ -295,13 +335,22 @@ def stack_pids(stack: Stack) -> dict[str, int]:
     return pids
 
 
+def stack_cpu(stack: Stack) -> dict[str, float]:
+    """CPU seconds so far of each of the stack's processes, and of the PostgreSQL server
+    when the store is on one on this machine."""
+    used = cpu_seconds(stack_pids(stack))
+    server = postgres_cpu() if stack.store_url.startswith("postgresql") else None
+    if server is not None:
+        used["postgres"] = server
+    return used
+
+
 async def idle_cpu(stack: Stack, seconds: float) -> dict[str, float]:
     """Each process's share of one core while nothing is submitted."""
-    pids = stack_pids(stack)
-    before = cpu_seconds(pids)
+    before = stack_cpu(stack)
     await asyncio.sleep(seconds)
-    after = cpu_seconds(pids)
-    return {name: (after[name] - before[name]) / seconds for name in pids}
+    after = stack_cpu(stack)
+    return {name: (after[name] - before[name]) / seconds for name in before}
 
 
 async def through_stack(stack: Stack, args: argparse.Namespace) -> dict[str, Any]:
@@ -314,19 +363,18 @@ async def through_stack(stack: Stack, args: argparse.Namespace) -> dict[str, Any
         # Idle means idle: the one-at-a-time workloads have finished and their nodes gone.
         await wait_done(store, idle_ids, args.timeout)
         cpu = await idle_cpu(stack, args.idle_seconds)
-        pids = stack_pids(stack)
-        cpu_before = cpu_seconds(pids)
+        cpu_before = stack_cpu(stack)
         ids, latencies, statuses, took, client_cpu = await submit_all(
             stack.url(), args.workloads, args.clients, args.duration, args.batch)
         done = await wait_done(store, set(ids), args.timeout)
-        cpu_after = cpu_seconds(pids)
+        cpu_after = stack_cpu(stack)
         head = await store.head()
         # What the services did after the last finish (work left for when they are idle,
         # e.g. intake's copy of the queue state), above their idle rate.
         await asyncio.sleep(args.settle)
-        cpu_settled = cpu_seconds(pids)
+        cpu_settled = stack_cpu(stack)
         after = {name: cpu_settled[name] - cpu_after[name] - cpu[name] * args.settle
-                 for name in pids}
+                 for name in cpu_before}
     finally:
         await store.close()
     submitted, admitted, finished = done["submitted"], done["admitted"], done["finished"]
@@ -335,7 +383,7 @@ async def through_stack(stack: Stack, args: argparse.Namespace) -> dict[str, Any
     wall = [admitted[w].recorded_at - submitted[w].occurred_at for w in admitted]
     first = min((e.occurred_at for e in submitted.values()), default=0.0)
     last = max((e.recorded_at for e in admitted.values()), default=first)
-    burst_cpu = {name: cpu_after[name] - cpu_before[name] for name in pids}
+    burst_cpu = {name: cpu_after[name] - cpu_before[name] for name in cpu_before}
     return {"burst_cpu": burst_cpu, "after_cpu": after, "idle": idle,
             "idle_problems": idle_problems, "idle_cpu": cpu,
             "ids": ids, "latencies": latencies, "statuses": statuses, "took": took,
@@ -350,12 +398,18 @@ def main(argv: list[str] | None = None) -> None:
     n, clients = args.workloads, args.clients
     per_request = f"batches of {args.batch}" if args.batch else "one a request"
     print(f"bench.e2e_submit ({machine()}): {n} workloads, {clients} clients, {per_request}")
-    with tempfile.TemporaryDirectory(prefix="muster-bench-") as tmp:
-        base = asyncio.run(direct_appends(f"sqlite:///{Path(tmp) / 'baseline.db'}", n, clients,
-                                          args.duration))
+    with tempfile.TemporaryDirectory(prefix="muster-bench-") as tmp, ExitStack() as scratch:
+        if args.server:  # two databases of their own, dropped after the run
+            base_url, store_url = (scratch.enter_context(scratch_postgres_sync(args.server))
+                                   for _ in range(2))
+            print(f"store: PostgreSQL, scratch databases on {redact(args.server)}")
+        else:
+            base_url, store_url = f"sqlite:///{Path(tmp) / 'baseline.db'}", None
+        base = asyncio.run(direct_appends(base_url, n, clients, args.duration))
         started = time.perf_counter()
         # No per-tenant rate limit: the benchmark is one tenant submitting as fast as it can.
-        with Stack(Path(tmp) / "stack", extra_env={"MUSTER_SUBMIT_RATE": "0"}) as stack:
+        with Stack(Path(tmp) / "stack", store_url=store_url,
+                   extra_env={"MUSTER_SUBMIT_RATE": "0"}) as stack:
             print(f"stack up in {time.perf_counter() - started:.1f}s "
                   f"(intake {stack.url()}, broker {stack.broker.bootstrap})")
             r = asyncio.run(through_stack(stack, args))
@@ -371,8 +425,8 @@ def main(argv: list[str] | None = None) -> None:
           f"{summary(r['latencies'])}")
     print(f"  the benchmark's client (bench.http_load), on the same cores: "
           f"{r['client_cpu'] / max(1, len(r['latencies'])) * 1000:.3f} ms of CPU a request")
-    print(f"direct appends (same process, no HTTP): sequential {base['sequential']:,.0f}/s, "
-          f"{clients} tasks {base['concurrent']:,.0f}/s")
+    print(f"direct appends (same process, no HTTP, a store of the same kind): sequential "
+          f"{base['sequential']:,.0f}/s, {clients} tasks {base['concurrent']:,.0f}/s")
     print(f"  HTTP/direct: {ratio(http_rate, base['sequential'])} of sequential, "
           f"{ratio(http_rate, base['concurrent'])} of concurrent")
     print(f"admitted {r['admitted']}/{len(r['ids'])}, finished {r['finished']} "
@@ -437,9 +491,15 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
                    help="then measure each process's CPU over this many seconds more, above "
                         "its idle rate: work the burst left for later, e.g. folding the "
                         "last events (default 2; 0: not measured)")
+    p.add_argument("--postgres", action="store_true",
+                   help=f"run the store on PostgreSQL: scratch databases on the server of "
+                        f"${POSTGRES_ENV}, dropped after the run (default: a SQLite file)")
     args = p.parse_args(argv)
     if args.batch < 0:
         p.error("--batch must be 0 (one a request) or more")
+    args.server = postgres_url() if args.postgres else None
+    if args.postgres and args.server is None:
+        p.error(f"--postgres needs ${POSTGRES_ENV}, a PostgreSQL server's URL")
     return args
 
 

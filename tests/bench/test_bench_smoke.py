@@ -10,6 +10,7 @@ otherwise). Those that start the stack (broker and services as processes) are ma
 from __future__ import annotations
 
 import asyncio
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -21,6 +22,7 @@ from muster.core.events import NewEvent, StreamAppend
 from muster.core.events import timer as tev
 from muster.store import SqlEventStore
 from muster.store.migrate import upgrade_async
+from tests.postgres import POSTGRES_URL
 
 ROOT = Path(__file__).resolve().parents[2]
 PASSED = "outcome check passed"
@@ -149,6 +151,48 @@ def test_e2e_submit() -> None:
         *("--settle", "0.5"),  # and what the services do after the last finish
         expect="admitted 20/20, finished 20",  # its own check (bench/e2e_submit.py)
     )
+
+
+@STACK
+@pytest.mark.skipif(not POSTGRES_URL, reason="PostgreSQL not configured (MUSTER_TEST_POSTGRES_URL)")
+def test_e2e_submit_on_postgres() -> None:
+    before = asyncio.run(bench_databases())
+    out = run_bench(
+        "e2e_submit",
+        *("--workloads", "20", "--clients", "4", "--idle", "2", "--idle-seconds", "0.5"),
+        "--postgres",
+        expect="admitted 20/20, finished 20",
+    )
+    assert "store: PostgreSQL, scratch databases on" in out
+    cpu = next(line for line in out.splitlines() if "CPU per admitted workload" in line)
+    assert "postgres " in cpu, cpu  # the server runs here (CI's), so its CPU is counted
+    assert asyncio.run(bench_databases()) == before  # both scratch databases dropped
+
+
+def test_e2e_submit_postgres_needs_a_server() -> None:
+    env = {k: v for k, v in os.environ.items() if k != "MUSTER_TEST_POSTGRES_URL"}
+    done = subprocess.run(
+        [sys.executable, "-m", "bench.e2e_submit", "--postgres"],
+        cwd=ROOT, env=env, capture_output=True, text=True, timeout=TIMEOUT, check=False,
+    )
+    assert done.returncode == 2
+    assert done.stderr.strip().splitlines()[-1].endswith(
+        "--postgres needs $MUSTER_TEST_POSTGRES_URL, a PostgreSQL server's URL"
+    )
+
+
+async def bench_databases() -> set[str]:
+    import asyncpg
+
+    assert POSTGRES_URL is not None
+    conn = await asyncpg.connect(POSTGRES_URL.replace("postgresql+asyncpg", "postgresql"))
+    try:
+        rows = await conn.fetch(
+            "SELECT datname FROM pg_database WHERE datname LIKE 'muster_bench_%'"
+        )
+    finally:
+        await conn.close()
+    return {row["datname"] for row in rows}
 
 
 @STACK
