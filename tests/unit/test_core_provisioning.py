@@ -602,6 +602,36 @@ def test_a_step_that_frees_capacity_searches_with_it() -> None:
     assert creating.position > deleted.position
 
 
+def test_a_decision_deletes_before_it_creates_in_the_room_it_frees() -> None:
+    """A booking that expires in the instant another request is accepted (max nodes 2: the
+    cancelled request's two booted nodes hold the pool) frees the room the new request's
+    nodes take in the same decision: its deletion is logged first, so the log never holds
+    more nodes than the pool had room for. A log written with the creation first (before
+    this order) still re-derives, at 0 mismatches."""
+    h = run(
+        cluster_doc(delay=30, max_nodes=2),
+        [(0, workload_doc("slow", nodes=2)), (630, workload_doc("next", nodes=2, duration=10))],
+        cancels=[(10, "slow")],
+    )
+    deletion, _ = one(h, pev.NodesDeleted, "slow.1")
+    creation, _ = one(h, pev.NodesCreating, "next.1")
+    assert deletion.occurred_at == creation.occurred_at == 630.0
+    assert deletion.causation_id == creation.causation_id  # one decision
+    assert deletion.position < creation.position
+    checked, mismatches = verify_decisions(h.log.envelopes, ProvisionerDecider())
+    assert checked > 0 and mismatches == []
+    # As logged before: the new request's stream first in that append.
+    batch = [e for e in h.log.envelopes if e.causation_id == deletion.causation_id]
+    first = batch.index(deletion)
+    reordered = [*batch[first + 1 :], *batch[: first + 1]]
+    assert reordered[0].stream_id == "provisioning-next.1"
+    start = h.log.envelopes.index(batch[0])
+    old = [*h.log.envelopes[:start], *reordered, *h.log.envelopes[start + len(batch) :]]
+    old = [msgspec.structs.replace(e, position=i + 1) for i, e in enumerate(old)]
+    checked, mismatches = verify_decisions(old, ProvisionerDecider())
+    assert checked > 0 and mismatches == [], mismatches[:1]
+
+
 def _log_of(envs: list[Envelope]) -> MemoryLog:
     """A log of ``envs``' events, in that order (renumbered)."""
     log = MemoryLog()

@@ -65,7 +65,13 @@ class ProvisionerDecider:
             return []
         released, expired = release(state), expire(state)
         accepted = accept(state, state.cloud)
-        pairs = [*released, *accepted, *bring_up(state, state.cloud), *expired]
+        if not search_after_release:  # as logged before: deletions after the rest
+            pairs = [*released, *accepted, *bring_up(state, state.cloud), *expired]
+        else:
+            # Deletions first: the nodes a request created in this same decision may take
+            # the capacity they free, and the log must never hold more nodes than there was
+            # room for (appends keep each stream's events together, in first-seen order).
+            pairs = [*released, *expired, *accepted, *bring_up(state, state.cloud)]
         if search_after_release or (not released and not expired):
             # The search sees what the next step would: the requests accepted just now are
             # searched with the waiting ones, with the capacity this decision's deletions
