@@ -245,6 +245,33 @@ def test_reclaim_within_cohort(reclaim: str, priority: int, victim: str | None) 
         assert sim.state.workloads["b1"].holds_quota
 
 
+def test_a_reclaim_after_a_borrow_in_the_same_cycle_waits_for_it_to_be_a_candidate() -> None:
+    """a (20) and b (20) in one cohort. b runs its large L (20, priority 200), a runs x
+    (10). In one cycle a1 fits a's nominal, then b1 borrows the last 5, then a2 (within a's
+    nominal) must reclaim them. b1 is no holder before its reservation is folded, so judged
+    in that cycle the only candidate would be L, though b borrows only because of b1. As
+    Kueue nominates preemptions against the cycle's starting state, a2 waits for the next
+    cycle, where b1 (lower priority, most recently reserved) is the victim and L runs on."""
+    sim = QueueSim(cluster(cq("a", 20, preemption={"reclaimWithinCohort": "Any"}), cq("b", 20)))
+    sim.submit("large", 20, "b", priority=200)
+    assert reserved(sim.settle()) == ["large"]
+    sim.submit("x", 10, "a", priority=50)
+    assert reserved(sim.settle()) == ["x"]
+    sim.submit("a1", 5, "a", priority=100)
+    sim.submit("a2", 5, "a", priority=100)
+    sim.submit("b1", 5, "b", priority=100)
+    first = sim.decide()
+    assert sorted(reserved(first)) == ["a1", "b1"]
+    assert of(first, qev.WorkloadEvicted) == []
+    assert why(sim, "a2") == "WaitingForQuota"
+    events = sim.settle()
+    assert [(e.workload_id, e.preemption_reason) for e in of(events, qev.WorkloadEvicted)] == [
+        ("b1", "InCohortReclamation")
+    ]
+    assert reserved(events) == ["a2"]
+    assert sim.state.workloads["large"].holds_quota
+
+
 def test_reclaim_never_takes_from_a_queue_within_its_nominal_quota() -> None:
     # a (4) runs a0 at its nominal; b (4) runs b1 at its nominal. a1 would have to
     # borrow: b is not borrowing, so nothing is reclaimable even with Any.

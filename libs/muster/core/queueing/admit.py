@@ -195,6 +195,8 @@ def preempt(
     none do. The room goes to the preemptor: later entries of this cycle cannot take it.
     ``for_place``: the quota is there and only a place is sought (_preempt_for_place):
     no other flavor is tried and "no candidates" is not shared with its lane-mates."""
+    if snap.root_name(cq.name) in snap.reserved_in:
+        return _partial(snap, cq, wl) or Verdict(wl, cq.name, _not_yet(outcome))
     spared = snap.state.evicted_for.get(wl.id, set())  # it evicted them once already
     gone = snap.evicted | spared | snap.grown
     rank = attained.rank(snap.state, wl)
@@ -265,6 +267,21 @@ def preempt(
         outcome,
         victims,
         placement=planned if isinstance(planned, Placement) else None,
+    )
+
+
+def _not_yet(outcome: Assignment) -> Unassignable:
+    """A preemption in a cohort tree where this cycle reserved quota waits for the next
+    cycle. The usage it is judged against holds those reservations, its candidates do not
+    (they are holders once folded): it could take an older holder, a large, where Kueue,
+    whose preemptions are nominated against the cycle's starting snapshot, would take the
+    newest lowest-priority one next cycle. Those reservations' fold re-judges it."""
+    return Unassignable(
+        "WaitingForQuota",
+        f"couldn't assign flavors: {outcome.message}; quota was reserved in its cohort "
+        "in this cycle: its preemption is judged in the next one, those workloads among "
+        "the candidates",
+        outcome.shortfall,
     )
 
 
@@ -458,6 +475,7 @@ def _admit(
     counts: dict[str, int],
 ) -> None:
     snap.tree.add(cq.name, outcome.usage)
+    snap.reserved_in.add(snap.root_name(cq.name))
     charge_tenant(snap, wl, outcome.usage, +1, counts)
     snap.admission_blocked = snap.block_after_admit
 

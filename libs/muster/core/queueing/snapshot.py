@@ -46,6 +46,9 @@ class Snapshot:
         # Per cohort tree: admit.no_fit_key (queue, shape, rank) -> "does not fit".
         self.no_fit: dict[int, dict[tuple[object, ...], Unassignable]] = {}
         self.evicted: set[str] = set()
+        # Cohort trees (by root) where this cycle reserved quota: their new holders are no
+        # preemption candidates before their reservations are folded (admit.preempt).
+        self.reserved_in: set[str] = set()
         # Grown in this cycle (growth.py): no victim until its growth is folded.
         self.grown: set[str] = set()
         # Preemption candidates ranked by attained service, per (preemptor's queue, id, its
