@@ -13,13 +13,17 @@ from typing import Any
 
 import pytest
 
+from muster.core import inputs
+from muster.core.events import Envelope, NewEvent
 from muster.core.events import node as nev
 from muster.core.events import queue as qev
 from muster.core.model import parse
 from muster.core.queueing import preemption as pre
 from muster.core.queueing import quota as qt
+from muster.core.queueing.decider import QueueDecider
 from muster.core.queueing.flavors import PREEMPT, Assignment
 from muster.core.sim.harness import build
+from muster.core.verify import verify_decisions
 from tests.unit.harness_inputs import submissions
 from tests.unit.test_queueing_admission import (
     GPU,
@@ -270,6 +274,57 @@ def test_a_reclaim_after_a_borrow_in_the_same_cycle_waits_for_it_to_be_a_candida
     ]
     assert reserved(events) == ["a2"]
     assert sim.state.workloads["large"].holds_quota
+
+
+def test_a_log_of_the_reclaim_in_the_same_cycle_still_verifies() -> None:
+    """A log written before the wait (the large evicted in the cycle of the borrow) re-derives
+    at 0 mismatches through ``QueueDecider.decided_before``, and only through it."""
+    doc = cluster(cq("a", 20, preemption={"reclaimWithinCohort": "Any"}), cq("b", 20))
+    decider = QueueDecider()
+    state, log = decider.initial(), []
+
+    def feed(news: list[NewEvent], producer: str) -> None:
+        nonlocal state
+        cause = log[-1].event_id if log and producer == "queue" else None
+        for new in news:
+            n = len(log) + 1
+            env = Envelope(
+                position=n, event_id=str(n), stream_id=new.stream_id, stream_version=n,
+                type=new.event.TYPE, schema_version=new.event.VERSION,
+                occurred_at=new.occurred_at, recorded_at=new.occurred_at,
+                causation_id=cause, correlation_id=None, producer=producer, event=new.event,
+            )
+            state = decider.evolve(state, env)
+            log.append(env)
+
+    def settle_as_before() -> None:
+        while news := decider.decided_before(state) or decider.decide(state):
+            feed(news, "queue")
+
+    def submit(name: str, gpus: int, queue: str, priority: int) -> None:
+        spec = parse.workload(
+            {"name": name, "namespace": "default", "queueName": queue, "priority": priority,
+             "podSets": [{"name": "w", "count": gpus, "requests": {GPU: 1}}]}
+        )
+        feed([inputs.submission(name, spec, 0.0)], "intake")
+
+    feed(inputs.configuration(parse.cluster(doc), 0.0), "intake")
+    submit("large", 20, "b", 200)
+    settle_as_before()
+    submit("x", 10, "a", 50)
+    settle_as_before()
+    for name, queue in (("a1", "a"), ("a2", "a"), ("b1", "b")):
+        submit(name, 5, queue, 100)
+    settle_as_before()
+    evicted = [e.event.workload_id for e in log if isinstance(e.event, qev.WorkloadEvicted)]
+    assert evicted[0] == "large"  # as the queue decided before
+    checked, mismatches = verify_decisions(log, QueueDecider())
+    assert checked > 0 and mismatches == [], mismatches[:1]
+
+    class Today(QueueDecider):
+        decided_before = None  # type: ignore[assignment]
+
+    assert verify_decisions(log, Today())[1] != []
 
 
 def test_reclaim_never_takes_from_a_queue_within_its_nominal_quota() -> None:

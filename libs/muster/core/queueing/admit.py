@@ -195,7 +195,7 @@ def preempt(
     none do. The room goes to the preemptor: later entries of this cycle cannot take it.
     ``for_place``: the quota is there and only a place is sought (_preempt_for_place):
     no other flavor is tried and "no candidates" is not shared with its lane-mates."""
-    if snap.root_name(cq.name) in snap.reserved_in:
+    if snap.defer_preemptions and snap.root_name(cq.name) in snap.reserved_in:
         return _partial(snap, cq, wl) or Verdict(wl, cq.name, _not_yet(outcome))
     spared = snap.state.evicted_for.get(wl.id, set())  # it evicted them once already
     gone = snap.evicted | spared | snap.grown

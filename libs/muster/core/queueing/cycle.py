@@ -47,13 +47,19 @@ from muster.core.queueing.state import QueueState, WorkloadEntry, never_preempts
 from muster.core.queueing.verdicts import REJECTIONS, Verdict, to_events
 
 
-def admission_cycle(state: QueueState) -> list[NewEvent]:
-    """The queue's admissions, evictions and pending reasons for this state."""
-    return to_events(state, decide(state))
+def admission_cycle(state: QueueState, *, defer_preemptions: bool = True) -> list[NewEvent]:
+    """The queue's admissions, evictions and pending reasons for this state.
+    ``defer_preemptions=False``: as decided before a preemption in a cohort tree that
+    reserved quota in the same cycle waited for the next one (``QueueDecider.decided_before``)."""
+    return to_events(state, decide(state, defer_preemptions=defer_preemptions))
 
 
 def decide(
-    state: QueueState, *, every_verdict: bool = False, subject: str | None = None
+    state: QueueState,
+    *,
+    every_verdict: bool = False,
+    subject: str | None = None,
+    defer_preemptions: bool = True,
 ) -> list[Verdict]:
     """The cycle's verdicts, phase by phase over one snapshot of the state.
     ``every_verdict``: a verdict for every pending workload (visibility), and nothing
@@ -61,6 +67,7 @@ def decide(
     dropped early. ``subject`` (with ``every_verdict``): of the verdicts its lanes'
     judgements record for whole lanes, only this workload's (explain)."""
     snap = Snapshot(state, every_verdict=every_verdict, subject=subject)
+    snap.defer_preemptions = defer_preemptions
     if snap.backfill:
         snap.reservations = reserve(snap)
     live = [cursor for cursor in lanes_to_judge(snap) if judge_heads(snap, cursor)]

@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
 from typing import Any
 
 from muster.core.events import NewEvent
 from muster.core.queueing import attained, figures, sharding
 from muster.core.queueing import state as qs
 from muster.core.queueing.cycle import admission_cycle
+from muster.core.queueing.notebook import Notebook
 from muster.core.queueing.reservations import next_reservation_time
 from muster.core.queueing.settle import settle
 
@@ -42,6 +44,16 @@ class QueueDecider:
             # Fold the releases first: the cycle then sees the quota they free.
             return settled
         return admission_cycle(state)
+
+    def decided_before(self, state: qs.QueueState) -> list[NewEvent]:
+        """What the queue decided in ``state`` before a preemption in a cohort tree that
+        reserved quota in the same cycle waited for the next one (``verify``): the cycle
+        without that wait, on a fresh notebook (so ``decide``'s parking does not hide a
+        lane). The unsplit queue's only: split deciders came after it."""
+        fresh = replace(state, notes=Notebook())
+        if self.name != sharding.UNSPLIT or settle(fresh):
+            return []
+        return admission_cycle(fresh, defer_preemptions=False)
 
     def next_deadline(self, state: qs.QueueState) -> float | None:
         """waitForPodsReady's next timeout, the end of a requeue backoff, of a

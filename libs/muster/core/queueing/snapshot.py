@@ -49,6 +49,7 @@ class Snapshot:
         # Cohort trees (by root) where this cycle reserved quota: their new holders are no
         # preemption candidates before their reservations are folded (admit.preempt).
         self.reserved_in: set[str] = set()
+        self.defer_preemptions = True  # False: as before (QueueDecider.decided_before)
         # Grown in this cycle (growth.py): no victim until its growth is folded.
         self.grown: set[str] = set()
         # Preemption candidates ranked by attained service, per (preemptor's queue, id, its
