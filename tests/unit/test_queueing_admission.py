@@ -91,10 +91,11 @@ class QueueSim:
         self.decider = QueueDecider()
         self.state: QueueState = self.decider.initial()
         self.log: list[Event] = []
+        self.envelopes: list[Envelope] = []  # the log as a store would hold it (verify)
         self._position = 0
         self.feed(inputs.configuration(parse.cluster(doc), 0.0))
 
-    def feed(self, news: Iterable[NewEvent]) -> None:
+    def feed(self, news: Iterable[NewEvent], producer: str = "test") -> None:
         for new in news:
             self._position += 1
             envelope = Envelope(
@@ -108,11 +109,12 @@ class QueueSim:
                 recorded_at=new.occurred_at,
                 causation_id=new.causation_id,
                 correlation_id=new.correlation_id,
-                producer="test",
+                producer=producer,
                 event=new.event,
             )
             self.state = self.decider.evolve(self.state, envelope)
             self.log.append(new.event)
+            self.envelopes.append(envelope)
 
     def submit(
         self,

@@ -9,12 +9,11 @@ virtual-time harness to see the victim's pods stop and the victim come back.
 from __future__ import annotations
 
 import copy
+from dataclasses import replace
 from typing import Any
 
 import pytest
 
-from muster.core import inputs
-from muster.core.events import Envelope, NewEvent
 from muster.core.events import node as nev
 from muster.core.events import queue as qev
 from muster.core.model import parse
@@ -279,43 +278,20 @@ def test_a_reclaim_after_a_borrow_in_the_same_cycle_waits_for_it_to_be_a_candida
 def test_a_log_of_the_reclaim_in_the_same_cycle_still_verifies() -> None:
     """A log written before the wait (the large evicted in the cycle of the borrow) re-derives
     at 0 mismatches through ``QueueDecider.decided_before``, and only through it."""
-    doc = cluster(cq("a", 20, preemption={"reclaimWithinCohort": "Any"}), cq("b", 20))
-    decider = QueueDecider()
-    state, log = decider.initial(), []
-
-    def feed(news: list[NewEvent], producer: str) -> None:
-        nonlocal state
-        cause = log[-1].event_id if log and producer == "queue" else None
-        for new in news:
-            n = len(log) + 1
-            env = Envelope(
-                position=n, event_id=str(n), stream_id=new.stream_id, stream_version=n,
-                type=new.event.TYPE, schema_version=new.event.VERSION,
-                occurred_at=new.occurred_at, recorded_at=new.occurred_at,
-                causation_id=cause, correlation_id=None, producer=producer, event=new.event,
-            )
-            state = decider.evolve(state, env)
-            log.append(env)
+    sim = QueueSim(cluster(cq("a", 20, preemption={"reclaimWithinCohort": "Any"}), cq("b", 20)))
 
     def settle_as_before() -> None:
-        while news := decider.decided_before(state) or decider.decide(state):
-            feed(news, "queue")
+        while news := sim.decider.decided_before(sim.state) or sim.decider.decide(sim.state):
+            cause = sim.envelopes[-1].event_id
+            sim.feed([replace(n, causation_id=cause) for n in news], producer="queue")
 
-    def submit(name: str, gpus: int, queue: str, priority: int) -> None:
-        spec = parse.workload(
-            {"name": name, "namespace": "default", "queueName": queue, "priority": priority,
-             "podSets": [{"name": "w", "count": gpus, "requests": {GPU: 1}}]}
-        )
-        feed([inputs.submission(name, spec, 0.0)], "intake")
-
-    feed(inputs.configuration(parse.cluster(doc), 0.0), "intake")
-    submit("large", 20, "b", 200)
-    settle_as_before()
-    submit("x", 10, "a", 50)
-    settle_as_before()
+    for name, gpus, queue, priority in (("large", 20, "b", 200), ("x", 10, "a", 50)):
+        sim.submit(name, gpus, queue, priority=priority)
+        settle_as_before()
     for name, queue in (("a1", "a"), ("a2", "a"), ("b1", "b")):
-        submit(name, 5, queue, 100)
+        sim.submit(name, 5, queue, priority=100)
     settle_as_before()
+    log = sim.envelopes
     evicted = [e.event.workload_id for e in log if isinstance(e.event, qev.WorkloadEvicted)]
     assert evicted[0] == "large"  # as the queue decided before
     checked, mismatches = verify_decisions(log, QueueDecider())

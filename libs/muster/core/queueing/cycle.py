@@ -66,8 +66,9 @@ def decide(
     kept in the notebook; otherwise verdicts that would change nothing in the log are
     dropped early. ``subject`` (with ``every_verdict``): of the verdicts its lanes'
     judgements record for whole lanes, only this workload's (explain)."""
-    snap = Snapshot(state, every_verdict=every_verdict, subject=subject)
-    snap.defer_preemptions = defer_preemptions
+    snap = Snapshot(
+        state, every_verdict=every_verdict, subject=subject, defer_preemptions=defer_preemptions
+    )
     if snap.backfill:
         snap.reservations = reserve(snap)
     live = [cursor for cursor in lanes_to_judge(snap) if judge_heads(snap, cursor)]

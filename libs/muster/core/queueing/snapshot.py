@@ -28,11 +28,18 @@ class Snapshot:
     """One cycle's working copies of the state and what it concluded so far."""
 
     def __init__(
-        self, state: QueueState, *, every_verdict: bool = False, subject: str | None = None
+        self,
+        state: QueueState,
+        *,
+        every_verdict: bool = False,
+        subject: str | None = None,
+        defer_preemptions: bool = True,
     ) -> None:
         """``every_verdict``: keep a verdict for every pending workload (visibility);
         otherwise verdicts that would change nothing in the log are dropped early.
-        ``subject``: of a lane's members, record only this one's (explain asks for one)."""
+        ``subject``: of a lane's members, record only this one's (explain asks for one).
+        ``defer_preemptions``: a preemption in a cohort tree where this cycle reserved
+        quota waits for the next cycle (``admit.preempt``); False: as decided before."""
         self.state = state
         self.every_verdict = every_verdict
         self.subject = subject
@@ -49,7 +56,7 @@ class Snapshot:
         # Cohort trees (by root) where this cycle reserved quota: their new holders are no
         # preemption candidates before their reservations are folded (admit.preempt).
         self.reserved_in: set[str] = set()
-        self.defer_preemptions = True  # False: as before (QueueDecider.decided_before)
+        self.defer_preemptions = defer_preemptions
         # Grown in this cycle (growth.py): no victim until its growth is folded.
         self.grown: set[str] = set()
         # Preemption candidates ranked by attained service, per (preemptor's queue, id, its
